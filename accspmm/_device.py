@@ -1,0 +1,252 @@
+"""GPU runtime for the Python layer: availability, device memory, GPU-array interop, cuSPARSE loading.
+
+``accspmm._cuda`` is optional: it exists only when the package was built with nvcc, and
+works only with a driver and a device.  Everything here degrades to a clear reason string.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+import threading
+
+import numpy as np
+
+_lock = threading.Lock()
+_probe_cache = None
+
+
+def _cuda_module():
+    try:
+        from . import _cuda  # noqa: F401
+    except ImportError as exc:
+        return None, f"accspmm was built without CUDA support ({exc}); reinstall with nvcc on PATH"
+    return _cuda, ""
+
+
+def probe():
+    """(available: bool, reason: str, info: dict) -- cached after the first call."""
+    global _probe_cache
+    with _lock:
+        if _probe_cache is None:
+            mod, reason = _cuda_module()
+            if mod is None:
+                _probe_cache = (False, reason, {})
+            else:
+                info = mod.probe()
+                if info["status"] != 0:
+                    _probe_cache = (False, f"no usable CUDA device: {info['message']}", info)
+                else:
+                    _probe_cache = (True, "", info)
+        return _probe_cache
+
+
+def cuda_available() -> bool:
+    """True when the CUDA extension is built and a CUDA device is usable."""
+    return probe()[0]
+
+
+def cuda_status() -> str:
+    """Why CUDA is unavailable ('' when it is available)."""
+    return probe()[1]
+
+
+def require_cuda():
+    ok, reason, _ = probe()
+    if not ok:
+        raise RuntimeError(f"device='gpu' requested but CUDA is unavailable: {reason}")
+    from . import _cuda
+
+    return _cuda
+
+
+def device_info(device: int | None = None) -> dict:
+    """Name, compute capability, SM count, L2 size and memory of a CUDA device."""
+    cu = require_cuda()
+    return cu.device_info(cu.get_device() if device is None else int(device))
+
+
+# ---- device memory ------------------------------------------------------------------------
+
+class DeviceArray:
+    """A device allocation owned by Python (freed on free()/garbage collection)."""
+
+    __slots__ = ("ptr", "nbytes", "shape", "dtype", "device", "__weakref__")
+
+    def __init__(self, shape, dtype, device: int):
+        cu = require_cuda()
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self.device = device
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        self.ptr = 0
+        self.ptr = cu.malloc(self.nbytes)
+
+    @classmethod
+    def from_host(cls, arr: np.ndarray, device: int, stream=None) -> "DeviceArray":
+        arr = np.ascontiguousarray(arr)
+        d = cls(arr.shape, arr.dtype, device)
+        from . import _cuda
+
+        _cuda.memcpy_htod(d.ptr, arr, stream)
+        return d
+
+    def to_host(self, out: np.ndarray | None = None, stream=None) -> np.ndarray:
+        from . import _cuda
+
+        if out is None:
+            out = np.empty(self.shape, self.dtype)
+        _cuda.memcpy_dtoh(out, self.ptr, stream)
+        return out
+
+    def free(self):
+        if self.ptr:
+            ptr, self.ptr = self.ptr, 0
+            try:
+                from . import _cuda
+
+                _cuda.free(ptr)
+            except Exception:  # interpreter shutdown: the driver frees it with the context
+                pass
+
+    def __del__(self):
+        self.free()
+
+
+# ---- GPU arrays of other libraries ----------------------------------------------------------
+
+class ForeignArray:
+    """A CUDA array of CuPy / PyTorch / Numba seen through __cuda_array_interface__ (no copy)."""
+
+    __slots__ = ("obj", "ptr", "shape", "dtype", "c_contiguous", "stream", "kind")
+
+    def __init__(self, obj):
+        cai = obj.__cuda_array_interface__
+        self.obj = obj
+        self.ptr = int(cai["data"][0])
+        self.shape = tuple(int(s) for s in cai["shape"])
+        self.dtype = np.dtype(cai["typestr"])
+        strides = cai.get("strides")
+        contiguous = strides is None
+        if strides is not None:
+            expect, ok = self.dtype.itemsize, True
+            for dim, stride in zip(reversed(self.shape), reversed(strides)):
+                if dim > 1 and stride != expect:
+                    ok = False
+                expect *= dim
+            contiguous = ok
+        self.c_contiguous = contiguous
+        self.stream = cai.get("stream")
+        mod = type(obj).__module__.split(".")[0]
+        self.kind = mod if mod in ("cupy", "torch") else "other"
+
+    @property
+    def device(self) -> int:
+        if self.kind == "torch":
+            return int(self.obj.device.index or 0)
+        if self.kind == "cupy":
+            return int(self.obj.device.id)
+        from . import _cuda
+
+        return _cuda.get_device()
+
+    def contiguous(self) -> "ForeignArray":
+        if self.c_contiguous:
+            return self
+        if self.kind == "torch":
+            return ForeignArray(self.obj.contiguous())
+        if self.kind == "cupy":
+            import cupy
+
+            return ForeignArray(cupy.ascontiguousarray(self.obj))
+        raise ValueError("B is a non-contiguous GPU array of an unknown library; pass a C-contiguous one")
+
+    def cast(self, dtype) -> "ForeignArray":
+        dtype = np.dtype(dtype)
+        if self.dtype == dtype:
+            return self
+        if self.kind == "torch":
+            import torch
+
+            return ForeignArray(self.obj.to(getattr(torch, dtype.name)))
+        if self.kind == "cupy":
+            return ForeignArray(self.obj.astype(dtype))
+        raise TypeError(f"B has dtype {self.dtype}; expected {dtype}")
+
+    def empty_like_kind(self, shape, dtype) -> "ForeignArray":
+        """A new uninitialised array of the same library, device and dtype."""
+        if self.kind == "torch":
+            import torch
+
+            return ForeignArray(torch.empty(shape, dtype=getattr(torch, np.dtype(dtype).name), device=self.obj.device))
+        if self.kind == "cupy":
+            import cupy
+
+            with cupy.cuda.Device(self.device):
+                return ForeignArray(cupy.empty(shape, dtype=dtype))
+        raise TypeError("out= is required for GPU arrays of libraries other than CuPy and PyTorch")
+
+    def default_stream(self):
+        """The library's current stream on this array's device (as an int handle), or None."""
+        if self.kind == "torch":
+            import torch
+
+            return int(torch.cuda.current_stream(self.obj.device).cuda_stream) or None
+        if self.kind == "cupy":
+            import cupy
+
+            with cupy.cuda.Device(self.device):
+                return int(cupy.cuda.get_current_stream().ptr) or None
+        return None
+
+
+def stream_handle(stream):
+    """cudaStream_t as int (None = legacy default stream) from a CuPy/PyTorch stream or an int."""
+    if stream is None:
+        return None
+    for attr in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
+        if hasattr(stream, attr):
+            return int(getattr(stream, attr)) or None
+    if isinstance(stream, int):
+        return stream or None
+    raise TypeError(f"stream must be a CuPy or PyTorch stream, an int handle or None, got {type(stream).__name__}")
+
+
+# ---- cuSPARSE ---------------------------------------------------------------------------
+
+_cusparse_loaded = False
+
+
+def _cusparse_candidates():
+    env = os.environ.get("ACCSPMM_CUSPARSE_LIBRARY")
+    if env:
+        yield env
+    yield "libcusparse.so.12"
+    for root in sys.path:  # the nvidia-cusparse wheel (as installed with PyTorch)
+        yield from sorted(glob.glob(os.path.join(root, "nvidia", "cusparse", "lib", "libcusparse.so.*")))
+        yield from sorted(glob.glob(os.path.join(root, "nvidia", "cu*", "lib", "libcusparse.so.*")))
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home:
+            yield from sorted(glob.glob(os.path.join(home, "lib64", "libcusparse.so.*")))
+            yield from sorted(glob.glob(os.path.join(home, "targets", "*", "lib", "libcusparse.so.*")))
+    yield "libcusparse.so"
+
+
+def load_cusparse():
+    """Loads libcusparse once (dlopen); RuntimeError listing what was tried otherwise."""
+    global _cusparse_loaded
+    cu = require_cuda()
+    with _lock:
+        if _cusparse_loaded:
+            return cu
+        errors = []
+        for path in _cusparse_candidates():
+            try:
+                cu.cusparse_load(path)
+                _cusparse_loaded = True
+                return cu
+            except RuntimeError as exc:
+                errors.append(str(exc))
+        raise RuntimeError("cuSPARSE could not be loaded; set ACCSPMM_CUSPARSE_LIBRARY. Tried:\n  "
+                           + "\n  ".join(errors[-6:]))

@@ -1,0 +1,326 @@
+"""Plans: preprocess a sparse matrix once, multiply it by many dense matrices.
+
+Precision semantics (also in the README and each plan's repr):
+
+- ``"fp32"`` / ``"fp64"``: exact IEEE arithmetic of that width (CPU: C core; GPU: cuSPARSE).
+- ``"tf32"``: GPU Tensor Cores; float32 in and out, A and B rounded to TF32 (10-bit mantissa,
+  round to nearest), products accumulated in float32.  GPU default for float32 data.
+- The CPU computes in the data's own width: float32 data -> "fp32", float64 -> "fp64".
+
+Nothing changes precision silently: ``precision=None`` picks the default above for the chosen
+device, and an explicit precision that does not fit the dtype raises ValueError.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+
+import numpy as np
+
+from . import _core
+from ._device import DeviceArray, ForeignArray, cuda_available, cuda_status, load_cusparse, require_cuda, stream_handle
+from ._format import BitTCF, check_perm
+from ._validate import CSR, as_csr, as_host_b, check_b_dtype, check_out, compute_dtype, is_gpu_array
+
+DEVICES = ("auto", "cpu", "gpu")
+PRECISIONS = ("tf32", "fp32", "fp64")
+FORMATS = ("auto", "csr", "bittcf")
+_SPMM_CSR_ALGS = {"default": 0, "alg1": 4, "alg2": 6, "alg3": 12}
+_INT32_MAX = 2**31 - 1
+
+
+def _resolve_device(device: str, want_gpu_hint: bool = False) -> str:
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+    if device == "auto":
+        return "gpu" if cuda_available() else "cpu"
+    if device == "gpu":
+        require_cuda()
+    return device
+
+
+def _resolve_precision(precision, dtype: np.dtype, device: str) -> str:
+    if precision is None:
+        if dtype == np.float64:
+            return "fp64"
+        return "tf32" if device == "gpu" else "fp32"
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS} or None, got {precision!r}")
+    if precision == "fp64" and dtype != np.float64:
+        raise ValueError("precision='fp64' needs float64 data; convert A (and B) with .astype(numpy.float64)")
+    if precision in ("fp32", "tf32") and dtype != np.float32:
+        raise ValueError(f"precision={precision!r} needs float32 data; got {dtype} "
+                         f"(convert with .astype(numpy.float32), or use precision='fp64')")
+    if precision == "tf32" and device != "gpu":
+        raise ValueError("precision='tf32' runs on Tensor Cores: it needs device='gpu' "
+                         f"(CPU computes exactly in fp32/fp64). CUDA: {cuda_status() or 'available'}")
+    return precision
+
+
+def _resolve_format(fmt: str, device: str, precision: str) -> str:
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+    natural = "bittcf" if precision == "tf32" else "csr"
+    if fmt == "auto":
+        return natural
+    if device == "gpu" and fmt != natural:
+        raise ValueError(f"on the GPU precision={precision!r} uses format={natural!r}, not {fmt!r}")
+    return fmt
+
+
+class Plan:
+    """``C = A @ B`` for a fixed sparse ``A``: validation, format build and upload happen once.
+
+    Parameters
+    ----------
+    A : scipy.sparse matrix or array (CSR used as is; other formats converted with ``tocsr()``),
+        float32 or float64 values, int32 or int64 indices.  Duplicates are summed.
+    device : "auto" (GPU when available), "cpu" or "gpu".
+    precision : None (default: "tf32" on GPU for float32, "fp32" on CPU, "fp64" for float64), or
+        "tf32", "fp32", "fp64" (see module docstring).
+    format : "auto", "csr" or "bittcf" ("bittcf" on the CPU runs the format's reference kernel).
+    perm : optional row permutation (new -> old) used when building BitTCF; never changes the result.
+    dtype : compute dtype (default: A's); float64 data can be planned in float32 and vice versa.
+
+    Call the plan with ``B`` (array-like, k x n or length-k vector; or a CuPy / PyTorch CUDA array)
+    to get ``A @ B`` in the original row order, of the same kind as ``B``.
+    """
+
+    def __init__(self, A, *, device="auto", precision=None, format="auto", perm=None, dtype=None,
+                 cusparse_alg="default"):
+        t0 = time.perf_counter()
+        csr = A if isinstance(A, CSR) else as_csr(A)
+        dtype = np.dtype(dtype) if dtype is not None else csr.dtype
+        if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+            raise TypeError(f"dtype must be float32 or float64, got {dtype}")
+        self.shape = csr.shape
+        self.dtype = dtype
+        self.device = _resolve_device(device)
+        self.precision = _resolve_precision(precision, dtype, self.device)
+        self.format = _resolve_format(format, self.device, self.precision)
+        if cusparse_alg not in _SPMM_CSR_ALGS:
+            raise ValueError(f"cusparse_alg must be one of {tuple(_SPMM_CSR_ALGS)}, got {cusparse_alg!r}")
+        self.cusparse_alg = cusparse_alg
+        self._closed = False
+        self._device_id = None
+        self._dev = {}  # name -> DeviceArray
+        self._cusparse = {}  # n -> capsule
+        self.stats = {"nnz": csr.nnz, "shape": csr.shape, "device": self.device,
+                      "precision": self.precision, "format": self.format}
+        csr = csr.astype(dtype)
+        self._csr = None
+        self._bittcf = None
+        if self.format == "bittcf":
+            self._bittcf = BitTCF.from_csr(csr, perm)
+            self.stats.update(self._bittcf.stats)
+        else:
+            if perm is not None:
+                check_perm(perm, csr.shape[0])  # validated even though CSR does not use it
+            self._csr = csr
+        self.stats["build_seconds"] = time.perf_counter() - t0
+        if self.device == "gpu":
+            t1 = time.perf_counter()
+            self._upload()
+            self.stats["upload_seconds"] = time.perf_counter() - t1
+        self._finalizer = weakref.finalize(self, Plan._free_device, self._dev, self._cusparse)
+
+    # ---- lifetime -----------------------------------------------------------------------
+
+    @staticmethod
+    def _free_device(dev: dict, cusparse: dict):
+        cusparse.clear()  # capsules destroy their cuSPARSE plans
+        for arr in dev.values():
+            arr.free()
+        dev.clear()
+
+    def close(self):
+        """Frees the plan's device memory now (also done on garbage collection)."""
+        self._closed = True
+        self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        m, k = self.shape
+        return (f"<accspmm.Plan {m}x{k} nnz={self.stats['nnz']} device={self.device} "
+                f"precision={self.precision} format={self.format} dtype={self.dtype}>")
+
+    # ---- GPU upload -----------------------------------------------------------------------
+
+    def _upload(self):
+        cu = require_cuda()
+        self._device_id = cu.get_device()
+        put = lambda name, arr: self._dev.__setitem__(name, DeviceArray.from_host(arr, self._device_id))
+        if self.format == "csr":
+            csr = self._csr
+            wide = csr.nnz > _INT32_MAX
+            put("indptr", csr.indptr if wide else csr.indptr.astype(np.int32))
+            put("indices", csr.indices.astype(np.int64) if wide else csr.indices)
+            put("data", csr.data[: csr.nnz])
+            self._index_bits = 64 if wide else 32
+            load_cusparse()
+        else:
+            self._upload_bittcf(put)
+
+    def _upload_bittcf(self, put):
+        from ._tf32 import upload_bittcf
+
+        self._tf32 = upload_bittcf(self._bittcf, put, self.stats)
+
+    # ---- execution ------------------------------------------------------------------------
+
+    def __call__(self, B, *, out=None, stream=None):
+        """Returns ``A @ B`` (NumPy for host B, same library for CuPy/PyTorch CUDA B)."""
+        if self._closed:
+            raise RuntimeError("this plan was closed")
+        if is_gpu_array(B):
+            return self._call_gpu_array(B, out, stream)
+        m, k = self.shape
+        Bh, vector = as_host_b(B, k)
+        if Bh.dtype.kind == "f" and np.dtype(np.result_type(Bh.dtype, self.dtype)) != self.dtype:
+            raise TypeError(f"this plan computes in {self.dtype} but B is {Bh.dtype}; "
+                            f"cast B or plan with dtype={Bh.dtype}")
+        Bc = np.ascontiguousarray(Bh, dtype=self.dtype)
+        n = Bc.shape[1]
+        shape = (m,) if vector else (m, n)
+        if out is not None:
+            check_out(out, shape, self.dtype, Bh)
+            C = out.reshape(m, n)
+        else:
+            C = np.empty((m, n), self.dtype)
+        if self.device == "cpu":
+            self._run_cpu(Bc, C)
+        else:
+            self._run_gpu_host(Bc, C, stream)
+        return out if out is not None else C.reshape(shape)
+
+    def _run_cpu(self, B: np.ndarray, C: np.ndarray):
+        if self.format == "csr":
+            csr = self._csr
+            _core.csr_spmm(csr.shape[0], csr.shape[1], csr.indptr, csr.indices, csr.data, B, C)
+        else:
+            _core.bittcf_spmm(self._bittcf, B, C)
+
+    def _check_finite(self, B):
+        """Tensor-Core blocks multiply stored zeros too: 0 * inf would give NaN where scipy gives 0."""
+        if self.precision == "tf32":
+            finite = bool(B.isfinite().all()) if hasattr(B, "isfinite") else bool(np.isfinite(B).all())
+            if not finite:
+                raise ValueError("B holds NaN or inf; precision='tf32' needs finite B "
+                                 "(use precision='fp32' for IEEE semantics with non-finite values)")
+
+    def _run_gpu_host(self, B: np.ndarray, C: np.ndarray, stream):
+        self._check_finite(B)
+        s = stream_handle(stream)
+        m, n = C.shape
+        dB = DeviceArray.from_host(B, self._device_id, s)
+        dC = DeviceArray((m, n), self.dtype, self._device_id)
+        try:
+            self._launch(dB.ptr, dC.ptr, n, s)
+            dC.to_host(C, s)
+        finally:
+            dB.free()
+            dC.free()
+
+    def _call_gpu_array(self, B, out, stream):
+        if self.device != "gpu":
+            raise ValueError("B is a GPU array but this plan runs on the CPU; plan with device='gpu'")
+        fb = ForeignArray(B)
+        check_b_dtype(fb.dtype)
+        if fb.device != self._device_id:
+            raise ValueError(f"B is on GPU {fb.device} but the plan lives on GPU {self._device_id}")
+        m, k = self.shape
+        if len(fb.shape) not in (1, 2):
+            raise ValueError(f"B must be 1- or 2-dimensional, got shape {fb.shape}")
+        if fb.shape[0] != k:
+            raise ValueError(f"dimension mismatch: A has {k} columns but B has {fb.shape[0]} rows")
+        if fb.dtype.kind == "f" and np.dtype(np.result_type(fb.dtype, self.dtype)) != self.dtype:
+            raise TypeError(f"this plan computes in {self.dtype} but B is {fb.dtype}")
+        vector = len(fb.shape) == 1
+        n = 1 if vector else fb.shape[1]
+        fb = fb.cast(self.dtype).contiguous()
+        self._check_finite(fb.obj)
+        shape = (m,) if vector else (m, n)
+        if out is not None:
+            fo = ForeignArray(out) if is_gpu_array(out) else None
+            if fo is None:
+                raise TypeError("out must be a GPU array when B is one")
+            if fo.shape != shape or fo.dtype != self.dtype or not fo.c_contiguous:
+                raise ValueError(f"out must be a C-contiguous {self.dtype} GPU array of shape {shape}")
+            if fo.device != self._device_id:
+                raise ValueError("out is on another GPU than the plan")
+            if fo.ptr == fb.ptr and m * n > 0:
+                raise ValueError("out must not overlap B")
+        else:
+            fo = fb.empty_like_kind(shape, self.dtype)
+        s = stream_handle(stream) if stream is not None else fb.default_stream()
+        self._launch(fb.ptr, fo.ptr, n, s)
+        return fo.obj
+
+    def _launch(self, d_B: int, d_C: int, n: int, stream):
+        """C = A @ B on device pointers (row-major k x n and m x n of self.dtype), on `stream`."""
+        from . import _cuda
+
+        m, k = self.shape
+        if m == 0 or n == 0:
+            return
+        if self.stats["nnz"] == 0 or k == 0:
+            _cuda.memset(d_C, 0, m * n * self.dtype.itemsize, stream)
+            return
+        if self.format == "csr":
+            plan = self._cusparse.get(n)
+            if plan is None:
+                dev = self._dev
+                plan = _cuda.cusparse_spmm_create(
+                    m, k, self.stats["nnz"], dev["indptr"].ptr, dev["indices"].ptr, dev["data"].ptr,
+                    self._index_bits, 1 if self.dtype == np.float64 else 0, n,
+                    _SPMM_CSR_ALGS[self.cusparse_alg], d_B, d_C, stream)
+                self._cusparse[n] = plan
+            _cuda.cusparse_spmm_run(plan, d_B, d_C, stream)
+        else:
+            self._tf32.run(d_B, d_C, n, stream)
+
+
+def plan(A, **kwargs) -> Plan:
+    """Preprocesses ``A`` once; call the result with ``B`` many times. See :class:`Plan`."""
+    return Plan(A, **kwargs)
+
+
+def spmm(A, B, *, device="auto", precision=None, format="auto", out=None, stream=None):
+    """``C = A @ B`` for sparse ``A`` and dense ``B`` (one-shot form of :func:`plan`).
+
+    ``device="auto"`` runs on the GPU when one is usable (precision "tf32" by default for float32
+    data, see :class:`Plan`), else on the CPU (exact fp32/fp64).  NumPy (or array-like) ``B`` gives
+    a NumPy result; a CuPy or PyTorch CUDA ``B`` gives the same kind on the same device.
+    The result dtype is numpy's promotion of A's and B's float dtypes (integer B takes A's).
+    """
+    csr = as_csr(A)
+    if is_gpu_array(B):
+        if device == "cpu":
+            raise ValueError("B is a GPU array; use device='gpu' or 'auto', or pass a host array")
+        device = "gpu"
+        b_dtype = ForeignArray(B).dtype
+    else:
+        B, vector = as_host_b(B, csr.shape[1])
+        b_dtype = B.dtype
+        if vector:
+            B = B.reshape(-1)
+    check_b_dtype(b_dtype)
+    dtype = compute_dtype(csr.dtype, b_dtype)
+    with Plan(csr, device=device, precision=precision, format=format, dtype=dtype) as p:
+        return p(B, out=out, stream=stream)
+
+
+def spmm_bittcf_cpu(fmt: BitTCF, B) -> np.ndarray:
+    """``A @ B`` from a BitTCF on the CPU (reference kernel)."""
+    m, k = fmt.shape
+    Bh, vector = as_host_b(B, k)
+    Bc = np.ascontiguousarray(Bh, dtype=fmt.dtype)
+    C = np.empty((m, Bc.shape[1]), fmt.dtype)
+    _core.bittcf_spmm(fmt, Bc, C)
+    return C.reshape(m) if vector else C

@@ -1,0 +1,1 @@
+"""TF32 Tensor-Core SpMM on BitTCF (GPU): upload and launch. Kernel: cuda/tf32_spmm.cu."""

@@ -1,0 +1,27 @@
+/* acc_memory.c -- the one allocation module of the C core. */
+#include "acc_internal.h"
+
+/* Allocation-failure test hook: > 0 counts allocations down, the one that
+ * reaches zero fails and so does every later one (state -1) until the driver
+ * resets it to 0 (never fail). */
+static long acc_alloc_countdown = 0;
+
+void acc_set_alloc_countdown(long countdown) { acc_alloc_countdown = countdown; }
+
+void *acc_malloc(size_t n, size_t size) {
+    int fail = 0;
+    if (n == 0 || size == 0) n = size = 1; /* a valid, freeable pointer */
+    if (n > SIZE_MAX / size) return NULL;
+    if (acc_alloc_countdown != 0) {
+#ifdef _OPENMP
+#pragma omp critical(acc_alloc_countdown)
+#endif
+        {
+            if (acc_alloc_countdown > 0 && --acc_alloc_countdown == 0) acc_alloc_countdown = -1;
+            fail = acc_alloc_countdown < 0;
+        }
+    }
+    return fail ? NULL : malloc(n * size);
+}
+
+void acc_free(void *p) { free(p); }

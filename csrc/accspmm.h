@@ -1,0 +1,188 @@
+/*
+ * accspmm.h -- the one public header of the accspmm C core.
+ *
+ * Plain C99 + OpenMP, no Python.  Every function returns an acc_status
+ * (0 success, negative error), never prints and never exits.  Buffers are
+ * always owned by the caller: functions whose output size is unknown come in
+ * two passes (count, then fill into caller-allocated arrays).
+ *
+ * Conventions used by every function below
+ * -----------------------------------------
+ *  CSR (acc_csr): m rows, k columns, nnz = row_offsets[m].
+ *      row_offsets[m+1]      int64, row_offsets[0] == 0, non-decreasing
+ *      column_indices[nnz]   int32, each in [0, k)  (so k <= 2^31 - 1)
+ *      values[nnz]           float or double (acc_csr.dtype)
+ *    A CSR is *canonical* when every row's column indices are strictly
+ *    increasing (sorted, no duplicates).  SpMM on CSR accepts any valid CSR
+ *    (duplicates add up, order does not matter, as in scipy); the format
+ *    builders need canonical input (acc_csr_canonicalize makes it).
+ *
+ *  Dense matrices are row-major and contiguous: B is k x n, C is m x n.
+ *
+ *  Permutations: perm[i] = original index of new row i (new -> old), int64.
+ *
+ *  BitTCF (Acc-SpMM's format, 8x8 Tensor-Core blocks):
+ *    A row window is 8 consecutive rows of the *permuted* matrix:
+ *    window w holds original rows perm[8w .. 8w+7] (fewer in the last one).
+ *    The distinct column indices of a window, ascending, are cut into groups
+ *    of 8; each group is one TC block of 8 rows x 8 compacted columns.
+ *      window_offsets[W+1]        int64, W = ceil(m/8); blocks of window w are
+ *                                 window_offsets[w] .. window_offsets[w+1]-1
+ *      block_cols[8*nblocks]      int32, original column of each compacted
+ *                                 column; ACC_PAD_COL (-1) in padding slots
+ *      block_mask[nblocks]        uint64, bit r*8+c set where (window row r,
+ *                                 compacted column c) is a nonzero
+ *      block_value_offsets[nblocks+1]  int64, first value of each block
+ *      values[nnz]                each block's values in ascending bit order
+ *                                 (row-major inside the block)
+ */
+#ifndef ACCSPMM_H
+#define ACCSPMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes shared by the C core and the CUDA layer. */
+typedef enum acc_status {
+    ACC_SUCCESS = 0,
+    ACC_ERR_INVALID_ARGUMENT = -1, /* null pointer, negative size, bad enum */
+    ACC_ERR_ROW_OFFSETS = -2,      /* row_offsets[0] != 0, decreasing, or end != nnz */
+    ACC_ERR_COLUMN_INDEX = -3,     /* a column index outside [0, k) */
+    ACC_ERR_PERMUTATION = -4,      /* perm is not a permutation of [0, m) */
+    ACC_ERR_NOT_CANONICAL = -5,    /* unsorted or duplicate column indices in a row */
+    ACC_ERR_TOO_LARGE = -6,        /* a size exceeds what a format or kernel indexes */
+    ACC_ERR_OUT_OF_MEMORY = -7,    /* host allocation failed */
+    ACC_ERR_NO_DEVICE = -8,        /* no CUDA driver or no CUDA device */
+    ACC_ERR_DEVICE_MEMORY = -9,    /* cudaMalloc failed */
+    ACC_ERR_CUDA = -10,            /* any other CUDA runtime error */
+    ACC_ERR_CUSPARSE_LOAD = -11,   /* libcusparse could not be loaded */
+    ACC_ERR_CUSPARSE = -12,        /* a cuSPARSE call failed */
+    ACC_ERR_UNSUPPORTED = -13      /* valid request this build cannot serve */
+} acc_status;
+
+/* Human-readable text of a status code (static string, never NULL). */
+const char *acc_status_string(int status);
+
+/* Element type of values / dense matrices. */
+typedef enum acc_dtype { ACC_FLOAT32 = 0, ACC_FLOAT64 = 1 } acc_dtype;
+
+/* Padding slot of block_cols: the kernel loads zeros for it. */
+#define ACC_PAD_COL (-1)
+/* Rows per row window and columns per TC block. */
+#define ACC_TILE 8
+
+/* A read-only CSR view (see conventions above). */
+typedef struct acc_csr {
+    int64_t m;                     /* rows */
+    int64_t k;                     /* columns, <= INT32_MAX */
+    const int64_t *row_offsets;    /* [m+1] */
+    const int32_t *column_indices; /* [nnz] */
+    const void *values;            /* [nnz] float or double; may be NULL for pattern-only calls */
+    acc_dtype dtype;
+} acc_csr;
+
+/* A read-only BitTCF view (see conventions above). */
+typedef struct acc_bittcf {
+    int64_t m, k;                       /* shape of A */
+    int64_t num_windows;                /* ceil(m/8) */
+    int64_t num_blocks;                 /* window_offsets[num_windows] */
+    int64_t nnz;                        /* block_value_offsets[num_blocks] */
+    const int64_t *perm;                /* [m] new -> old row */
+    const int64_t *window_offsets;      /* [num_windows+1] */
+    const int32_t *block_cols;          /* [8*num_blocks] */
+    const uint64_t *block_mask;         /* [num_blocks] */
+    const int64_t *block_value_offsets; /* [num_blocks+1] */
+    const void *values;                 /* [nnz] float or double */
+    acc_dtype dtype;
+} acc_bittcf;
+
+/* Statistics of a BitTCF (quality metrics exported to Python). */
+typedef struct acc_bittcf_stats {
+    int64_t num_blocks;        /* TC blocks */
+    int64_t num_windows;       /* row windows, empty ones included */
+    int64_t empty_windows;     /* windows with no block */
+    double mean_nnz_per_block; /* MeanNNZTC = nnz / blocks (0 when no block) */
+    double blocks_per_window_mean;
+    int64_t blocks_per_window_max;
+    double blocks_per_window_std; /* population standard deviation */
+    double imbalance_degree;      /* IBD = mean |blocks_w - mean| (Acc-SpMM eq. 1) */
+    int64_t bytes;                /* bytes of the BitTCF arrays (values at dtype size, perm excluded) */
+    int64_t csr_bytes;            /* bytes of the same matrix as CSR with int32 indices, int64 offsets */
+} acc_bittcf_stats;
+
+/* ---- CSR checks and canonicalisation ---------------------------------- */
+
+/* Validates a CSR: sizes, row_offsets, column range.
+ *   A          CSR view; values unused
+ *   canonical  out (may be NULL): 1 when every row is strictly increasing
+ * Returns ACC_SUCCESS, ACC_ERR_INVALID_ARGUMENT, ACC_ERR_ROW_OFFSETS or
+ * ACC_ERR_COLUMN_INDEX. Reads every entry; O(m + nnz), parallel. */
+acc_status acc_csr_check(const acc_csr *A, int *canonical);
+
+/* Narrows int64 column indices to int32 while checking their range.
+ *   in[n]   int64 column indices
+ *   k       number of columns (each index must be in [0, k), k <= INT32_MAX)
+ *   out[n]  int32 result */
+acc_status acc_indices_narrow(const int64_t *in, int64_t n, int64_t k, int32_t *out);
+
+/* Sorts each row by column and sums duplicates (scipy's sum_duplicates),
+ * writing a canonical copy; A is not modified. A must pass acc_csr_check.
+ *   out_row_offsets[m+1], out_column_indices[nnz], out_values[nnz] (A.dtype)
+ *   nnz_out   out: entries of the canonical copy (<= nnz); the arrays'
+ *             first nnz_out entries hold it. */
+acc_status acc_csr_canonicalize(const acc_csr *A, int64_t *out_row_offsets,
+                                int32_t *out_column_indices, void *out_values, int64_t *nnz_out);
+
+/* Checks that perm[m] is a permutation of [0, m). */
+acc_status acc_perm_check(const int64_t *perm, int64_t m);
+
+/* ---- SpMM on CSR (the CPU fast path) ------------------------------------ */
+
+/* C = A @ B on the CPU, accumulating in A.dtype (float or double).
+ *   A     any valid CSR (acc_csr_check passed); duplicates are summed
+ *   B     [k*n] row-major, A.dtype
+ *   n     columns of B and C (n >= 0)
+ *   C     [m*n] row-major, A.dtype, fully overwritten
+ * Parallel over rows (OpenMP), rows split by equal nnz. */
+acc_status acc_csr_spmm(const acc_csr *A, const void *B, int64_t n, void *C);
+
+/* ---- BitTCF ----------------------------------------------------------- */
+
+/* Pass 1 of the BitTCF build: counts TC blocks per window.
+ *   A               canonical CSR (values unused)
+ *   perm[m]         new -> old rows (valid permutation)
+ *   window_offsets  out [ceil(m/8)+1]: prefix sums of blocks per window */
+acc_status acc_bittcf_count(const acc_csr *A, const int64_t *perm, int64_t *window_offsets);
+
+/* Pass 2 of the BitTCF build: fills the block arrays.
+ *   A, perm, window_offsets  as for/from acc_bittcf_count
+ *   block_cols[8*nblocks], block_mask[nblocks],
+ *   block_value_offsets[nblocks+1], values[nnz] (A.dtype)  out */
+acc_status acc_bittcf_fill(const acc_csr *A, const int64_t *perm, const int64_t *window_offsets,
+                           int32_t *block_cols, uint64_t *block_mask,
+                           int64_t *block_value_offsets, void *values);
+
+/* Computes the statistics of a BitTCF (block arrays may be NULL except
+ * window_offsets and block_value_offsets). */
+acc_status acc_bittcf_get_stats(const acc_bittcf *F, acc_bittcf_stats *out);
+
+/* Checks a BitTCF view for internal consistency (offsets, masks against
+ * value counts, column range, padding, perm); O(m + blocks). */
+acc_status acc_bittcf_check(const acc_bittcf *F);
+
+/* C = A @ B from the BitTCF form (CPU reference that proves the format):
+ * row r of window w goes to C[perm[8w+r]]; only stored entries are
+ * multiplied, so the result equals acc_csr_spmm's (same summation per entry
+ * order up to rounding; exact on small integers).
+ *   B [k*n], C [m*n] row-major, F.dtype; C fully overwritten. */
+acc_status acc_bittcf_spmm(const acc_bittcf *F, const void *B, int64_t n, void *C);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ACCSPMM_H */

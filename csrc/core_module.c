@@ -1,0 +1,412 @@
+/*
+ * core_module.c -- accspmm._core: CPython glue over the C core.
+ *
+ * Each function: parse arguments, take exact-dtype contiguous arrays (the
+ * Python layer converts), fill the view structs, release the GIL around the
+ * core call, map its status to an exception, build the result.  Outputs of
+ * unknown size are made in two passes (count, allocate, fill).
+ */
+#define ACC_NUMPY_IMPORT
+#include "glue.h"
+
+/* Arrays held while a CSR view points into them. */
+typedef struct csr_args {
+    PyArrayObject *indptr, *indices, *data;
+    acc_csr view;
+} csr_args;
+
+static void csr_args_release(csr_args *a) {
+    Py_XDECREF(a->indptr);
+    Py_XDECREF(a->indices);
+    Py_XDECREF(a->data);
+}
+
+/* indptr int64 [m+1], indices int32 [*], data float32/64 [*] or None. */
+static int csr_args_parse(csr_args *a, Py_ssize_t m, Py_ssize_t k, PyObject *indptr,
+                          PyObject *indices, PyObject *data) {
+    memset(a, 0, sizeof(*a));
+    if (m < 0 || k < 0) {
+        PyErr_SetString(PyExc_ValueError, "matrix dimensions must be non-negative");
+        return -1;
+    }
+    if (k > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "A has more than 2**31-1 columns; not supported");
+        return -1;
+    }
+    a->indptr = acc_py_array(indptr, NPY_INT64, 1, m + 1, -1, 0, "indptr");
+    if (!a->indptr) return -1;
+    a->indices = acc_py_array(indices, NPY_INT32, 1, -1, -1, 0, "indices");
+    if (!a->indices) return -1;
+    const int64_t *rp = PyArray_DATA(a->indptr);
+    if (rp[m] < 0 || rp[m] > PyArray_DIM(a->indices, 0)) {
+        PyErr_Format(PyExc_ValueError, "indptr[-1] = %lld does not match the %lld column indices",
+                     (long long)rp[m], (long long)PyArray_DIM(a->indices, 0));
+        return -1;
+    }
+    a->view.m = m;
+    a->view.k = k;
+    a->view.row_offsets = rp;
+    a->view.column_indices = PyArray_DATA(a->indices);
+    a->view.dtype = ACC_FLOAT32;
+    if (data && data != Py_None) {
+        if (!PyArray_Check(data) || acc_py_dtype_of((PyArrayObject *)data) < 0) {
+            PyErr_SetString(PyExc_TypeError, "data must be a float32 or float64 numpy.ndarray");
+            return -1;
+        }
+        a->view.dtype = (acc_dtype)acc_py_dtype_of((PyArrayObject *)data);
+        a->data = acc_py_array(data, acc_py_npy_type(a->view.dtype), 1, -1, -1, 0, "data");
+        if (!a->data) return -1;
+        if (PyArray_DIM(a->data, 0) < rp[m]) {
+            PyErr_SetString(PyExc_ValueError, "data is shorter than indptr[-1]");
+            return -1;
+        }
+        a->view.values = PyArray_DATA(a->data);
+    }
+    return 0;
+}
+
+static PyObject *py_csr_check(PyObject *self, PyObject *args) {
+    Py_ssize_t m, k;
+    PyObject *indptr, *indices;
+    csr_args a;
+    int canonical = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "nnOO", &m, &k, &indptr, &indices)) return NULL;
+    if (csr_args_parse(&a, m, k, indptr, indices, NULL) < 0) goto fail;
+    acc_status st;
+    Py_BEGIN_ALLOW_THREADS st = acc_csr_check(&a.view, &canonical);
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) {
+        acc_py_raise(st, "invalid CSR matrix");
+        goto fail;
+    }
+    csr_args_release(&a);
+    return PyBool_FromLong(canonical);
+fail:
+    csr_args_release(&a);
+    return NULL;
+}
+
+static PyObject *py_narrow_indices(PyObject *self, PyObject *args) {
+    PyObject *obj;
+    Py_ssize_t k;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "On", &obj, &k)) return NULL;
+    PyArrayObject *in = acc_py_array(obj, NPY_INT64, 1, -1, -1, 0, "indices");
+    if (!in) return NULL;
+    npy_intp n = PyArray_DIM(in, 0);
+    PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT32);
+    if (!out) {
+        Py_DECREF(in);
+        return NULL;
+    }
+    acc_status st;
+    Py_BEGIN_ALLOW_THREADS st = acc_indices_narrow(PyArray_DATA(in), n, k, PyArray_DATA(out));
+    Py_END_ALLOW_THREADS
+    Py_DECREF(in);
+    if (st != ACC_SUCCESS) {
+        Py_DECREF(out);
+        return acc_py_raise(st, "invalid CSR matrix");
+    }
+    return (PyObject *)out;
+}
+
+static PyObject *py_csr_canonicalize(PyObject *self, PyObject *args) {
+    Py_ssize_t m, k;
+    PyObject *indptr, *indices, *data;
+    PyArrayObject *rp = NULL, *ci = NULL, *vals = NULL;
+    csr_args a;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "nnOOO", &m, &k, &indptr, &indices, &data)) return NULL;
+    if (csr_args_parse(&a, m, k, indptr, indices, data) < 0) goto fail;
+    if (!a.data) {
+        PyErr_SetString(PyExc_TypeError, "data is required");
+        goto fail;
+    }
+    npy_intp np1 = m + 1, nnz = a.view.row_offsets[m];
+    rp = (PyArrayObject *)PyArray_SimpleNew(1, &np1, NPY_INT64);
+    ci = (PyArrayObject *)PyArray_SimpleNew(1, &nnz, NPY_INT32);
+    vals = (PyArrayObject *)PyArray_SimpleNew(1, &nnz, acc_py_npy_type(a.view.dtype));
+    if (!rp || !ci || !vals) goto fail;
+    int64_t nnz_out = 0;
+    acc_status st;
+    Py_BEGIN_ALLOW_THREADS st = acc_csr_canonicalize(&a.view, PyArray_DATA(rp), PyArray_DATA(ci),
+                                                     PyArray_DATA(vals), &nnz_out);
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) {
+        acc_py_raise(st, "cannot canonicalize CSR matrix");
+        goto fail;
+    }
+    csr_args_release(&a);
+    PyObject *res = Py_BuildValue("(NNNn)", rp, ci, vals, (Py_ssize_t)nnz_out);
+    return res;
+fail:
+    Py_XDECREF(rp);
+    Py_XDECREF(ci);
+    Py_XDECREF(vals);
+    csr_args_release(&a);
+    return NULL;
+}
+
+static PyObject *py_perm_check(PyObject *self, PyObject *args) {
+    PyObject *obj;
+    Py_ssize_t m;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "On", &obj, &m)) return NULL;
+    PyArrayObject *perm = acc_py_array(obj, NPY_INT64, 1, m, -1, 0, "perm");
+    if (!perm) return NULL;
+    acc_status st;
+    Py_BEGIN_ALLOW_THREADS st = acc_perm_check(PyArray_DATA(perm), m);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(perm);
+    if (st != ACC_SUCCESS) return acc_py_raise(st, "invalid row permutation");
+    Py_RETURN_NONE;
+}
+
+/* B must be k x n and C m x n, both of A's dtype. */
+static int dense_args(PyObject *Bobj, PyObject *Cobj, int64_t m, int64_t k, acc_dtype dtype,
+                      PyArrayObject **B, PyArrayObject **C) {
+    const int t = acc_py_npy_type(dtype);
+    *B = acc_py_array(Bobj, t, 2, k, -1, 0, "B");
+    if (!*B) return -1;
+    *C = acc_py_array(Cobj, t, 2, m, PyArray_DIM(*B, 1), 1, "C");
+    if (!*C) return -1;
+    if (PyArray_DATA(*C) == PyArray_DATA(*B) && PyArray_NBYTES(*C) > 0) {
+        PyErr_SetString(PyExc_ValueError, "C must not share memory with B");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *py_csr_spmm(PyObject *self, PyObject *args) {
+    Py_ssize_t m, k;
+    PyObject *indptr, *indices, *data, *Bobj, *Cobj;
+    PyArrayObject *B = NULL, *C = NULL;
+    csr_args a;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "nnOOOOO", &m, &k, &indptr, &indices, &data, &Bobj, &Cobj))
+        return NULL;
+    if (csr_args_parse(&a, m, k, indptr, indices, data) < 0) goto fail;
+    if (!a.data) {
+        PyErr_SetString(PyExc_TypeError, "data is required");
+        goto fail;
+    }
+    if (dense_args(Bobj, Cobj, m, k, a.view.dtype, &B, &C) < 0) goto fail;
+    acc_status st = ACC_SUCCESS;
+    Py_BEGIN_ALLOW_THREADS st = acc_csr_check(&a.view, NULL);
+    if (st == ACC_SUCCESS) st = acc_csr_spmm(&a.view, PyArray_DATA(B), PyArray_DIM(B, 1), PyArray_DATA(C));
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) {
+        acc_py_raise(st, "CSR SpMM failed");
+        goto fail;
+    }
+    Py_DECREF(B);
+    Py_DECREF(C);
+    csr_args_release(&a);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(B);
+    Py_XDECREF(C);
+    csr_args_release(&a);
+    return NULL;
+}
+
+static PyObject *py_bittcf_build(PyObject *self, PyObject *args) {
+    Py_ssize_t m, k;
+    PyObject *indptr, *indices, *data, *permobj;
+    PyArrayObject *perm = NULL, *wo = NULL, *cols = NULL, *mask = NULL, *vo = NULL, *vals = NULL;
+    csr_args a;
+    acc_status st;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "nnOOOO", &m, &k, &indptr, &indices, &data, &permobj)) return NULL;
+    if (csr_args_parse(&a, m, k, indptr, indices, data) < 0) goto fail;
+    if (!a.data) {
+        PyErr_SetString(PyExc_TypeError, "data is required");
+        goto fail;
+    }
+    perm = acc_py_array(permobj, NPY_INT64, 1, m, -1, 0, "perm");
+    if (!perm) goto fail;
+    npy_intp nw1 = (m + ACC_TILE - 1) / ACC_TILE + 1;
+    wo = (PyArrayObject *)PyArray_SimpleNew(1, &nw1, NPY_INT64);
+    if (!wo) goto fail;
+    int canonical = 0;
+    Py_BEGIN_ALLOW_THREADS st = acc_csr_check(&a.view, &canonical);
+    if (st == ACC_SUCCESS) st = canonical ? ACC_SUCCESS : ACC_ERR_NOT_CANONICAL;
+    if (st == ACC_SUCCESS) st = acc_perm_check(PyArray_DATA(perm), m);
+    if (st == ACC_SUCCESS) st = acc_bittcf_count(&a.view, PyArray_DATA(perm), PyArray_DATA(wo));
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) {
+        acc_py_raise(st, "cannot build BitTCF");
+        goto fail;
+    }
+    npy_intp nb = ((int64_t *)PyArray_DATA(wo))[nw1 - 1];
+    npy_intp nb8 = nb * ACC_TILE, nb1 = nb + 1, nnz = a.view.row_offsets[m];
+    cols = (PyArrayObject *)PyArray_SimpleNew(1, &nb8, NPY_INT32);
+    mask = (PyArrayObject *)PyArray_SimpleNew(1, &nb, NPY_UINT64);
+    vo = (PyArrayObject *)PyArray_SimpleNew(1, &nb1, NPY_INT64);
+    vals = (PyArrayObject *)PyArray_SimpleNew(1, &nnz, acc_py_npy_type(a.view.dtype));
+    if (!cols || !mask || !vo || !vals) goto fail;
+    Py_BEGIN_ALLOW_THREADS st = acc_bittcf_fill(&a.view, PyArray_DATA(perm), PyArray_DATA(wo),
+                                                PyArray_DATA(cols), PyArray_DATA(mask),
+                                                PyArray_DATA(vo), PyArray_DATA(vals));
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) {
+        acc_py_raise(st, "cannot build BitTCF");
+        goto fail;
+    }
+    Py_DECREF(perm);
+    csr_args_release(&a);
+    return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N}", "window_offsets", wo, "block_cols", cols,
+                         "block_mask", mask, "block_value_offsets", vo, "values", vals);
+fail:
+    Py_XDECREF(perm);
+    Py_XDECREF(wo);
+    Py_XDECREF(cols);
+    Py_XDECREF(mask);
+    Py_XDECREF(vo);
+    Py_XDECREF(vals);
+    csr_args_release(&a);
+    return NULL;
+}
+
+/* Arrays held while a BitTCF view points into them; read from the
+ * attributes of a Python format object (accspmm.BitTCF). */
+#define BITTCF_NARRAYS 6
+typedef struct bittcf_args {
+    PyArrayObject *arr[BITTCF_NARRAYS];
+    acc_bittcf view;
+} bittcf_args;
+
+static void bittcf_args_release(bittcf_args *a) {
+    for (int i = 0; i < BITTCF_NARRAYS; i++) Py_XDECREF(a->arr[i]);
+}
+
+static int bittcf_args_parse(bittcf_args *a, PyObject *fmt) {
+    static const char *names[BITTCF_NARRAYS] = {"perm",       "window_offsets",      "block_cols",
+                                                "block_mask", "block_value_offsets", "values"};
+    static const int types[BITTCF_NARRAYS] = {NPY_INT64,  NPY_INT64, NPY_INT32,
+                                              NPY_UINT64, NPY_INT64, -1};
+    memset(a, 0, sizeof(*a));
+    PyObject *shape = PyObject_GetAttrString(fmt, "shape");
+    if (!shape) return -1;
+    Py_ssize_t m, k;
+    int ok = PyArg_ParseTuple(shape, "nn", &m, &k);
+    Py_DECREF(shape);
+    if (!ok) return -1;
+    for (int i = 0; i < BITTCF_NARRAYS; i++) {
+        PyObject *obj = PyObject_GetAttrString(fmt, names[i]);
+        if (!obj) return -1;
+        int t = types[i];
+        if (t < 0) {
+            int d = PyArray_Check(obj) ? acc_py_dtype_of((PyArrayObject *)obj) : -1;
+            t = d < 0 ? NPY_FLOAT32 : acc_py_npy_type((acc_dtype)d);
+            a->view.dtype = d < 0 ? ACC_FLOAT32 : (acc_dtype)d;
+        }
+        a->arr[i] = acc_py_array(obj, t, 1, -1, -1, 0, names[i]);
+        Py_DECREF(obj);
+        if (!a->arr[i]) return -1;
+    }
+    a->view.m = m;
+    a->view.k = k;
+    a->view.num_windows = (m + ACC_TILE - 1) / ACC_TILE;
+    a->view.perm = PyArray_DATA(a->arr[0]);
+    a->view.window_offsets = PyArray_DATA(a->arr[1]);
+    a->view.block_cols = PyArray_DATA(a->arr[2]);
+    a->view.block_mask = PyArray_DATA(a->arr[3]);
+    a->view.block_value_offsets = PyArray_DATA(a->arr[4]);
+    a->view.values = PyArray_DATA(a->arr[5]);
+    const npy_intp nb = PyArray_DIM(a->arr[3], 0);
+    a->view.num_blocks = nb;
+    a->view.nnz = PyArray_DIM(a->arr[5], 0);
+    if (m < 0 || k < 0 || PyArray_DIM(a->arr[0], 0) != m ||
+        PyArray_DIM(a->arr[1], 0) != a->view.num_windows + 1 ||
+        PyArray_DIM(a->arr[2], 0) != nb * ACC_TILE || PyArray_DIM(a->arr[4], 0) != nb + 1) {
+        PyErr_SetString(PyExc_ValueError, "BitTCF arrays have inconsistent lengths");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *py_bittcf_stats(PyObject *self, PyObject *fmt) {
+    bittcf_args a;
+    acc_bittcf_stats s;
+    (void)self;
+    if (bittcf_args_parse(&a, fmt) < 0) {
+        bittcf_args_release(&a);
+        return NULL;
+    }
+    acc_status st = acc_bittcf_check(&a.view);
+    if (st == ACC_SUCCESS) st = acc_bittcf_get_stats(&a.view, &s);
+    bittcf_args_release(&a);
+    if (st != ACC_SUCCESS) return acc_py_raise(st, "invalid BitTCF");
+    return Py_BuildValue("{s:L,s:L,s:L,s:d,s:d,s:L,s:d,s:d,s:L,s:L}", "tc_blocks",
+                         (long long)s.num_blocks, "windows", (long long)s.num_windows,
+                         "empty_windows", (long long)s.empty_windows, "mean_nnz_tc",
+                         s.mean_nnz_per_block, "blocks_per_window_mean", s.blocks_per_window_mean,
+                         "blocks_per_window_max", (long long)s.blocks_per_window_max,
+                         "blocks_per_window_std", s.blocks_per_window_std, "imbalance_degree",
+                         s.imbalance_degree, "bytes", (long long)s.bytes, "csr_bytes",
+                         (long long)s.csr_bytes);
+}
+
+static PyObject *py_bittcf_spmm(PyObject *self, PyObject *args) {
+    PyObject *fmt, *Bobj, *Cobj;
+    PyArrayObject *B = NULL, *C = NULL;
+    bittcf_args a;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOO", &fmt, &Bobj, &Cobj)) return NULL;
+    if (bittcf_args_parse(&a, fmt) < 0) goto fail;
+    if (dense_args(Bobj, Cobj, a.view.m, a.view.k, a.view.dtype, &B, &C) < 0) goto fail;
+    acc_status st;
+    Py_BEGIN_ALLOW_THREADS st = acc_bittcf_check(&a.view);
+    if (st == ACC_SUCCESS) st = acc_bittcf_spmm(&a.view, PyArray_DATA(B), PyArray_DIM(B, 1), PyArray_DATA(C));
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) {
+        acc_py_raise(st, "BitTCF SpMM failed");
+        goto fail;
+    }
+    Py_DECREF(B);
+    Py_DECREF(C);
+    bittcf_args_release(&a);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(B);
+    Py_XDECREF(C);
+    bittcf_args_release(&a);
+    return NULL;
+}
+
+static PyObject *py_num_threads(PyObject *self, PyObject *noargs) {
+    (void)self;
+    (void)noargs;
+#ifdef _OPENMP
+    return PyLong_FromLong(omp_get_max_threads());
+#else
+    return PyLong_FromLong(1);
+#endif
+}
+
+static PyMethodDef core_methods[] = {
+    {"csr_check", py_csr_check, METH_VARARGS,
+     "csr_check(m, k, indptr:int64, indices:int32) -> bool canonical; raises ValueError"},
+    {"narrow_indices", py_narrow_indices, METH_VARARGS,
+     "narrow_indices(indices:int64, k) -> int32 copy; raises ValueError when out of range"},
+    {"csr_canonicalize", py_csr_canonicalize, METH_VARARGS,
+     "csr_canonicalize(m, k, indptr, indices, data) -> (indptr, indices, data, nnz)"},
+    {"perm_check", py_perm_check, METH_VARARGS, "perm_check(perm:int64, m)"},
+    {"csr_spmm", py_csr_spmm, METH_VARARGS, "csr_spmm(m, k, indptr, indices, data, B, C): C = A @ B"},
+    {"bittcf_build", py_bittcf_build, METH_VARARGS,
+     "bittcf_build(m, k, indptr, indices, data, perm) -> dict of BitTCF arrays"},
+    {"bittcf_stats", py_bittcf_stats, METH_O, "bittcf_stats(fmt) -> dict"},
+    {"bittcf_spmm", py_bittcf_spmm, METH_VARARGS, "bittcf_spmm(fmt, B, C): C = A @ B"},
+    {"num_threads", py_num_threads, METH_NOARGS, "OpenMP threads the core uses"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef core_module = {PyModuleDef_HEAD_INIT, "accspmm._core",
+                                         "accspmm C core (CPU)", -1, core_methods,
+                                         NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__core(void) {
+    import_array();
+    return PyModule_Create(&core_module);
+}

@@ -1,0 +1,251 @@
+/*
+ * cuda_module.c -- accspmm._cuda: CPython glue over the CUDA layer's C ABI.
+ *
+ * Device memory is handled as integer addresses: the Python layer owns
+ * lifetimes (accspmm._device.DeviceArray) and policy; this module only
+ * converts arguments, releases the GIL around each call and maps status
+ * codes to exceptions.  It is private: the public API never hands raw
+ * addresses to users.
+ */
+#define ACC_NUMPY_IMPORT
+#include "glue.h"
+
+#include "../cuda/accspmm_cuda.h"
+
+/* Raises for a CUDA-layer status, with the layer's own last message. */
+static PyObject *cuda_raise(int st, const char *context, int cusparse) {
+    const char *detail = cusparse ? acc_cusparse_last_error() : acc_cuda_last_error();
+    PyObject *type = PyExc_RuntimeError;
+    if (st == ACC_ERR_DEVICE_MEMORY || st == ACC_ERR_OUT_OF_MEMORY) type = PyExc_MemoryError;
+    else if (st == ACC_ERR_UNSUPPORTED) type = PyExc_NotImplementedError;
+    else if (st == ACC_ERR_INVALID_ARGUMENT || st == ACC_ERR_TOO_LARGE) type = PyExc_ValueError;
+    PyErr_Format(type, "%s: %s [%s]", context, acc_status_string(st), detail);
+    return NULL;
+}
+
+static void *as_ptr(PyObject *obj) { return PyLong_AsVoidPtr(obj); }
+
+static PyObject *py_probe(PyObject *self, PyObject *noargs) {
+    int drv = 0, rt = 0, count = 0, st;
+    (void)self;
+    (void)noargs;
+    Py_BEGIN_ALLOW_THREADS st = acc_cuda_probe(&drv, &rt, &count);
+    Py_END_ALLOW_THREADS
+    return Py_BuildValue("{s:i,s:i,s:i,s:i,s:s}", "status", st, "driver_version", drv,
+                         "runtime_version", rt, "device_count", count, "message",
+                         st ? acc_cuda_last_error() : "");
+}
+
+static PyObject *py_device_info(PyObject *self, PyObject *args) {
+    int dev, st;
+    acc_cuda_device_info info;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "i", &dev)) return NULL;
+    Py_BEGIN_ALLOW_THREADS st = acc_cuda_get_device_info(dev, &info);
+    Py_END_ALLOW_THREADS
+    if (st) return cuda_raise(st, "device query failed", 0);
+    return Py_BuildValue("{s:s,s:(ii),s:i,s:i,s:i,s:K,s:K}", "name", info.name,
+                         "compute_capability", info.major, info.minor, "multiprocessors",
+                         info.multiprocessors, "l2_bytes", info.l2_bytes, "max_shared_per_block",
+                         info.max_shared_per_block, "total_memory",
+                         (unsigned long long)info.total_memory, "free_memory",
+                         (unsigned long long)info.free_memory);
+}
+
+static PyObject *py_set_device(PyObject *self, PyObject *args) {
+    int dev, st;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "i", &dev)) return NULL;
+    st = acc_cuda_set_device(dev);
+    if (st) return cuda_raise(st, "cudaSetDevice failed", 0);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_get_device(PyObject *self, PyObject *noargs) {
+    int dev = 0, st;
+    (void)self;
+    (void)noargs;
+    st = acc_cuda_get_device(&dev);
+    if (st) return cuda_raise(st, "cudaGetDevice failed", 0);
+    return PyLong_FromLong(dev);
+}
+
+static PyObject *py_malloc(PyObject *self, PyObject *args) {
+    unsigned long long bytes;
+    void *p = NULL;
+    int st;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "K", &bytes)) return NULL;
+    Py_BEGIN_ALLOW_THREADS st = acc_cuda_malloc(&p, (size_t)bytes);
+    Py_END_ALLOW_THREADS
+    if (st) {
+        if (st == ACC_ERR_DEVICE_MEMORY) {
+            PyErr_Format(PyExc_MemoryError, "out of GPU memory allocating %llu bytes [%s]", bytes,
+                         acc_cuda_last_error());
+            return NULL;
+        }
+        return cuda_raise(st, "cudaMalloc failed", 0);
+    }
+    return PyLong_FromVoidPtr(p);
+}
+
+static PyObject *py_free(PyObject *self, PyObject *obj) {
+    (void)self;
+    void *p = as_ptr(obj);
+    if (PyErr_Occurred()) return NULL;
+    int st = acc_cuda_free(p);
+    if (st) return cuda_raise(st, "cudaFree failed", 0);
+    Py_RETURN_NONE;
+}
+
+/* memcpy_htod(d_ptr, ndarray, stream) / memcpy_dtoh(ndarray, d_ptr, stream):
+ * the host array must be contiguous (writeable for dtoh); size = its nbytes. */
+static PyObject *py_memcpy(PyObject *args, int to_device) {
+    PyObject *a, *b, *s;
+    if (!PyArg_ParseTuple(args, "OOO", &a, &b, &s)) return NULL;
+    PyObject *host_obj = to_device ? b : a;
+    PyObject *dev_obj = to_device ? a : b;
+    if (!PyArray_Check(host_obj) || !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)host_obj) ||
+        (!to_device && !PyArray_ISWRITEABLE((PyArrayObject *)host_obj))) {
+        PyErr_SetString(PyExc_TypeError, "host array must be a C-contiguous (writeable) ndarray");
+        return NULL;
+    }
+    PyArrayObject *h = (PyArrayObject *)host_obj;
+    void *d = as_ptr(dev_obj);
+    void *stream = s == Py_None ? NULL : as_ptr(s);
+    if (PyErr_Occurred()) return NULL;
+    size_t bytes = (size_t)PyArray_NBYTES(h);
+    int st;
+    Py_BEGIN_ALLOW_THREADS st = to_device ? acc_cuda_memcpy_htod(d, PyArray_DATA(h), bytes, stream)
+                                          : acc_cuda_memcpy_dtoh(PyArray_DATA(h), d, bytes, stream);
+    Py_END_ALLOW_THREADS
+    if (st) return cuda_raise(st, "memcpy failed", 0);
+    Py_RETURN_NONE;
+}
+static PyObject *py_memcpy_htod(PyObject *self, PyObject *args) {
+    (void)self;
+    return py_memcpy(args, 1);
+}
+static PyObject *py_memcpy_dtoh(PyObject *self, PyObject *args) {
+    (void)self;
+    return py_memcpy(args, 0);
+}
+
+static PyObject *py_memcpy_dtod(PyObject *self, PyObject *args) {
+    PyObject *d, *sobj, *s;
+    unsigned long long bytes;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOKO", &d, &sobj, &bytes, &s)) return NULL;
+    void *dst = as_ptr(d), *src = as_ptr(sobj), *stream = s == Py_None ? NULL : as_ptr(s);
+    if (PyErr_Occurred()) return NULL;
+    int st = acc_cuda_memcpy_dtod(dst, src, (size_t)bytes, stream);
+    if (st) return cuda_raise(st, "memcpy failed", 0);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_memset(PyObject *self, PyObject *args) {
+    PyObject *d, *s;
+    int byte;
+    unsigned long long bytes;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OiKO", &d, &byte, &bytes, &s)) return NULL;
+    void *p = as_ptr(d), *stream = s == Py_None ? NULL : as_ptr(s);
+    if (PyErr_Occurred()) return NULL;
+    int st = acc_cuda_memset(p, byte, (size_t)bytes, stream);
+    if (st) return cuda_raise(st, "memset failed", 0);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_synchronize(PyObject *self, PyObject *s) {
+    (void)self;
+    void *stream = s == Py_None ? NULL : as_ptr(s);
+    if (PyErr_Occurred()) return NULL;
+    int st;
+    Py_BEGIN_ALLOW_THREADS st = acc_cuda_stream_synchronize(stream);
+    Py_END_ALLOW_THREADS
+    if (st) return cuda_raise(st, "stream synchronize failed", 0);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_cusparse_load(PyObject *self, PyObject *args) {
+    const char *path;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "s", &path)) return NULL;
+    int st = acc_cusparse_load(path);
+    if (st) return cuda_raise(st, "cannot load cuSPARSE", 1);
+    Py_RETURN_NONE;
+}
+
+#define CUSPARSE_CAPSULE "accspmm.cusparse_spmm"
+
+static void cusparse_capsule_free(PyObject *cap) {
+    acc_cusparse_spmm_destroy(PyCapsule_GetPointer(cap, CUSPARSE_CAPSULE));
+}
+
+/* cusparse_spmm_create(m, k, nnz, d_rowptr, d_cols, d_vals, index_bits,
+ *                      dtype(0/1), n, alg, d_B, d_C, stream) -> capsule */
+static PyObject *py_cusparse_create(PyObject *self, PyObject *args) {
+    long long m, k, nnz, n;
+    int index_bits, dtype, alg, st;
+    PyObject *rp, *ci, *v, *B, *C, *s;
+    acc_cusparse_spmm *plan = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "LLLOOOiiLiOOO", &m, &k, &nnz, &rp, &ci, &v, &index_bits, &dtype,
+                          &n, &alg, &B, &C, &s))
+        return NULL;
+    void *prp = as_ptr(rp), *pci = as_ptr(ci), *pv = as_ptr(v), *pB = as_ptr(B), *pC = as_ptr(C);
+    void *stream = s == Py_None ? NULL : as_ptr(s);
+    if (PyErr_Occurred()) return NULL;
+    if (dtype != ACC_FLOAT32 && dtype != ACC_FLOAT64) {
+        PyErr_SetString(PyExc_ValueError, "dtype must be 0 (float32) or 1 (float64)");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS st = acc_cusparse_spmm_create(&plan, m, k, nnz, prp, pci, pv, index_bits,
+                                                         (acc_dtype)dtype, n, alg, pB, pC, stream);
+    Py_END_ALLOW_THREADS
+    if (st) return cuda_raise(st, "cuSPARSE SpMM setup failed", 1);
+    PyObject *cap = PyCapsule_New(plan, CUSPARSE_CAPSULE, cusparse_capsule_free);
+    if (!cap) acc_cusparse_spmm_destroy(plan);
+    return cap;
+}
+
+static PyObject *py_cusparse_run(PyObject *self, PyObject *args) {
+    PyObject *cap, *B, *C, *s;
+    int st;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOO", &cap, &B, &C, &s)) return NULL;
+    acc_cusparse_spmm *plan = PyCapsule_GetPointer(cap, CUSPARSE_CAPSULE);
+    if (!plan) return NULL;
+    void *pB = as_ptr(B), *pC = as_ptr(C), *stream = s == Py_None ? NULL : as_ptr(s);
+    if (PyErr_Occurred()) return NULL;
+    Py_BEGIN_ALLOW_THREADS st = acc_cusparse_spmm_run(plan, pB, pC, stream);
+    Py_END_ALLOW_THREADS
+    if (st) return cuda_raise(st, "cuSPARSE SpMM failed", 1);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef cuda_methods[] = {
+    {"probe", py_probe, METH_NOARGS, "probe() -> dict(status, driver/runtime version, devices)"},
+    {"device_info", py_device_info, METH_VARARGS, "device_info(dev) -> dict"},
+    {"set_device", py_set_device, METH_VARARGS, "set_device(dev)"},
+    {"get_device", py_get_device, METH_NOARGS, "get_device() -> int"},
+    {"malloc", py_malloc, METH_VARARGS, "malloc(nbytes) -> device address"},
+    {"free", py_free, METH_O, "free(address)"},
+    {"memcpy_htod", py_memcpy_htod, METH_VARARGS, "memcpy_htod(dst, ndarray, stream)"},
+    {"memcpy_dtoh", py_memcpy_dtoh, METH_VARARGS, "memcpy_dtoh(ndarray, src, stream)"},
+    {"memcpy_dtod", py_memcpy_dtod, METH_VARARGS, "memcpy_dtod(dst, src, nbytes, stream)"},
+    {"memset", py_memset, METH_VARARGS, "memset(address, byte, nbytes, stream)"},
+    {"synchronize", py_synchronize, METH_O, "synchronize(stream)"},
+    {"cusparse_load", py_cusparse_load, METH_VARARGS, "cusparse_load(path)"},
+    {"cusparse_spmm_create", py_cusparse_create, METH_VARARGS, "-> capsule"},
+    {"cusparse_spmm_run", py_cusparse_run, METH_VARARGS, "cusparse_spmm_run(plan, B, C, stream)"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef cuda_module = {PyModuleDef_HEAD_INIT, "accspmm._cuda",
+                                         "accspmm CUDA layer", -1, cuda_methods,
+                                         NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__cuda(void) {
+    import_array();
+    return PyModule_Create(&cuda_module);
+}

@@ -1,0 +1,18 @@
+/* acc_cuda_internal.h -- helpers shared by the .cu files (not public). */
+#ifndef ACC_CUDA_INTERNAL_H
+#define ACC_CUDA_INTERNAL_H
+
+#include <cuda_runtime.h>
+
+#include "accspmm_cuda.h"
+
+extern "C" int acc_cuda_status(cudaError_t err, const char *what);
+
+/* Returns the mapped status of a CUDA call from the enclosing function. */
+#define ACC_CUDA_TRY(call)                                                                         \
+    do {                                                                                           \
+        int acc_st_ = acc_cuda_status((call), #call);                                              \
+        if (acc_st_ != ACC_SUCCESS) return acc_st_;                                                \
+    } while (0)
+
+#endif

@@ -1,0 +1,75 @@
+/*
+ * accspmm_cuda.h -- C ABI of the CUDA layer (kernels, launchers, device
+ * memory, cuSPARSE baseline).  Compiled by nvcc into the accspmm._cuda
+ * extension; callable from C.  Every function returns an acc_status
+ * (accspmm.h); CUDA and cuSPARSE errors are mapped into it.  Streams are the
+ * caller's (cudaStream_t passed as void*, NULL = legacy default stream).
+ * Pointers named d_* are device pointers, h_* host pointers.
+ */
+#ifndef ACCSPMM_CUDA_H
+#define ACCSPMM_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../csrc/accspmm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct acc_cuda_device_info {
+    char name[256];
+    int major, minor;           /* compute capability */
+    int multiprocessors;
+    int l2_bytes;
+    int max_shared_per_block;   /* opt-in maximum, bytes */
+    size_t total_memory, free_memory;
+} acc_cuda_device_info;
+
+/* Driver and runtime versions (e.g. 13000) and number of devices.
+ * ACC_ERR_NO_DEVICE when there is no driver or no device (count = 0). */
+int acc_cuda_probe(int *driver_version, int *runtime_version, int *device_count);
+int acc_cuda_get_device_info(int device, acc_cuda_device_info *info);
+int acc_cuda_set_device(int device);
+int acc_cuda_get_device(int *device);
+/* Message of the last CUDA error this layer mapped (static storage). */
+const char *acc_cuda_last_error(void);
+
+int acc_cuda_malloc(void **d_ptr, size_t bytes); /* ACC_ERR_DEVICE_MEMORY when out of memory */
+int acc_cuda_free(void *d_ptr);
+int acc_cuda_memcpy_htod(void *d_dst, const void *h_src, size_t bytes, void *stream);
+int acc_cuda_memcpy_dtoh(void *h_dst, const void *d_src, size_t bytes, void *stream);
+int acc_cuda_memcpy_dtod(void *d_dst, const void *d_src, size_t bytes, void *stream);
+int acc_cuda_memset(void *d_ptr, int byte, size_t bytes, void *stream);
+int acc_cuda_stream_synchronize(void *stream);
+
+/* ---- cuSPARSE baseline (loaded with dlopen on first use) --------------- */
+
+/* Loads libcusparse from `path` (a file name or soname); idempotent once it
+ * succeeded. */
+int acc_cusparse_load(const char *path);
+/* Message of the last cuSPARSE or dlopen failure (static storage). */
+const char *acc_cusparse_last_error(void);
+
+typedef struct acc_cusparse_spmm acc_cusparse_spmm;
+
+/* Prepares C = A @ B with cusparseSpMM: CSR A (m x k, nnz), row-major
+ * B (k x n) and C (m x n), all of `dtype`, with index_bits 32 or 64 for both
+ * d_row_offsets[m+1] and d_column_indices[nnz] (device).  `alg` is the
+ * cusparseSpMMAlg_t value.  Workspace allocation and cusparseSpMM_preprocess
+ * happen here, outside any timed run.  d_B/d_C are only used for the
+ * descriptor shapes; run() rebinds them. ACC_ERR_UNSUPPORTED when cuSPARSE
+ * rejects the algorithm for this layout. */
+int acc_cusparse_spmm_create(acc_cusparse_spmm **plan, int64_t m, int64_t k, int64_t nnz,
+                             const void *d_row_offsets, const void *d_column_indices,
+                             const void *d_values, int index_bits, acc_dtype dtype, int64_t n,
+                             int alg, const void *d_B, void *d_C, void *stream);
+int acc_cusparse_spmm_run(acc_cusparse_spmm *plan, const void *d_B, void *d_C, void *stream);
+void acc_cusparse_spmm_destroy(acc_cusparse_spmm *plan);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ACCSPMM_CUDA_H */
