@@ -1,0 +1,244 @@
+/*
+ * test_core.c -- C-level driver for the accspmm core, built with
+ * AddressSanitizer/UBSan (and run under valgrind when present) by
+ * tests/test_c_core.py.  Exercises every public function on random and
+ * malformed inputs, checks results against a dense reference, and fails
+ * each allocation in turn (acc_set_alloc_countdown) so every
+ * out-of-memory path runs.  Exit code 0 = all checks passed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../csrc/acc_internal.h"
+
+static int failures = 0;
+#define EXPECT(cond)                                                                               \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);              \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+static unsigned long long rng_state = 88172645463325252ull;
+static unsigned rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (unsigned)(rng_state >> 11);
+}
+
+/* Random m x k CSR with unsorted rows and duplicates; integer values. */
+typedef struct {
+    int64_t m, k, nnz;
+    int64_t *rp;
+    int32_t *ci;
+    float *v;
+} csr_t;
+
+static csr_t random_csr(int64_t m, int64_t k, int per_row_max) {
+    csr_t A = {m, k, 0, calloc((size_t)m + 1, 8), NULL, NULL};
+    for (int64_t i = 0; i < m; i++) A.rp[i + 1] = A.rp[i] + (k ? (int64_t)(rnd() % (per_row_max + 1)) : 0);
+    A.nnz = A.rp[m];
+    A.ci = malloc((size_t)(A.nnz ? A.nnz : 1) * 4);
+    A.v = malloc((size_t)(A.nnz ? A.nnz : 1) * 4);
+    for (int64_t p = 0; p < A.nnz; p++) {
+        A.ci[p] = (int32_t)(rnd() % (unsigned)k);
+        A.v[p] = (float)((int)(rnd() % 17) - 8);
+    }
+    return A;
+}
+
+static void free_csr(csr_t *A) {
+    free(A->rp);
+    free(A->ci);
+    free(A->v);
+}
+
+static acc_csr view(const csr_t *A) {
+    acc_csr v = {A->m, A->k, A->rp, A->ci, A->v, ACC_FLOAT32};
+    return v;
+}
+
+/* Dense reference C = A @ B in double. */
+static void reference(const csr_t *A, const float *B, int64_t n, double *C) {
+    memset(C, 0, (size_t)(A->m * n) * sizeof(double));
+    for (int64_t i = 0; i < A->m; i++)
+        for (int64_t p = A->rp[i]; p < A->rp[i + 1]; p++)
+            for (int64_t j = 0; j < n; j++) C[i * n + j] += (double)A->v[p] * B[(int64_t)A->ci[p] * n + j];
+}
+
+/* Builds the BitTCF of canonical A under perm; returns status; fills *F (arrays malloc'ed). */
+static int build_bittcf(const acc_csr *A, const int64_t *perm, acc_bittcf *F) {
+    const int64_t W = (A->m + 7) / 8;
+    int64_t *wo = malloc((size_t)(W + 1) * 8);
+    int st = acc_bittcf_count(A, perm, wo);
+    if (st) {
+        free(wo);
+        return st;
+    }
+    const int64_t nb = wo[W], nnz = A->row_offsets[A->m];
+    int32_t *cols = malloc((size_t)(nb ? nb : 1) * 8 * 4);
+    uint64_t *mask = malloc((size_t)(nb ? nb : 1) * 8);
+    int64_t *vo = malloc((size_t)(nb + 1) * 8);
+    float *vals = malloc((size_t)(nnz ? nnz : 1) * 4);
+    st = acc_bittcf_fill(A, perm, wo, cols, mask, vo, vals);
+    acc_bittcf f = {A->m, A->k, W, nb, nnz, perm, wo, cols, mask, vo, vals, ACC_FLOAT32};
+    *F = f;
+    return st;
+}
+
+static void free_bittcf(acc_bittcf *F) {
+    free((void *)F->window_offsets);
+    free((void *)F->block_cols);
+    free((void *)F->block_mask);
+    free((void *)F->block_value_offsets);
+    free((void *)F->values);
+}
+
+static void test_round_trip(int64_t m, int64_t k, int per_row, int64_t n) {
+    csr_t A = random_csr(m, k, per_row);
+    acc_csr a = view(&A);
+    int canonical = -1;
+    EXPECT(acc_csr_check(&a, &canonical) == ACC_SUCCESS);
+    float *B = malloc((size_t)(k * n ? k * n : 1) * 4);
+    for (int64_t q = 0; q < k * n; q++) B[q] = (float)((int)(rnd() % 17) - 8);
+    double *ref = malloc((size_t)(m * n ? m * n : 1) * 8);
+    float *C = malloc((size_t)(m * n ? m * n : 1) * 4);
+    reference(&A, B, n, ref);
+
+    EXPECT(acc_csr_spmm(&a, B, n, C) == ACC_SUCCESS);
+    for (int64_t q = 0; q < m * n; q++) EXPECT(C[q] == (float)ref[q]);
+
+    /* canonicalize, then BitTCF with a random permutation */
+    int64_t *rp2 = malloc((size_t)(m + 1) * 8), nnz2 = -1;
+    int32_t *ci2 = malloc((size_t)(A.nnz ? A.nnz : 1) * 4);
+    float *v2 = malloc((size_t)(A.nnz ? A.nnz : 1) * 4);
+    EXPECT(acc_csr_canonicalize(&a, rp2, ci2, v2, &nnz2) == ACC_SUCCESS);
+    acc_csr c = {m, k, rp2, ci2, v2, ACC_FLOAT32};
+    EXPECT(acc_csr_check(&c, &canonical) == ACC_SUCCESS && canonical == 1);
+    EXPECT(nnz2 == rp2[m] && nnz2 <= A.nnz);
+    int64_t *perm = malloc((size_t)(m ? m : 1) * 8);
+    for (int64_t i = 0; i < m; i++) perm[i] = i;
+    for (int64_t i = m - 1; i > 0; i--) {
+        int64_t j = rnd() % (unsigned)(i + 1), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    EXPECT(acc_perm_check(perm, m) == ACC_SUCCESS);
+    acc_bittcf F;
+    EXPECT(build_bittcf(&c, perm, &F) == ACC_SUCCESS);
+    EXPECT(acc_bittcf_check(&F) == ACC_SUCCESS);
+    acc_bittcf_stats s;
+    EXPECT(acc_bittcf_get_stats(&F, &s) == ACC_SUCCESS);
+    EXPECT(s.num_blocks == F.num_blocks);
+    for (int64_t q = 0; q < m * n; q++) C[q] = -12345.0f;
+    EXPECT(acc_bittcf_spmm(&F, B, n, C) == ACC_SUCCESS);
+    for (int64_t q = 0; q < m * n; q++) EXPECT(C[q] == (float)ref[q]);
+    /* non-canonical input is refused by the builder */
+    if (A.nnz > 1 && nnz2 < A.nnz) {
+        int64_t *wo = malloc((size_t)((m + 7) / 8 + 1) * 8);
+        EXPECT(acc_bittcf_count(&a, perm, wo) == ACC_ERR_NOT_CANONICAL);
+        free(wo);
+    }
+    free_bittcf(&F);
+    free(perm);
+    free(rp2);
+    free(ci2);
+    free(v2);
+    free(B);
+    free(ref);
+    free(C);
+    free_csr(&A);
+}
+
+static void test_malformed(void) {
+    int64_t rp[4] = {0, 2, 1, 3};
+    int32_t ci[3] = {0, 1, 2};
+    float v[3] = {1, 2, 3};
+    acc_csr a = {3, 3, rp, ci, v, ACC_FLOAT32};
+    EXPECT(acc_csr_check(&a, NULL) == ACC_ERR_ROW_OFFSETS);
+    rp[2] = 2;
+    ci[1] = 3;
+    EXPECT(acc_csr_check(&a, NULL) == ACC_ERR_COLUMN_INDEX);
+    ci[1] = -5;
+    EXPECT(acc_csr_check(&a, NULL) == ACC_ERR_COLUMN_INDEX);
+    ci[1] = 1;
+    rp[0] = 1;
+    EXPECT(acc_csr_check(&a, NULL) == ACC_ERR_ROW_OFFSETS);
+    rp[0] = 0;
+    a.k = -1;
+    EXPECT(acc_csr_check(&a, NULL) == ACC_ERR_INVALID_ARGUMENT);
+    EXPECT(acc_csr_check(NULL, NULL) == ACC_ERR_INVALID_ARGUMENT);
+    int64_t big[2] = {0, 1ll << 40};
+    int32_t out[2];
+    EXPECT(acc_indices_narrow(big, 2, 10, out) == ACC_ERR_COLUMN_INDEX);
+    int64_t perm[3] = {0, 0, 2};
+    EXPECT(acc_perm_check(perm, 3) == ACC_ERR_PERMUTATION);
+    perm[1] = 3;
+    EXPECT(acc_perm_check(perm, 3) == ACC_ERR_PERMUTATION);
+    EXPECT(acc_status_string(-999) != NULL);
+}
+
+/* Every allocation of the canonicalize / check paths fails in turn. */
+static void test_out_of_memory(void) {
+    csr_t A = random_csr(50, 40, 12);
+    acc_csr a = view(&A);
+    int64_t *rp2 = malloc(51 * 8), nnz2;
+    int32_t *ci2 = malloc((size_t)(A.nnz + 1) * 4);
+    float *v2 = malloc((size_t)(A.nnz + 1) * 4);
+    int saw_oom = 0, saw_success = 0;
+    for (long countdown = 1; countdown < 10; countdown++) {
+        acc_set_alloc_countdown(countdown);
+        int st1 = acc_csr_canonicalize(&a, rp2, ci2, v2, &nnz2);
+        int64_t perm[50];
+        for (int i = 0; i < 50; i++) perm[i] = 49 - i;
+        int st2 = acc_perm_check(perm, 50);
+        acc_set_alloc_countdown(0);
+        EXPECT(st1 == ACC_SUCCESS || st1 == ACC_ERR_OUT_OF_MEMORY);
+        EXPECT(st2 == ACC_SUCCESS || st2 == ACC_ERR_OUT_OF_MEMORY);
+        saw_oom |= st1 == ACC_ERR_OUT_OF_MEMORY || st2 == ACC_ERR_OUT_OF_MEMORY;
+        saw_success |= st1 == ACC_SUCCESS && st2 == ACC_SUCCESS;
+    }
+    EXPECT(saw_oom && saw_success);
+    /* the fill pass's workspace allocation fails cleanly too */
+    int64_t perm[50];
+    for (int i = 0; i < 50; i++) perm[i] = i;
+    EXPECT(acc_csr_canonicalize(&a, rp2, ci2, v2, &nnz2) == ACC_SUCCESS);
+    acc_csr c = {50, 40, rp2, ci2, v2, ACC_FLOAT32};
+    int64_t wo[8];
+    EXPECT(acc_bittcf_count(&c, perm, wo) == ACC_SUCCESS);
+    acc_set_alloc_countdown(1);
+    EXPECT(acc_bittcf_fill(&c, perm, wo, NULL, NULL, NULL, NULL) == ACC_ERR_INVALID_ARGUMENT);
+    int32_t *cols = malloc((size_t)wo[7] * 32);
+    uint64_t *mask = malloc((size_t)wo[7] * 8);
+    int64_t *vo = malloc((size_t)(wo[7] + 1) * 8);
+    float *vals = malloc((size_t)(nnz2 + 1) * 4);
+    EXPECT(acc_bittcf_fill(&c, perm, wo, cols, mask, vo, vals) == ACC_ERR_OUT_OF_MEMORY);
+    acc_set_alloc_countdown(0);
+    EXPECT(acc_bittcf_fill(&c, perm, wo, cols, mask, vo, vals) == ACC_SUCCESS);
+    free(cols);
+    free(mask);
+    free(vo);
+    free(vals);
+    free(rp2);
+    free(ci2);
+    free(v2);
+    free_csr(&A);
+}
+
+int main(void) {
+    static const int64_t shapes[][4] = {{0, 0, 0, 3},  {1, 1, 1, 1},    {7, 5, 3, 9},  {8, 8, 8, 8},
+                                        {37, 19, 6, 33}, {64, 300, 40, 17}, {129, 70, 2, 5}, {5, 1000, 200, 4}};
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++)
+        test_round_trip(shapes[t][0], shapes[t][1], (int)shapes[t][2], shapes[t][3]);
+    test_malformed();
+    test_out_of_memory();
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("test_core: all checks passed\n");
+    return 0;
+}

@@ -1,0 +1,101 @@
+"""Shared fixtures and helpers: integer-valued data (exact in TF32/FP16/FP32), the GUIDE error
+bound, the real-matrix directory, and the `gpu` marker's automatic skip."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import accspmm
+from accspmm import datasets
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_collection_modifyitems(config, items):
+    if accspmm.cuda_available():
+        return
+    skip = pytest.mark.skip(reason=f"needs a CUDA GPU: {accspmm.cuda_status()}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def data_dir():
+    """The real-matrix set: $ACCSPMM_DATA_DIR, else ../shared/data beside the repository."""
+    d = os.environ.get("ACCSPMM_DATA_DIR") or os.path.join(os.path.dirname(REPO), "shared", "data")
+    return d if os.path.isdir(d) else None
+
+
+def real_matrix_files():
+    d = data_dir()
+    return datasets.matrix_files(d) if d else []
+
+
+def real_matrix_params():
+    files = real_matrix_files()
+    if not files:
+        return [pytest.param(None, marks=pytest.mark.skip(reason="no real-matrix directory "
+                                                                   "(set ACCSPMM_DATA_DIR or provide ../shared/data)"))]
+    return [pytest.param(f, id=datasets.matrix_name(f)) for f in files]
+
+
+@functools.lru_cache(maxsize=4)
+def load_int_matrix(path, seed=0):
+    """A real matrix's pattern with random integer values in [-8, 8] \\ {0}, float32."""
+    A = datasets.load_matrix(path, np.float32)
+    return with_int_values(A, seed)
+
+
+def with_int_values(A, seed=0, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    A = sp.csr_matrix(A, dtype=dtype, copy=True)
+    vals = rng.integers(1, 9, size=A.nnz) * rng.choice([-1, 1], size=A.nnz)
+    A.data = vals.astype(dtype)
+    return A
+
+
+def int_dense(k, n, seed=1, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    return rng.integers(-8, 9, size=(k, n)).astype(dtype)
+
+
+def scipy_ref(A, B):
+    """scipy's product in the result dtype (the object of bit-exact comparisons)."""
+    return np.asarray(A @ B)
+
+
+def assert_bit_exact(C, ref):
+    C = np.asarray(C)
+    assert C.shape == ref.shape, (C.shape, ref.shape)
+    assert C.dtype == ref.dtype, (C.dtype, ref.dtype)
+    assert np.all(np.isfinite(C)), "non-finite output (unwritten element?)"
+    bad = np.argwhere(C != ref)
+    assert bad.size == 0, f"{len(bad)} elements differ, first at {bad[0]}: {C[tuple(bad[0])]} vs {ref[tuple(bad[0])]}"
+
+
+def error_bound_check(A, B, C, u):
+    """GUIDE §3: |C - C_ref| <= (3u + k_i 2^-24) (|A| @ |B|), C_ref in float64.
+    Returns the norm-wise relative error."""
+    A64 = sp.csr_matrix(A, dtype=np.float64)
+    B64 = np.asarray(B, dtype=np.float64)
+    ref = A64 @ B64
+    absA = abs(A64)
+    bound_base = absA @ np.abs(B64)
+    k_i = np.diff(A64.indptr).astype(np.float64)
+    k_i = k_i.reshape(-1, 1) if ref.ndim == 2 else k_i
+    bound = (3 * u + k_i * 2.0**-24) * bound_base
+    err = np.abs(np.asarray(C, dtype=np.float64) - ref)
+    assert np.all(np.isfinite(C))
+    viol = err > bound
+    assert not viol.any(), f"{viol.sum()} elements exceed the bound; worst ratio {(err / np.maximum(bound, 1e-300)).max():.3g}"
+    return float(np.linalg.norm(err) / max(np.linalg.norm(ref), 1e-300))
+
+
+@pytest.fixture(scope="session")
+def bundled_int():
+    return with_int_values(datasets.load_bundled(np.float32), seed=42)

@@ -1,0 +1,192 @@
+"""One test per bad-input class: the exact exception type, and inputs unchanged."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import accspmm
+from accspmm import _core
+
+
+@pytest.fixture()
+def A():
+    return sp.csr_matrix(np.array([[1, 0, 2], [0, 0, 3], [4, 5, 0], [0, 0, 0]], np.float32))
+
+
+@pytest.fixture()
+def B():
+    return np.arange(6, dtype=np.float32).reshape(3, 2)
+
+
+def _snapshot(*arrays):
+    return [np.array(a, copy=True) for a in arrays]
+
+
+def _unchanged(before, *arrays):
+    for b, a in zip(before, arrays):
+        np.testing.assert_array_equal(b, a)
+
+
+def test_a_not_sparse(B):
+    with pytest.raises(TypeError, match="scipy.sparse"):
+        accspmm.spmm(np.eye(3, dtype=np.float32), B, device="cpu")
+    with pytest.raises(TypeError):
+        accspmm.spmm([[1, 2], [3, 4]], B, device="cpu")
+
+
+def test_a_bad_dtype(B):
+    Ai = sp.csr_matrix(np.eye(3, dtype=np.int64))
+    with pytest.raises(TypeError, match="float32 or float64"):
+        accspmm.spmm(Ai, B, device="cpu")
+    Ac = sp.csr_matrix(np.eye(3, dtype=np.complex64))
+    with pytest.raises(TypeError):
+        accspmm.spmm(Ac, B, device="cpu")
+
+
+def test_b_bad_dtype(A):
+    for bad in (np.ones((3, 2), np.complex64), np.array([["a", "b"]] * 3), np.array([[object()]] * 3)):
+        with pytest.raises(TypeError):
+            accspmm.spmm(A, bad, device="cpu")
+
+
+def test_b_sparse(A):
+    with pytest.raises(TypeError, match="dense"):
+        accspmm.spmm(A, sp.csr_matrix(np.ones((3, 2), np.float32)), device="cpu")
+
+
+def test_shape_mismatch(A):
+    with pytest.raises(ValueError, match="dimension mismatch"):
+        accspmm.spmm(A, np.ones((4, 2), np.float32), device="cpu")
+    with pytest.raises(ValueError, match="1- or 2-dimensional"):
+        accspmm.spmm(A, np.ones((3, 2, 2), np.float32), device="cpu")
+
+
+def _malformed(indptr, indices, data, shape):
+    """A csr_matrix holding the given arrays as they are (scipy's own checks bypassed)."""
+    M = sp.csr_matrix(shape, dtype=np.float32)
+    M.indptr, M.indices, M.data = indptr, indices, data
+    return M
+
+
+@pytest.mark.parametrize("case", ["col_too_big", "col_negative", "indptr_decreasing", "indptr_end_too_big",
+                                  "indptr_start_nonzero", "indptr_wrong_length", "col_too_big_int64"])
+def test_malformed_csr(case, B):
+    indptr = np.array([0, 2, 3, 5, 5], np.int32)
+    indices = np.array([0, 2, 2, 0, 1], np.int32)
+    data = np.arange(1, 6, dtype=np.float32)
+    if case == "col_too_big":
+        indices[3] = 3
+    elif case == "col_negative":
+        indices[1] = -1
+    elif case == "indptr_decreasing":
+        indptr[2] = 1
+        indptr[1] = 3
+    elif case == "indptr_end_too_big":
+        indptr[4] = 9
+    elif case == "indptr_start_nonzero":
+        indptr[0] = 1
+    elif case == "indptr_wrong_length":
+        indptr = indptr[:-1]
+    elif case == "col_too_big_int64":
+        indices = indices.astype(np.int64)
+        indptr = indptr.astype(np.int64)
+        indices[0] = 2**40
+    M = _malformed(indptr, indices, data, (4, 3))
+    before = _snapshot(indptr, indices, data, B)
+    for fmt in ("csr", "bittcf"):
+        with pytest.raises(ValueError):
+            accspmm.spmm(M, B, device="cpu", format=fmt)
+    _unchanged(before, indptr, indices, data, B)
+
+
+def test_bad_options(A, B):
+    with pytest.raises(ValueError, match="device"):
+        accspmm.spmm(A, B, device="tpu")
+    with pytest.raises(ValueError, match="precision"):
+        accspmm.spmm(A, B, device="cpu", precision="fp8")
+    with pytest.raises(ValueError, match="tf32"):
+        accspmm.spmm(A, B, device="cpu", precision="tf32")
+    with pytest.raises(ValueError, match="fp64"):
+        accspmm.spmm(A, B, device="cpu", precision="fp64")  # float32 data
+    with pytest.raises(ValueError, match="format"):
+        accspmm.spmm(A, B, device="cpu", format="ell")
+
+
+def test_gpu_requested_without_gpu(A, B):
+    if accspmm.cuda_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(RuntimeError, match="CUDA is unavailable"):
+        accspmm.spmm(A, B, device="gpu")
+
+
+def test_bad_perm(A):
+    with pytest.raises(ValueError, match="permutation"):
+        accspmm.BitTCF.from_csr(A, perm=[0, 0, 1, 2])
+    with pytest.raises(ValueError):
+        accspmm.BitTCF.from_csr(A, perm=[0, 1, 2])
+    with pytest.raises(ValueError, match="permutation"):
+        accspmm.BitTCF.from_csr(A, perm=[0, 1, 2, 4])
+    with pytest.raises(TypeError):
+        accspmm.BitTCF.from_csr(A, perm=[0.0, 1.0, 2.0, 3.0])
+
+
+def test_bad_out(A, B):
+    with pytest.raises(ValueError, match="shape"):
+        accspmm.spmm(A, B, device="cpu", out=np.empty((3, 2), np.float32))
+    with pytest.raises(TypeError, match="dtype"):
+        accspmm.spmm(A, B, device="cpu", out=np.empty((4, 2), np.float64))
+    with pytest.raises(ValueError, match="contiguous"):
+        accspmm.spmm(A, B, device="cpu", out=np.empty((2, 4), np.float32).T)
+    with pytest.raises(TypeError):
+        accspmm.spmm(A, B, device="cpu", out=[[0, 0]] * 4)
+
+
+def test_plan_dtype_mismatch(A):
+    p = accspmm.plan(A, device="cpu")
+    with pytest.raises(TypeError, match="float32"):
+        p(np.ones((3, 2), np.float64))
+
+
+def test_closed_plan(A, B):
+    p = accspmm.plan(A, device="cpu")
+    p.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        p(B)
+
+
+def test_glue_rejects_wrong_arrays():
+    """The private glue refuses anything but exact dtypes, shapes and contiguity."""
+    indptr = np.array([0, 1], np.int64)
+    indices = np.array([0], np.int32)
+    data = np.array([1.0], np.float32)
+    with pytest.raises(TypeError):
+        _core.csr_spmm(1, 1, indptr.astype(np.int32), indices, data, np.ones((1, 1), np.float32),
+                       np.empty((1, 1), np.float32))
+    with pytest.raises(TypeError):
+        _core.csr_spmm(1, 1, indptr, indices, data, np.ones((1, 1), np.float64), np.empty((1, 1), np.float64))
+    with pytest.raises(ValueError):
+        _core.csr_spmm(1, 1, indptr, indices, data, np.ones((2, 1), np.float32), np.empty((1, 1), np.float32))
+    with pytest.raises(ValueError):
+        C = np.empty((1, 1), np.float32)
+        C.flags.writeable = False
+        _core.csr_spmm(1, 1, indptr, indices, data, np.ones((1, 1), np.float32), C)
+    with pytest.raises(ValueError):
+        _core.csr_check(1, 1, np.array([0, 5], np.int64), indices)  # indptr[-1] beyond indices
+    with pytest.raises(ValueError):
+        _core.csr_check(-1, 1, indptr, indices)
+
+
+def test_corrupted_format_rejected(A, B):
+    F = accspmm.BitTCF.from_csr(A)
+    bad_mask = F.block_mask.copy()
+    bad_mask[0] |= np.uint64(1) << np.uint64(63)  # a bit without a value
+    G = accspmm.BitTCF(F.shape, F.perm.copy(), F.window_offsets.copy(), F.block_cols.copy(), bad_mask,
+                       F.block_value_offsets.copy(), F.values.copy())
+    with pytest.raises(ValueError):
+        G.matmul(B)
+    bad_cols = F.block_cols.copy()
+    bad_cols[0] = 99
+    G = accspmm.BitTCF(F.shape, F.perm.copy(), F.window_offsets.copy(), bad_cols, F.block_mask.copy(),
+                       F.block_value_offsets.copy(), F.values.copy())
+    with pytest.raises(ValueError):
+        G.matmul(B)
