@@ -82,13 +82,16 @@ class Plan:
     format : "auto", "csr" or "bittcf" ("bittcf" on the CPU runs the format's reference kernel).
     perm : optional row permutation (new -> old) used when building BitTCF; never changes the result.
     dtype : compute dtype (default: A's); float64 data can be planned in float32 and vice versa.
+    balance : TF32 kernel's load balancing: "auto" (cost model, see accspmm._tf32), True or False.
+        The result is deterministic either way.
+    cusparse_alg : cuSPARSE CSR algorithm for "fp32"/"fp64" on the GPU: "default", "alg1", "alg2", "alg3".
 
     Call the plan with ``B`` (array-like, k x n or length-k vector; or a CuPy / PyTorch CUDA array)
     to get ``A @ B`` in the original row order, of the same kind as ``B``.
     """
 
     def __init__(self, A, *, device="auto", precision=None, format="auto", perm=None, dtype=None,
-                 cusparse_alg="default"):
+                 balance="auto", cusparse_alg="default"):
         t0 = time.perf_counter()
         csr = A if isinstance(A, CSR) else as_csr(A)
         dtype = np.dtype(dtype) if dtype is not None else csr.dtype
@@ -102,6 +105,9 @@ class Plan:
         if cusparse_alg not in _SPMM_CSR_ALGS:
             raise ValueError(f"cusparse_alg must be one of {tuple(_SPMM_CSR_ALGS)}, got {cusparse_alg!r}")
         self.cusparse_alg = cusparse_alg
+        if balance not in ("auto", True, False):
+            raise ValueError(f"balance must be 'auto', True or False, got {balance!r}")
+        self.balance = balance
         self._closed = False
         self._device_id = None
         self._dev = {}  # name -> DeviceArray
@@ -155,7 +161,11 @@ class Plan:
     def _upload(self):
         cu = require_cuda()
         self._device_id = cu.get_device()
-        put = lambda name, arr: self._dev.__setitem__(name, DeviceArray.from_host(arr, self._device_id))
+
+        def put(name, arr):
+            self._dev[name] = DeviceArray.from_host(arr, self._device_id)
+            return self._dev[name]
+
         if self.format == "csr":
             csr = self._csr
             wide = csr.nnz > _INT32_MAX
@@ -168,9 +178,9 @@ class Plan:
             self._upload_bittcf(put)
 
     def _upload_bittcf(self, put):
-        from ._tf32 import upload_bittcf
+        from ._tf32 import TF32Runner
 
-        self._tf32 = upload_bittcf(self._bittcf, put, self.stats)
+        self._tf32 = TF32Runner(self._bittcf, put, self._dev, self.stats, self.balance)
 
     # ---- execution ------------------------------------------------------------------------
 

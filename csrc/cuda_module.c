@@ -11,6 +11,8 @@
 #include "glue.h"
 
 #include "../cuda/accspmm_cuda.h"
+#include "../cuda/tf32_spmm.h"
+#include "../cuda/timing.h"
 
 /* Raises for a CUDA-layer status, with the layer's own last message. */
 static PyObject *cuda_raise(int st, const char *context, int cusparse) {
@@ -224,6 +226,107 @@ static PyObject *py_cusparse_run(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* Parses the 18-tuple of acc_tf32_args (sizes as ints, device pointers as ints, 0 = NULL). */
+static int parse_tf32_args(PyObject *tup, acc_tf32_args *a) {
+    unsigned long long perm, wo, cols, mask, vo, vals, seg, items, split, ws, B, C;
+    long long m, k, n, nw, nitems, nsplit;
+    memset(a, 0, sizeof(*a));
+    if (!PyArg_ParseTuple(tup, "LLLLKKKKKKKKLKLKKK;tf32 args", &m, &k, &n, &nw, &perm, &wo, &cols, &mask,
+                          &vo, &vals, &seg, &items, &nitems, &split, &nsplit, &ws, &B, &C))
+        return -1;
+    a->m = m; a->k = k; a->n = n; a->num_windows = nw;
+    a->perm = (const int64_t *)(uintptr_t)perm;
+    a->window_offsets = (const int64_t *)(uintptr_t)wo;
+    a->block_cols = (const int32_t *)(uintptr_t)cols;
+    a->block_mask = (const uint64_t *)(uintptr_t)mask;
+    a->block_value_offsets = (const int64_t *)(uintptr_t)vo;
+    a->values = (const float *)(uintptr_t)vals;
+    a->segments = (const int64_t *)(uintptr_t)seg;
+    a->item_offsets = (const int64_t *)(uintptr_t)items;
+    a->num_items = nitems;
+    a->split_windows = (const int64_t *)(uintptr_t)split;
+    a->num_split_windows = nsplit;
+    a->workspace = (float *)(uintptr_t)ws;
+    a->B = (const float *)(uintptr_t)B;
+    a->C = (float *)(uintptr_t)C;
+    return 0;
+}
+
+static PyObject *py_tf32_spmm(PyObject *self, PyObject *args) {
+    PyObject *tup, *s;
+    acc_tf32_args a;
+    int st;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!O", &PyTuple_Type, &tup, &s)) return NULL;
+    if (parse_tf32_args(tup, &a) < 0) return NULL;
+    void *stream = s == Py_None ? NULL : as_ptr(s);
+    if (PyErr_Occurred()) return NULL;
+    Py_BEGIN_ALLOW_THREADS st = acc_tf32_spmm(&a, stream);
+    Py_END_ALLOW_THREADS
+    if (st) return cuda_raise(st, "TF32 SpMM launch failed", 0);
+    Py_RETURN_NONE;
+}
+
+static int run_tf32(void *ctx, void *stream) { return acc_tf32_spmm((const acc_tf32_args *)ctx, stream); }
+
+typedef struct cusparse_ctx {
+    acc_cusparse_spmm *plan;
+    const void *B;
+    void *C;
+} cusparse_ctx;
+
+static int run_cusparse(void *ctx, void *stream) {
+    cusparse_ctx *c = ctx;
+    return acc_cusparse_spmm_run(c->plan, c->B, c->C, stream);
+}
+
+/* Times `reps` runs; returns a list of milliseconds. */
+static PyObject *time_runs(acc_run_fn fn, void *ctx, int reps, PyObject *flush, unsigned long long flush_bytes,
+                           PyObject *s, int cusparse) {
+    void *d_flush = flush == Py_None ? NULL : as_ptr(flush);
+    void *stream = s == Py_None ? NULL : as_ptr(s);
+    if (PyErr_Occurred()) return NULL;
+    if (reps <= 0 || reps > 100000) {
+        PyErr_SetString(PyExc_ValueError, "reps must be in 1..100000");
+        return NULL;
+    }
+    float *ms = PyMem_Malloc(sizeof(float) * (size_t)reps);
+    if (!ms) return PyErr_NoMemory();
+    int st;
+    Py_BEGIN_ALLOW_THREADS st = acc_time_runs(fn, ctx, reps, d_flush, (size_t)flush_bytes, stream, ms);
+    Py_END_ALLOW_THREADS
+    if (st) {
+        PyMem_Free(ms);
+        return cuda_raise(st, "timed run failed", cusparse);
+    }
+    PyObject *list = PyList_New(reps);
+    for (int i = 0; list && i < reps; i++) PyList_SET_ITEM(list, i, PyFloat_FromDouble(ms[i]));
+    PyMem_Free(ms);
+    return list;
+}
+
+static PyObject *py_time_tf32(PyObject *self, PyObject *args) {
+    PyObject *tup, *flush, *s;
+    int reps;
+    unsigned long long flush_bytes;
+    acc_tf32_args a;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!iOKO", &PyTuple_Type, &tup, &reps, &flush, &flush_bytes, &s)) return NULL;
+    if (parse_tf32_args(tup, &a) < 0) return NULL;
+    return time_runs(run_tf32, &a, reps, flush, flush_bytes, s, 0);
+}
+
+static PyObject *py_time_cusparse(PyObject *self, PyObject *args) {
+    PyObject *cap, *B, *C, *flush, *s;
+    int reps;
+    unsigned long long flush_bytes;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOiOKO", &cap, &B, &C, &reps, &flush, &flush_bytes, &s)) return NULL;
+    cusparse_ctx ctx = {PyCapsule_GetPointer(cap, CUSPARSE_CAPSULE), as_ptr(B), as_ptr(C)};
+    if (!ctx.plan || PyErr_Occurred()) return NULL;
+    return time_runs(run_cusparse, &ctx, reps, flush, flush_bytes, s, 1);
+}
+
 static PyMethodDef cuda_methods[] = {
     {"probe", py_probe, METH_NOARGS, "probe() -> dict(status, driver/runtime version, devices)"},
     {"device_info", py_device_info, METH_VARARGS, "device_info(dev) -> dict"},
@@ -239,6 +342,10 @@ static PyMethodDef cuda_methods[] = {
     {"cusparse_load", py_cusparse_load, METH_VARARGS, "cusparse_load(path)"},
     {"cusparse_spmm_create", py_cusparse_create, METH_VARARGS, "-> capsule"},
     {"cusparse_spmm_run", py_cusparse_run, METH_VARARGS, "cusparse_spmm_run(plan, B, C, stream)"},
+    {"tf32_spmm", py_tf32_spmm, METH_VARARGS, "tf32_spmm(args18, stream): launch the TF32 BitTCF kernel"},
+    {"time_tf32", py_time_tf32, METH_VARARGS, "time_tf32(args18, reps, flush, flush_bytes, stream) -> [ms]"},
+    {"time_cusparse", py_time_cusparse, METH_VARARGS,
+     "time_cusparse(plan, B, C, reps, flush, flush_bytes, stream) -> [ms]"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef cuda_module = {PyModuleDef_HEAD_INIT, "accspmm._cuda",

@@ -1,0 +1,192 @@
+"""GPU tests (marked `gpu`; skipped with the reason where CUDA is unavailable).
+
+Exactness: integer-valued A and B (|values| <= 8) make every product and partial sum an exact
+integer in TF32/FP32, so results must equal the exact product bit for bit.  The reference is
+scipy's product for small matrices, and the float64 product computed by CuPy for large N on the
+real matrices (exact for integers, hence identical to scipy's).  GPU outputs are poisoned with
+NaN before every run and checked to be finite (every element written)."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import accspmm
+from conftest import (assert_bit_exact, error_bound_check, int_dense, load_int_matrix,
+                      real_matrix_params, scipy_ref, with_int_values)
+
+pytestmark = pytest.mark.gpu
+
+cp = pytest.importorskip("cupy") if accspmm.cuda_available() else None
+
+NS_TF32 = [1, 7, 8, 16, 31, 32, 33, 64, 100, 128, 256, 512, 1000]
+NS_FP32 = [1, 7, 32, 33, 128]
+
+
+def _gpu_int_dense(k, n, seed):
+    rs = cp.random.RandomState(seed)
+    return rs.randint(-8, 9, size=(k, n)).astype(cp.float32)
+
+
+def _exact_ref_gpu(A, Bg):
+    import cupyx.scipy.sparse as csp
+
+    A64 = csp.csr_matrix(sp.csr_matrix(A, dtype=np.float64))
+    return (A64 @ Bg.astype(cp.float64)).astype(cp.float32)
+
+
+def _run_poisoned(p, Bg):
+    out = cp.full((p.shape[0], Bg.shape[1]), cp.nan, dtype=cp.float32)
+    r = p(Bg, out=out)
+    assert r is out
+    return out
+
+
+def _assert_exact_gpu(C, ref):
+    assert bool(cp.isfinite(C).all()), "unwritten (NaN) output elements"
+    diff = int((C != ref).sum())
+    assert diff == 0, f"{diff} elements differ"
+
+
+@pytest.mark.parametrize("path", real_matrix_params())
+def test_cusparse_fp32_real_matrices(path):
+    A = load_int_matrix(path)
+    with accspmm.plan(A, device="gpu", precision="fp32") as p:
+        for n in NS_FP32:
+            B = int_dense(A.shape[1], n, seed=n)
+            assert_bit_exact(p(B), scipy_ref(A, B))
+
+
+@pytest.mark.parametrize("path", real_matrix_params())
+def test_tf32_real_matrices(path):
+    A = load_int_matrix(path)
+    m = A.shape[0]
+    perm = np.random.default_rng(11).permutation(m)
+    plans = [accspmm.plan(A, device="gpu", precision="tf32", balance=bal, perm=pm)
+             for bal in (False, True) for pm in (None, perm)]
+    try:
+        for n in NS_TF32:
+            Bg = _gpu_int_dense(A.shape[1], n, seed=n)
+            ref = _exact_ref_gpu(A, Bg)
+            for p in plans:
+                _assert_exact_gpu(_run_poisoned(p, Bg), ref)
+        # and scipy itself on the host path at one width
+        B = int_dense(A.shape[1], 33, seed=5)
+        assert_bit_exact(plans[0](B), scipy_ref(A, B))
+    finally:
+        for p in plans:
+            p.close()
+
+
+def _edge_matrices():
+    from test_cpu_exact import EDGE
+
+    return EDGE
+
+
+@pytest.mark.parametrize("precision", ["tf32", "fp32"])
+@pytest.mark.parametrize("name", sorted(_edge_matrices()))
+def test_edge_cases_gpu(name, precision):
+    A = _edge_matrices()[name]
+    if A.dtype == np.float64:
+        A = A.astype(np.float32)
+    for n in (1, 3, 8, 17, 33, 130):
+        B = int_dense(A.shape[1], n, seed=n)
+        for bal in (False, True) if precision == "tf32" else (False,):
+            C = accspmm.spmm(A, B, device="gpu", precision=precision) if not bal else \
+                accspmm.plan(A, device="gpu", precision=precision, balance=True)(B)
+            assert_bit_exact(C, np.asarray(sp.csr_matrix(A) @ B))
+
+
+def test_fp64_on_gpu(bundled_int):
+    A = bundled_int.astype(np.float64)
+    B = int_dense(A.shape[1], 9, seed=3, dtype=np.float64)
+    C = accspmm.spmm(A, B, device="gpu")
+    assert C.dtype == np.float64
+    assert_bit_exact(C, scipy_ref(A, B))
+
+
+@pytest.mark.parametrize("balance", [False, True])
+@pytest.mark.parametrize("n", [1, 33, 128, 512])
+def test_tf32_random_values_bound(balance, n):
+    A = accspmm.datasets.load_bundled(np.float32)
+    rng = np.random.default_rng(n)
+    A.data = rng.standard_normal(A.nnz).astype(np.float32)
+    B = rng.standard_normal((A.shape[1], n)).astype(np.float32)
+    C = accspmm.plan(A, device="gpu", balance=balance)(B)
+    rel = error_bound_check(A, B, C, u=2.0**-11)
+    print(f"TF32 norm-wise relative error n={n} balance={balance}: {rel:.3e}")
+    assert rel < 1e-3
+
+
+def test_default_precision_is_tf32(bundled_int):
+    p = accspmm.plan(bundled_int)
+    assert p.device == "gpu" and p.precision == "tf32"
+    assert "precision=tf32" in repr(p)
+
+
+def test_nonfinite_b_rejected_for_tf32(bundled_int):
+    B = int_dense(bundled_int.shape[1], 4)
+    B[3, 1] = np.inf
+    with pytest.raises(ValueError, match="finite"):
+        accspmm.spmm(bundled_int, B, device="gpu", precision="tf32")
+    C = accspmm.spmm(bundled_int, B, device="gpu", precision="fp32")  # IEEE semantics there
+    ref = bundled_int @ B
+    np.testing.assert_array_equal(np.isnan(C), np.isnan(ref))
+
+
+def test_cupy_in_cupy_out_no_copy(bundled_int):
+    A = bundled_int
+    Bg = _gpu_int_dense(A.shape[1], 40, seed=1)
+    B_before = Bg.copy()
+    p = accspmm.plan(A, device="gpu")
+    C = p(Bg)
+    assert isinstance(C, cp.ndarray) and C.shape == (A.shape[0], 40) and C.dtype == cp.float32
+    _assert_exact_gpu(C, _exact_ref_gpu(A, Bg))
+    assert bool((Bg == B_before).all())
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        out = cp.full((A.shape[0], 40), cp.nan, cp.float32)
+        p(Bg, out=out, stream=s)
+        s.synchronize()
+    _assert_exact_gpu(out, _exact_ref_gpu(A, Bg))
+    v = p(Bg[:, 0].copy())
+    assert v.shape == (A.shape[0],)
+
+
+def test_torch_in_torch_out(bundled_int):
+    torch = pytest.importorskip("torch")
+    A = bundled_int
+    B = torch.randint(-8, 9, (A.shape[1], 24), device="cuda").float()
+    C = accspmm.plan(A, device="gpu")(B)
+    assert isinstance(C, torch.Tensor) and C.is_cuda and C.dtype == torch.float32
+    ref = A @ B.cpu().numpy()
+    assert_bit_exact(C.cpu().numpy(), ref)
+    Bt = B.t().contiguous().t()  # non-contiguous view: a contiguous copy is made, B untouched
+    assert_bit_exact(accspmm.plan(A, device="gpu")(Bt).cpu().numpy(), ref)
+
+
+def test_no_memory_growth_and_close(bundled_int):
+    A = bundled_int
+    Bg = _gpu_int_dense(A.shape[1], 16, seed=2)
+    out = cp.empty((A.shape[0], 16), cp.float32)
+    p = accspmm.plan(A, device="gpu")
+    p(Bg, out=out)
+    cp.cuda.Device().synchronize()
+    free0 = accspmm.device_info()["free_memory"]
+    for _ in range(10_000):
+        p(Bg, out=out)
+    cp.cuda.Device().synchronize()
+    free1 = accspmm.device_info()["free_memory"]
+    assert free0 - free1 < 2**20, f"device memory fell by {free0 - free1} bytes over 10,000 calls"
+    before_close = accspmm.device_info()["free_memory"]
+    p.close()
+    assert accspmm.device_info()["free_memory"] >= before_close
+    with pytest.raises(RuntimeError):
+        p(Bg)
+
+
+def test_gpu_out_of_memory_is_memoryerror(bundled_int):
+    from accspmm._device import DeviceArray
+
+    with pytest.raises(MemoryError):
+        DeviceArray((1 << 50,), np.float32, 0)
