@@ -45,7 +45,7 @@ def build_schedule(window_offsets: np.ndarray, cap: int = MAX_BLOCKS_PER_SEGMENT
     W = nb.shape[0]
     nseg = np.maximum(1, -(-nb // cap))
     seg_window = np.repeat(np.arange(W, dtype=np.int64), nseg)
-    seg_first = np.concatenate([[0], np.cumsum(nseg)[:-1]]).astype(np.int64)
+    seg_first = (np.cumsum(nseg) - nseg).astype(np.int64)
     j = np.arange(seg_window.shape[0], dtype=np.int64) - np.repeat(seg_first, nseg)
     per = -(-nb // nseg)  # equal parts
     begin = wo[:-1][seg_window] + j * per[seg_window]
@@ -63,7 +63,7 @@ def build_schedule(window_offsets: np.ndarray, cap: int = MAX_BLOCKS_PER_SEGMENT
     boundaries = np.flatnonzero(np.diff(item_of_seg)) + 1
     item_offsets = np.concatenate([[0], boundaries, [seg_window.shape[0]]]).astype(np.int64)
     split_w = np.flatnonzero(nseg > 1)
-    slot_begin = np.concatenate([[0], np.cumsum(nseg[split_w])[:-1]]).astype(np.int64)
+    slot_begin = (np.cumsum(nseg[split_w]) - nseg[split_w]).astype(np.int64)
     split_windows = np.stack([split_w, slot_begin, slot_begin + nseg[split_w]], axis=1).astype(np.int64)
     item_cost = np.add.reduceat(cost, item_offsets[:-1]) if seg_window.shape[0] else np.zeros(0)
     return segments, item_offsets, split_windows, int(split.sum()), item_cost
