@@ -61,7 +61,8 @@ def build_schedule(window_offsets: np.ndarray, cap: int = MAX_BLOCKS_PER_SEGMENT
     start_cost = np.cumsum(cost) - cost
     item_of_seg = np.floor(start_cost / target).astype(np.int64)
     boundaries = np.flatnonzero(np.diff(item_of_seg)) + 1
-    item_offsets = np.concatenate([[0], boundaries, [seg_window.shape[0]]]).astype(np.int64)
+    nsegs = seg_window.shape[0]
+    item_offsets = np.concatenate([[0], boundaries, [nsegs] if nsegs else []]).astype(np.int64)
     split_w = np.flatnonzero(nseg > 1)
     slot_begin = (np.cumsum(nseg[split_w]) - nseg[split_w]).astype(np.int64)
     split_windows = np.stack([split_w, slot_begin, slot_begin + nseg[split_w]], axis=1).astype(np.int64)
