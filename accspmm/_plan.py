@@ -184,12 +184,16 @@ class Plan:
 
     # ---- execution ------------------------------------------------------------------------
 
-    def __call__(self, B, *, out=None, stream=None):
-        """Returns ``A @ B`` (NumPy for host B, same library for CuPy/PyTorch CUDA B)."""
+    def __call__(self, B, *, out=None, stream=None, check_finite=True):
+        """Returns ``A @ B`` (NumPy for host B, same library for CuPy/PyTorch CUDA B).
+
+        With precision "tf32", B must be finite; ``check_finite=True`` verifies it (for GPU
+        arrays that is one reduction over B and a host synchronisation per call: pass False
+        when B is known to be finite, e.g. inside a training loop)."""
         if self._closed:
             raise RuntimeError("this plan was closed")
         if is_gpu_array(B):
-            return self._call_gpu_array(B, out, stream)
+            return self._call_gpu_array(B, out, stream, check_finite)
         m, k = self.shape
         Bh, vector = as_host_b(B, k)
         if Bh.dtype.kind == "f" and np.dtype(np.result_type(Bh.dtype, self.dtype)) != self.dtype:
@@ -206,7 +210,7 @@ class Plan:
         if self.device == "cpu":
             self._run_cpu(Bc, C)
         else:
-            self._run_gpu_host(Bc, C, stream)
+            self._run_gpu_host(Bc, C, stream, check_finite)
         return out if out is not None else C.reshape(shape)
 
     def _run_cpu(self, B: np.ndarray, C: np.ndarray):
@@ -216,16 +220,16 @@ class Plan:
         else:
             _core.bittcf_spmm(self._bittcf, B, C)
 
-    def _check_finite(self, B):
+    def _check_finite(self, B, check: bool):
         """Tensor-Core blocks multiply stored zeros too: 0 * inf would give NaN where scipy gives 0."""
-        if self.precision == "tf32":
+        if self.precision == "tf32" and check:
             finite = bool(B.isfinite().all()) if hasattr(B, "isfinite") else bool(np.isfinite(B).all())
             if not finite:
                 raise ValueError("B holds NaN or inf; precision='tf32' needs finite B "
                                  "(use precision='fp32' for IEEE semantics with non-finite values)")
 
-    def _run_gpu_host(self, B: np.ndarray, C: np.ndarray, stream):
-        self._check_finite(B)
+    def _run_gpu_host(self, B: np.ndarray, C: np.ndarray, stream, check_finite: bool):
+        self._check_finite(B, check_finite)
         s = stream_handle(stream)
         m, n = C.shape
         dB = DeviceArray.from_host(B, self._device_id, s)
@@ -237,7 +241,7 @@ class Plan:
             dB.free()
             dC.free()
 
-    def _call_gpu_array(self, B, out, stream):
+    def _call_gpu_array(self, B, out, stream, check_finite: bool):
         if self.device != "gpu":
             raise ValueError("B is a GPU array but this plan runs on the CPU; plan with device='gpu'")
         fb = ForeignArray(B)
@@ -254,7 +258,7 @@ class Plan:
         vector = len(fb.shape) == 1
         n = 1 if vector else fb.shape[1]
         fb = fb.cast(self.dtype).contiguous()
-        self._check_finite(fb.obj)
+        self._check_finite(fb.obj, check_finite)
         shape = (m,) if vector else (m, n)
         if out is not None:
             fo = ForeignArray(out) if is_gpu_array(out) else None
@@ -301,7 +305,7 @@ def plan(A, **kwargs) -> Plan:
     return Plan(A, **kwargs)
 
 
-def spmm(A, B, *, device="auto", precision=None, format="auto", out=None, stream=None):
+def spmm(A, B, *, device="auto", precision=None, format="auto", out=None, stream=None, check_finite=True):
     """``C = A @ B`` for sparse ``A`` and dense ``B`` (one-shot form of :func:`plan`).
 
     ``device="auto"`` runs on the GPU when one is usable (precision "tf32" by default for float32
@@ -323,7 +327,7 @@ def spmm(A, B, *, device="auto", precision=None, format="auto", out=None, stream
     check_b_dtype(b_dtype)
     dtype = compute_dtype(csr.dtype, b_dtype)
     with Plan(csr, device=device, precision=precision, format=format, dtype=dtype) as p:
-        return p(B, out=out, stream=stream)
+        return p(B, out=out, stream=stream, check_finite=check_finite)
 
 
 def spmm_bittcf_cpu(fmt: BitTCF, B) -> np.ndarray:
