@@ -12,7 +12,6 @@ from . import _core
 from ._validate import CSR, as_csr
 
 PAD_COL = -1  #: block_cols value of padding slots (the kernels load zeros there)
-TILE = 8  #: rows per row window, compacted columns per TC block
 
 
 def _frozen(arr: np.ndarray) -> np.ndarray:

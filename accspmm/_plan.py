@@ -21,13 +21,12 @@ import numpy as np
 from . import _core
 from ._device import DeviceArray, ForeignArray, cuda_available, cuda_status, load_cusparse, require_cuda, stream_handle
 from ._format import BitTCF, check_perm
-from ._validate import CSR, as_csr, as_host_b, check_b_dtype, check_out, compute_dtype, is_gpu_array
+from ._validate import INT32_MAX, CSR, as_csr, as_host_b, check_b_dtype, check_out, compute_dtype, is_gpu_array
 
 DEVICES = ("auto", "cpu", "gpu")
 PRECISIONS = ("tf32", "fp32", "fp64")
 FORMATS = ("auto", "csr", "bittcf")
 _SPMM_CSR_ALGS = {"default": 0, "alg1": 4, "alg2": 6, "alg3": 12}
-_INT32_MAX = 2**31 - 1
 
 
 def _resolve_device(device: str, want_gpu_hint: bool = False) -> str:
@@ -168,7 +167,7 @@ class Plan:
 
         if self.format == "csr":
             csr = self._csr
-            wide = csr.nnz > _INT32_MAX
+            wide = csr.nnz > INT32_MAX
             put("indptr", csr.indptr if wide else csr.indptr.astype(np.int32))
             put("indices", csr.indices.astype(np.int64) if wide else csr.indices)
             put("data", csr.data[: csr.nnz])

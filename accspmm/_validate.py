@@ -53,9 +53,6 @@ class CSR:
             return self
         return CSR(self.shape, self.indptr, self.indices, self.data.astype(dtype), self.canonical)
 
-    def to_scipy(self) -> sp.csr_matrix:
-        return sp.csr_matrix((self.data[: self.nnz], self.indices[: self.nnz], self.indptr), shape=self.shape)
-
 
 def is_gpu_array(obj) -> bool:
     """True for CUDA arrays of CuPy, PyTorch, Numba...: anything with __cuda_array_interface__."""

@@ -5,7 +5,6 @@
 Build time = canonical CSR -> BitTCF (both passes), median of 3, on this machine's CPU."""
 
 import argparse
-import os
 import platform
 import time
 

@@ -11,8 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 import accspmm
-from conftest import (assert_bit_exact, error_bound_check, int_dense, load_int_matrix,
-                      real_matrix_params, scipy_ref, with_int_values)
+from conftest import assert_bit_exact, error_bound_check, int_dense, load_int_matrix, real_matrix_params, scipy_ref
 
 pytestmark = pytest.mark.gpu
 
