@@ -29,7 +29,7 @@ FORMATS = ("auto", "csr", "bittcf")
 _SPMM_CSR_ALGS = {"default": 0, "alg1": 4, "alg2": 6, "alg3": 12}
 
 
-def _resolve_device(device: str, want_gpu_hint: bool = False) -> str:
+def _resolve_device(device: str) -> str:
     if device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
     if device == "auto":

@@ -15,7 +15,7 @@ segments into one item up to the same cost.  Cost units, per column slice:
 Predicted time of a schedule = max(total cost / P, largest item cost), where P is the number of
 items the GPU runs at once (SMs x resident warps per SM / column slices).  The balanced schedule
 is used when it predicts at least ``GAIN`` (10%) less time than the identity schedule.
-``plan.stats['schedule']`` records both predictions and the choice.  (The paper's rule is
+``plan.stats['schedule_by_n'][n]`` records both predictions and the choice.  (The paper's rule is
 IBD > 8; IBD is reported alongside for comparison.)
 """
 
@@ -70,14 +70,14 @@ def build_schedule(window_offsets: np.ndarray, cap: int = MAX_BLOCKS_PER_SEGMENT
     return segments, item_offsets, split_windows, int(split.sum()), item_cost
 
 
-def choose_schedule(window_offsets, n: int, sms: int, balance="auto"):
-    """Returns (use_balanced, report dict) from the cost model (module docstring)."""
+def choose_schedule(window_offsets, item_cost, nsplit: int, n: int, sms: int, balance="auto"):
+    """Returns (use_balanced, report dict) from the cost model (module docstring); item_cost and
+    nsplit describe the balanced schedule, as returned by build_schedule."""
     nb = np.diff(np.asarray(window_offsets, dtype=np.int64)).astype(np.float64)
     slices = max(1, -(-n // 64))
     P = max(1.0, sms * RESIDENT_WARPS_PER_SM / slices)
     ident_cost = nb + WB
     t_ident = max(ident_cost.sum() / P, ident_cost.max(initial=0.0))
-    _, _, _, nsplit, item_cost = build_schedule(window_offsets)
     t_bal = max(item_cost.sum() / P, item_cost.max(initial=0.0)) + (nsplit * 2.0 / P if nsplit else 0.0)
     mean = nb.mean() if nb.size else 0.0
     report = {"predicted_identity": t_ident, "predicted_balanced": t_bal,
@@ -98,6 +98,7 @@ class TF32Runner:
     """Device-resident BitTCF + schedules; run() launches the kernel."""
 
     def __init__(self, fmt, put, dev: dict, stats, balance="auto"):
+        """put(name, host_array) uploads into dev (the plan's dict of DeviceArrays)."""
         from . import _cuda
         from ._device import DeviceArray
 
@@ -110,15 +111,14 @@ class TF32Runner:
         self._DeviceArray = DeviceArray
         self.dev = dev  # the plan's: freed with it
         for name in ("perm", "window_offsets", "block_cols", "block_mask", "block_value_offsets"):
-            self.dev[name] = put(name, np.asarray(getattr(fmt, name)))
-        self.dev["values"] = put("values", round_tf32(fmt.values))
-        segments, item_offsets, split_windows, nslots, _ = build_schedule(self._window_offsets)
+            put(name, np.asarray(getattr(fmt, name)))
+        put("values", round_tf32(fmt.values))
+        segments, item_offsets, split_windows, nslots, self._item_cost = build_schedule(self._window_offsets)
         self.sched = {"segments": segments.shape[0], "items": item_offsets.shape[0] - 1,
                       "split_windows": split_windows.shape[0], "slots": nslots}
-        self.dev["segments"] = put("segments", segments.reshape(-1))
-        self.dev["item_offsets"] = put("item_offsets", item_offsets)
-        self.dev["split_windows"] = put("split_windows", split_windows.reshape(-1) if split_windows.size
-                                        else np.zeros(1, np.int64))
+        put("segments", segments.reshape(-1))
+        put("item_offsets", item_offsets)
+        put("split_windows", split_windows.reshape(-1) if split_windows.size else np.zeros(1, np.int64))
         self._decisions = {}
         self._stats = stats
         stats["schedule"] = dict(self.sched)
@@ -126,7 +126,8 @@ class TF32Runner:
 
     def decide(self, n: int):
         if n not in self._decisions:
-            self._decisions[n] = choose_schedule(self._window_offsets, n, self._sms, self.balance)
+            self._decisions[n] = choose_schedule(self._window_offsets, self._item_cost, self.sched["slots"],
+                                                 n, self._sms, self.balance)
             self._stats["schedule_by_n"][n] = self._decisions[n][1]
         return self._decisions[n]
 

@@ -31,14 +31,19 @@ def test_schedule_covers_blocks(counts):
     assert len(item_cost) == len(item_offsets) - 1
 
 
+def _choose(wo, n, sms, balance="auto"):
+    _, _, _, nsplit, item_cost = build_schedule(wo)
+    return choose_schedule(wo, item_cost, nsplit, n, sms, balance)
+
+
 def test_cost_model_prefers_balance_only_when_skewed():
     even = np.arange(0, 4 * 10001, 4, dtype=np.int64)  # 10,000 windows x 4 blocks
-    use, rep = choose_schedule(even, 128, 132)
+    use, rep = _choose(even, 128, 132)
     assert not use and "identity" in rep["reason"]
     skew = np.concatenate([[0], np.cumsum([2] * 2000 + [3000])]).astype(np.int64)
-    use, rep = choose_schedule(skew, 128, 132)
+    use, rep = _choose(skew, 128, 132)
     assert use and rep["predicted_balanced"] < rep["predicted_identity"]
-    assert choose_schedule(skew, 128, 132, balance=False)[0] is False
+    assert _choose(skew, 128, 132, balance=False)[0] is False
 
 
 def test_round_tf32():
