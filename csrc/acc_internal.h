@@ -62,4 +62,42 @@ static inline int acc_dtype_valid(acc_dtype dtype) {
     return dtype == ACC_FLOAT32 || dtype == ACC_FLOAT64;
 }
 
+/* Transposed pattern of a CSR (rows of each column, ascending).
+ *   col_offsets[k+1] int64, rows[nnz] int32 (needs m <= INT32_MAX). */
+acc_status acc_pattern_transpose(const acc_csr *A, int64_t *col_offsets, int32_t *rows);
+
+/* Progress reporting (see accspmm.h): relaxed stores, NULL-safe. */
+static inline void acc_progress_set(int64_t *progress, int64_t done, int64_t total) {
+    if (!progress) return;
+    __atomic_store_n(&progress[1], total, __ATOMIC_RELAXED);
+    __atomic_store_n(&progress[0], done, __ATOMIC_RELAXED);
+}
+
+/* splitmix64: seeded tie-breaking keys. */
+static inline uint64_t acc_mix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* Shuffles a[0..n) in place with a Fisher-Yates walk driven by seed. */
+static inline void acc_shuffle_i64(int64_t *a, int64_t n, uint64_t seed) {
+    uint64_t state = seed;
+    for (int64_t i = n - 1; i > 0; i--) {
+        state = acc_mix64(state);
+        const int64_t j = (int64_t)(state % (uint64_t)(i + 1));
+        const int64_t t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}
+
+/* Order of the n lists of an offsets array by length (ascending when
+ * ascending != 0, else descending), stable by index; with seed != 0 each run
+ * of equal lengths is shuffled.  Counting sort: O(n + max length).
+ *   offsets[n+1], order[n] out. */
+acc_status acc_order_by_length(const int64_t *offsets, int64_t n, int ascending, uint64_t seed,
+                               int64_t *order);
+
 #endif /* ACC_INTERNAL_H */

@@ -181,6 +181,54 @@ acc_status acc_bittcf_check(const acc_bittcf *F);
  *   B [k*n], C [m*n] row-major, F.dtype; C fully overwritten. */
 acc_status acc_bittcf_spmm(const acc_bittcf *F, const void *B, int64_t n, void *C);
 
+/* ---- Row reorderings ---------------------------------------------------
+ * Each returns perm[m] (new -> old), a permutation of [0, m).  All need a
+ * canonical CSR (values unused) and are deterministic for a given seed
+ * (seed 0: ties broken by row index; another seed: ties broken by a
+ * seeded shuffle).  Rows with no nonzero are placed last, in ascending
+ * order: they add no column to a window, so they are best kept together.
+ *
+ * progress (may be NULL): progress[0] counts units of work done and
+ * progress[1] holds their total; both are written with relaxed atomic
+ * stores while the call runs so another thread may poll them. */
+
+/* Rows by nnz, descending (stable: equal rows keep ascending index). */
+acc_status acc_reorder_degree(const acc_csr *A, int64_t *perm);
+
+/* How the dendrogram's communities rank the affinity walk's candidates. */
+enum {
+    ACC_COMMUNITY_IGNORE = 0, /* only the shared-column count ranks candidates */
+    ACC_COMMUNITY_TIE = 1     /* the current community wins among equal counts */
+};
+
+/* Parameters of the data-affinity reordering (Acc-SpMM section 3.2). */
+typedef struct acc_affinity_params {
+    uint64_t seed;
+    int64_t max_scan;     /* column-list entries a placed row may scan (> 0) */
+    int community;        /* ACC_COMMUNITY_* */
+    double max_community; /* cap on a community's strength, in average degrees (> 0) */
+    int64_t chunk_nnz;    /* nonzeros per independently ordered chunk of step II (> 0) */
+} acc_affinity_params;
+
+/* Data-affinity reordering: modularity dendrogram + greedy affinity walk;
+ * the algorithm, graph definition and complexity are in
+ * acc_reorder_affinity.c.  Needs m + k < 2^31 (rectangular) or m < 2^31,
+ * and 2 * nnz < 2^31 (ACC_ERR_TOO_LARGE otherwise). */
+acc_status acc_reorder_affinity(const acc_csr *A, const acc_affinity_params *params,
+                                int64_t *perm, int64_t *progress);
+
+/* Parameters of the Jaccard row clustering (SMaT / Sylos Labini et al.). */
+typedef struct acc_jaccard_params {
+    uint64_t seed;
+    double tau;             /* Jaccard distance threshold in [0, 1] */
+    int64_t block_width;    /* columns per column block of a row's pattern (>= 1) */
+    int64_t max_candidates; /* candidate rows examined per cluster (> 0) */
+} acc_jaccard_params;
+
+/* Jaccard clustering: see acc_reorder_jaccard.c.  Needs m < 2^31. */
+acc_status acc_reorder_jaccard(const acc_csr *A, const acc_jaccard_params *params, int64_t *perm,
+                               int64_t *progress);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,6 +9,10 @@
 #define ACC_NUMPY_IMPORT
 #include "glue.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 /* Arrays held while a CSR view points into them. */
 typedef struct csr_args {
     PyArrayObject *indptr, *indices, *data;
@@ -327,6 +331,18 @@ static int bittcf_args_parse(bittcf_args *a, PyObject *fmt) {
     return 0;
 }
 
+/* The Python dict of a BitTCF's statistics. */
+static PyObject *stats_dict(const acc_bittcf_stats *s) {
+    return Py_BuildValue("{s:L,s:L,s:L,s:d,s:d,s:L,s:d,s:d,s:L,s:L}", "tc_blocks",
+                         (long long)s->num_blocks, "windows", (long long)s->num_windows,
+                         "empty_windows", (long long)s->empty_windows, "mean_nnz_tc",
+                         s->mean_nnz_per_block, "blocks_per_window_mean", s->blocks_per_window_mean,
+                         "blocks_per_window_max", (long long)s->blocks_per_window_max,
+                         "blocks_per_window_std", s->blocks_per_window_std, "imbalance_degree",
+                         s->imbalance_degree, "bytes", (long long)s->bytes, "csr_bytes",
+                         (long long)s->csr_bytes);
+}
+
 static PyObject *py_bittcf_stats(PyObject *self, PyObject *fmt) {
     bittcf_args a;
     acc_bittcf_stats s;
@@ -339,14 +355,7 @@ static PyObject *py_bittcf_stats(PyObject *self, PyObject *fmt) {
     if (st == ACC_SUCCESS) st = acc_bittcf_get_stats(&a.view, &s);
     bittcf_args_release(&a);
     if (st != ACC_SUCCESS) return acc_py_raise(st, "invalid BitTCF");
-    return Py_BuildValue("{s:L,s:L,s:L,s:d,s:d,s:L,s:d,s:d,s:L,s:L}", "tc_blocks",
-                         (long long)s.num_blocks, "windows", (long long)s.num_windows,
-                         "empty_windows", (long long)s.empty_windows, "mean_nnz_tc",
-                         s.mean_nnz_per_block, "blocks_per_window_mean", s.blocks_per_window_mean,
-                         "blocks_per_window_max", (long long)s.blocks_per_window_max,
-                         "blocks_per_window_std", s.blocks_per_window_std, "imbalance_degree",
-                         s.imbalance_degree, "bytes", (long long)s.bytes, "csr_bytes",
-                         (long long)s.csr_bytes);
+    return stats_dict(&s);
 }
 
 static PyObject *py_bittcf_spmm(PyObject *self, PyObject *args) {
@@ -376,6 +385,152 @@ fail:
     return NULL;
 }
 
+/* Parses (m, k, indptr, indices) of a canonical pattern and an optional
+ * writeable int64[2] progress array (None allowed). */
+static int pattern_args(csr_args *a, Py_ssize_t m, Py_ssize_t k, PyObject *indptr,
+                        PyObject *indices, PyObject *progobj, PyArrayObject **progress) {
+    *progress = NULL;
+    if (csr_args_parse(a, m, k, indptr, indices, NULL) < 0) return -1;
+    if (progobj && progobj != Py_None) {
+        *progress = acc_py_array(progobj, NPY_INT64, 1, 2, -1, 1, "progress");
+        if (!*progress) return -1;
+    }
+    int canonical = 0;
+    acc_status st;
+    Py_BEGIN_ALLOW_THREADS st = acc_csr_check(&a->view, &canonical);
+    Py_END_ALLOW_THREADS
+    if (st == ACC_SUCCESS && !canonical) st = ACC_ERR_NOT_CANONICAL;
+    if (st != ACC_SUCCESS) {
+        acc_py_raise(st, "cannot reorder");
+        return -1;
+    }
+    return 0;
+}
+
+/* Runs one reordering with the GIL released and returns perm. */
+typedef acc_status (*reorder_fn)(const acc_csr *A, const void *params, int64_t *perm,
+                                 int64_t *progress);
+
+static acc_status run_degree(const acc_csr *A, const void *params, int64_t *perm, int64_t *progress) {
+    (void)params;
+    (void)progress;
+    return acc_reorder_degree(A, perm);
+}
+static acc_status run_affinity(const acc_csr *A, const void *params, int64_t *perm, int64_t *progress) {
+    return acc_reorder_affinity(A, params, perm, progress);
+}
+static acc_status run_jaccard(const acc_csr *A, const void *params, int64_t *perm, int64_t *progress) {
+    return acc_reorder_jaccard(A, params, perm, progress);
+}
+
+static PyObject *reorder_common(Py_ssize_t m, Py_ssize_t k, PyObject *indptr, PyObject *indices,
+                                PyObject *progobj, reorder_fn fn, const void *params) {
+    csr_args a;
+    PyArrayObject *progress = NULL, *perm = NULL;
+    if (pattern_args(&a, m, k, indptr, indices, progobj, &progress) < 0) goto fail;
+    npy_intp len = m;
+    perm = (PyArrayObject *)PyArray_SimpleNew(1, &len, NPY_INT64);
+    if (!perm) goto fail;
+    acc_status st;
+    int64_t *pr = progress ? PyArray_DATA(progress) : NULL;
+    Py_BEGIN_ALLOW_THREADS st = fn(&a.view, params, PyArray_DATA(perm), pr);
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) {
+        acc_py_raise(st, "reordering failed");
+        goto fail;
+    }
+    Py_XDECREF(progress);
+    csr_args_release(&a);
+    return (PyObject *)perm;
+fail:
+    Py_XDECREF(perm);
+    Py_XDECREF(progress);
+    csr_args_release(&a);
+    return NULL;
+}
+
+static PyObject *py_reorder_degree(PyObject *self, PyObject *args) {
+    Py_ssize_t m, k;
+    PyObject *indptr, *indices;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "nnOO", &m, &k, &indptr, &indices)) return NULL;
+    return reorder_common(m, k, indptr, indices, NULL, run_degree, NULL);
+}
+
+static PyObject *py_reorder_affinity(PyObject *self, PyObject *args) {
+    Py_ssize_t m, k;
+    PyObject *indptr, *indices, *progobj;
+    unsigned long long seed;
+    long long max_scan;
+    int community;
+    double max_community;
+    long long chunk_nnz;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "nnOOKLidLO", &m, &k, &indptr, &indices, &seed, &max_scan,
+                          &community, &max_community, &chunk_nnz, &progobj))
+        return NULL;
+    const acc_affinity_params p = {seed, max_scan, community, max_community, chunk_nnz};
+    return reorder_common(m, k, indptr, indices, progobj, run_affinity, &p);
+}
+
+static PyObject *py_reorder_jaccard(PyObject *self, PyObject *args) {
+    Py_ssize_t m, k;
+    PyObject *indptr, *indices, *progobj;
+    unsigned long long seed;
+    double tau;
+    long long block_width, max_candidates;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "nnOOKdLLO", &m, &k, &indptr, &indices, &seed, &tau, &block_width,
+                          &max_candidates, &progobj))
+        return NULL;
+    const acc_jaccard_params p = {seed, tau, block_width, max_candidates};
+    return reorder_common(m, k, indptr, indices, progobj, run_jaccard, &p);
+}
+
+/* BitTCF statistics of A under perm without building the format (count
+ * pass only).  value_size: bytes per value for the byte counts. */
+static PyObject *py_bittcf_count_stats(PyObject *self, PyObject *args) {
+    Py_ssize_t m, k;
+    PyObject *indptr, *indices, *permobj;
+    int f64;
+    csr_args a;
+    PyArrayObject *perm = NULL, *progress = NULL;
+    int64_t *wo = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "nnOOOp", &m, &k, &indptr, &indices, &permobj, &f64)) return NULL;
+    if (pattern_args(&a, m, k, indptr, indices, NULL, &progress) < 0) goto fail;
+    perm = acc_py_array(permobj, NPY_INT64, 1, m, -1, 0, "perm");
+    if (!perm) goto fail;
+    const int64_t W = (m + ACC_TILE - 1) / ACC_TILE;
+    wo = malloc((size_t)(W + 1) * sizeof(int64_t));
+    if (!wo) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    acc_bittcf_stats s;
+    acc_status st;
+    Py_BEGIN_ALLOW_THREADS st = acc_perm_check(PyArray_DATA(perm), m);
+    if (st == ACC_SUCCESS) st = acc_bittcf_count(&a.view, PyArray_DATA(perm), wo);
+    if (st == ACC_SUCCESS) {
+        const acc_bittcf F = {m, k, W, wo[W], a.view.row_offsets[m], PyArray_DATA(perm), wo,
+                              NULL, NULL, NULL, NULL, f64 ? ACC_FLOAT64 : ACC_FLOAT32};
+        st = acc_bittcf_get_stats(&F, &s);
+    }
+    Py_END_ALLOW_THREADS
+    free(wo);
+    if (st != ACC_SUCCESS) {
+        acc_py_raise(st, "cannot count TC blocks");
+        goto fail;
+    }
+    Py_DECREF(perm);
+    csr_args_release(&a);
+    return stats_dict(&s);
+fail:
+    Py_XDECREF(perm);
+    csr_args_release(&a);
+    return NULL;
+}
+
 static PyObject *py_num_threads(PyObject *self, PyObject *noargs) {
     (void)self;
     (void)noargs;
@@ -399,6 +554,14 @@ static PyMethodDef core_methods[] = {
      "bittcf_build(m, k, indptr, indices, data, perm) -> dict of BitTCF arrays"},
     {"bittcf_stats", py_bittcf_stats, METH_O, "bittcf_stats(fmt) -> dict"},
     {"bittcf_spmm", py_bittcf_spmm, METH_VARARGS, "bittcf_spmm(fmt, B, C): C = A @ B"},
+    {"reorder_degree", py_reorder_degree, METH_VARARGS,
+     "reorder_degree(m, k, indptr, indices) -> perm (rows by nnz, descending)"},
+    {"reorder_affinity", py_reorder_affinity, METH_VARARGS,
+     "reorder_affinity(m, k, indptr, indices, seed, max_scan, community, max_community, chunk_nnz, progress) -> perm"},
+    {"reorder_jaccard", py_reorder_jaccard, METH_VARARGS,
+     "reorder_jaccard(m, k, indptr, indices, seed, tau, block_width, max_candidates, progress) -> perm"},
+    {"bittcf_count_stats", py_bittcf_count_stats, METH_VARARGS,
+     "bittcf_count_stats(m, k, indptr, indices, perm, float64) -> stats dict (no format built)"},
     {"num_threads", py_num_threads, METH_NOARGS, "OpenMP threads the core uses"},
     {NULL, NULL, 0, NULL}};
 

@@ -228,11 +228,88 @@ static void test_out_of_memory(void) {
     free_csr(&A);
 }
 
+/* Canonical copy of a random CSR (reorderings need canonical input). */
+static csr_t canonical_csr(int64_t m, int64_t k, int per_row_max) {
+    csr_t A = random_csr(m, k, per_row_max);
+    csr_t C = {m, k, 0, malloc((size_t)(m + 1) * 8), malloc((size_t)(A.nnz ? A.nnz : 1) * 4),
+               malloc((size_t)(A.nnz ? A.nnz : 1) * 4)};
+    acc_csr a = view(&A);
+    EXPECT(acc_csr_canonicalize(&a, C.rp, C.ci, C.v, &C.nnz) == ACC_SUCCESS);
+    free_csr(&A);
+    return C;
+}
+
+/* Runs one reordering method (0 degree, 1 affinity, 2 affinity ignoring
+ * communities, 3 jaccard) with small chunks so the parallel path runs. */
+static int run_reorder(const acc_csr *a, int method, uint64_t seed, int64_t *perm, int64_t *progress) {
+    const acc_affinity_params ap = {seed, 64, method == 1 ? ACC_COMMUNITY_TIE : ACC_COMMUNITY_IGNORE, 4.0, 40};
+    const acc_jaccard_params jp = {seed, 0.7, 2, 16};
+    switch (method) {
+    case 0: return acc_reorder_degree(a, perm);
+    case 1:
+    case 2: return acc_reorder_affinity(a, &ap, perm, progress);
+    default: return acc_reorder_jaccard(a, &jp, perm, progress);
+    }
+}
+
+/* Every reordering: a permutation with the empty rows last, the same for
+ * the same seed, progress reaching its total; bad parameters refused. */
+static void test_reorders(int64_t m, int64_t k, int per_row_max) {
+    csr_t C = canonical_csr(m, k, per_row_max);
+    acc_csr a = view(&C);
+    int64_t *p1 = malloc((size_t)(m ? m : 1) * 8), *p2 = malloc((size_t)(m ? m : 1) * 8);
+    for (int method = 0; method < 4; method++) {
+        for (uint64_t seed = 0; seed < 2; seed++) {
+            int64_t progress[2] = {-1, -1};
+            EXPECT(run_reorder(&a, method, seed, p1, progress) == ACC_SUCCESS);
+            EXPECT(run_reorder(&a, method, seed, p2, NULL) == ACC_SUCCESS);
+            EXPECT(acc_perm_check(p1, m) == ACC_SUCCESS);
+            EXPECT(m == 0 || memcmp(p1, p2, (size_t)m * 8) == 0);
+            EXPECT(method == 0 || progress[0] == progress[1]);
+            int seen_empty = 0;
+            for (int64_t i = 0; i < m; i++) {
+                const int empty = C.rp[p1[i] + 1] == C.rp[p1[i]];
+                EXPECT(!seen_empty || empty); /* no nonempty row after an empty one */
+                seen_empty |= empty;
+            }
+        }
+    }
+    acc_affinity_params bad = {0, 0, ACC_COMMUNITY_TIE, 4.0, 40};
+    EXPECT(acc_reorder_affinity(&a, &bad, p1, NULL) == ACC_ERR_INVALID_ARGUMENT);
+    bad.max_scan = 8;
+    bad.community = 7;
+    EXPECT(acc_reorder_affinity(&a, &bad, p1, NULL) == ACC_ERR_INVALID_ARGUMENT);
+    bad.community = ACC_COMMUNITY_TIE;
+    bad.chunk_nnz = 0;
+    EXPECT(acc_reorder_affinity(&a, &bad, p1, NULL) == ACC_ERR_INVALID_ARGUMENT);
+    acc_jaccard_params jbad = {0, 1.5, 2, 16};
+    EXPECT(acc_reorder_jaccard(&a, &jbad, p1, NULL) == ACC_ERR_INVALID_ARGUMENT);
+    /* every allocation of each method fails in turn: OOM or success, no leak */
+    for (int method = 0; method < 4; method++) {
+        int succeeded = 0;
+        for (long countdown = 1; countdown < 200 && !succeeded; countdown++) {
+            acc_set_alloc_countdown(countdown);
+            const int st = run_reorder(&a, method, 1, p1, NULL);
+            acc_set_alloc_countdown(0);
+            EXPECT(st == ACC_SUCCESS || st == ACC_ERR_OUT_OF_MEMORY);
+            succeeded = st == ACC_SUCCESS;
+        }
+        EXPECT(succeeded);
+    }
+    free(p1);
+    free(p2);
+    free_csr(&C);
+}
+
 int main(void) {
     static const int64_t shapes[][4] = {{0, 0, 0, 3},  {1, 1, 1, 1},    {7, 5, 3, 9},  {8, 8, 8, 8},
                                         {37, 19, 6, 33}, {64, 300, 40, 17}, {129, 70, 2, 5}, {5, 1000, 200, 4}};
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++)
         test_round_trip(shapes[t][0], shapes[t][1], (int)shapes[t][2], shapes[t][3]);
+    static const int64_t rshapes[][3] = {{0, 0, 3}, {1, 1, 1}, {13, 13, 4}, {200, 200, 9},
+                                         {300, 40, 6}, {40, 300, 20}, {64, 64, 0}};
+    for (size_t t = 0; t < sizeof rshapes / sizeof rshapes[0]; t++)
+        test_reorders(rshapes[t][0], rshapes[t][1], (int)rshapes[t][2]);
     test_malformed();
     test_out_of_memory();
     if (failures) {

@@ -1,0 +1,215 @@
+/*
+ * acc_reorder_jaccard.c -- Jaccard row clustering (the SMaT preprocessing,
+ * after Sylos Labini et al.), our own implementation.
+ *
+ * A row's pattern is its set of column blocks (column / block_width).  The
+ * original greedy procedure: take the first unclustered row as the seed of
+ * a new cluster whose pattern P is the seed's; walk every later unclustered
+ * row j in order and add it when the Jaccard distance
+ *     d(j, P) = 1 - |pat(j) & P| / |pat(j) | P|
+ * is at most tau, growing P by pat(j); repeat until every row is clustered.
+ * Rows of a cluster are placed consecutively, clusters in creation order.
+ *
+ * Sub-quadratic candidate generation.  A row sharing no block with P is at
+ * distance 1 and can never join (tau < 1), so only rows found through the
+ * inverted index (block -> rows) of P's blocks are examined, in the same
+ * order as the original walk: a min-heap by visit position, holding rows
+ * after the current position; when P gains a block, that block's rows are
+ * pushed.  Without a cap this is exactly the original algorithm.  Clustered
+ * rows are swap-removed from the index lists when a scan meets them
+ * (O(nnz) in total).  Each cluster examines at most max_candidates rows and
+ * scans at most 8 * max_candidates index entries, so the cost is
+ * O(nnz log + m * max_candidates * (log + row length)) in the worst case;
+ * the cap can only make clusters smaller than the original's.
+ *
+ * tau = 1 would join rows with no block in common; it is treated as the
+ * largest tau below 1 (candidates still come from shared blocks).
+ * With seed != 0 the rows are visited in a seeded shuffled order.
+ */
+#include "acc_internal.h"
+
+/* Min-heap of visit positions. */
+typedef struct heap {
+    int64_t *a;
+    int64_t n;
+} heap;
+
+static void heap_push(heap *h, int64_t x) {
+    int64_t i = h->n++;
+    while (i > 0) {
+        const int64_t parent = (i - 1) / 2;
+        if (h->a[parent] <= x) break;
+        h->a[i] = h->a[parent];
+        i = parent;
+    }
+    h->a[i] = x;
+}
+
+static int64_t heap_pop(heap *h) {
+    const int64_t top = h->a[0], x = h->a[--h->n];
+    int64_t i = 0;
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= h->n) break;
+        if (c + 1 < h->n && h->a[c + 1] < h->a[c]) c++;
+        if (h->a[c] >= x) break;
+        h->a[i] = h->a[c];
+        i = c;
+    }
+    if (h->n > 0) h->a[i] = x;
+    return top;
+}
+
+/* Block pattern of every row: rb_offsets[m+1], rb (unique blocks, sorted).
+ * Two passes (count, fill), parallel over rows. */
+static acc_status row_blocks(const acc_csr *A, int64_t bw, int64_t *rb_offsets, int32_t **rb_out) {
+    const int64_t m = A->m, *rp = A->row_offsets;
+    const int32_t *ci = A->column_indices;
+    rb_offsets[0] = 0;
+#pragma omp parallel for schedule(dynamic, 1024)
+    for (int64_t i = 0; i < m; i++) {
+        int64_t cnt = 0, prev = -1;
+        for (int64_t p = rp[i]; p < rp[i + 1]; p++) {
+            const int64_t b = ci[p] / bw;
+            cnt += b != prev;
+            prev = b;
+        }
+        rb_offsets[i + 1] = cnt;
+    }
+    for (int64_t i = 0; i < m; i++) rb_offsets[i + 1] += rb_offsets[i];
+    int32_t *rb = acc_malloc((size_t)rb_offsets[m], sizeof(int32_t));
+    if (!rb) return ACC_ERR_OUT_OF_MEMORY;
+#pragma omp parallel for schedule(dynamic, 1024)
+    for (int64_t i = 0; i < m; i++) {
+        int64_t out = rb_offsets[i], prev = -1;
+        for (int64_t p = rp[i]; p < rp[i + 1]; p++) {
+            const int64_t b = ci[p] / bw;
+            if (b != prev) rb[out++] = (int32_t)b;
+            prev = b;
+        }
+    }
+    *rb_out = rb;
+    return ACC_SUCCESS;
+}
+
+acc_status acc_reorder_jaccard(const acc_csr *A, const acc_jaccard_params *params, int64_t *perm,
+                               int64_t *progress) {
+    if (!A || !params || !perm || A->m < 0 || A->k < 0 || !A->row_offsets ||
+        params->block_width < 1 || params->max_candidates <= 0 || !(params->tau >= 0.0) ||
+        !(params->tau <= 1.0))
+        return ACC_ERR_INVALID_ARGUMENT;
+    const int64_t m = A->m, nb = (A->k + params->block_width - 1) / params->block_width;
+    if (m >= INT32_MAX) return ACC_ERR_TOO_LARGE;
+    const double tau = params->tau;
+    const int64_t max_scan = 8 * params->max_candidates;
+    acc_status status = ACC_SUCCESS;
+    int32_t *rb = NULL;
+    heap h = {0};
+    int64_t *rb_offsets = acc_malloc((size_t)m + 1, sizeof(int64_t));
+    int64_t *order = acc_malloc((size_t)m, sizeof(int64_t));
+    int64_t *pos_of = acc_malloc((size_t)m, sizeof(int64_t));
+    int64_t *seen = acc_malloc((size_t)m, sizeof(int64_t)); /* cluster that pushed the row */
+    uint8_t *done_row = acc_malloc((size_t)m, sizeof(uint8_t));
+    int64_t *blk_offsets = acc_malloc((size_t)nb + 1, sizeof(int64_t));
+    int64_t *live = acc_malloc((size_t)nb, sizeof(int64_t));
+    int64_t *in_p = acc_malloc((size_t)nb, sizeof(int64_t)); /* cluster whose P holds the block */
+    h.a = acc_malloc((size_t)m, sizeof(int64_t));
+    int32_t *blk_rows = NULL;
+    if (!rb_offsets || !order || !pos_of || !seen || !done_row || !blk_offsets || !live || !in_p ||
+        !h.a) {
+        status = ACC_ERR_OUT_OF_MEMORY;
+        goto done;
+    }
+    acc_progress_set(progress, 0, m);
+    ACC_CHECK(row_blocks(A, params->block_width, rb_offsets, &rb));
+    /* inverted index of the block patterns */
+    {
+        const acc_csr P = {m, nb, rb_offsets, rb, NULL, ACC_FLOAT32};
+        blk_rows = acc_malloc((size_t)rb_offsets[m], sizeof(int32_t));
+        if (!blk_rows) {
+            status = ACC_ERR_OUT_OF_MEMORY;
+            goto done;
+        }
+        ACC_CHECK(acc_pattern_transpose(&P, blk_offsets, blk_rows));
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        live[b] = blk_offsets[b + 1] - blk_offsets[b];
+        in_p[b] = -1;
+    }
+    for (int64_t i = 0; i < m; i++) {
+        order[i] = i;
+        seen[i] = -1;
+        done_row[i] = rb_offsets[i + 1] == rb_offsets[i]; /* empty rows go last */
+    }
+    if (params->seed != 0) acc_shuffle_i64(order, m, params->seed);
+    for (int64_t p = 0; p < m; p++) pos_of[order[p]] = p;
+
+    int64_t out = 0;
+    for (int64_t sp = 0; sp < m; sp++) {
+        const int64_t s = order[sp];
+        if (done_row[s]) continue;
+        const int64_t cluster = sp; /* unique id: the seed's position */
+        int64_t p_size = 0, examined = 0, scanned = 0;
+        h.n = 0;
+        int64_t r = s;
+        for (;;) {
+            /* add row r to the cluster and its new blocks to P */
+            perm[out++] = r;
+            done_row[r] = 1;
+            const int64_t rpos = pos_of[r];
+            for (int64_t q = rb_offsets[r]; q < rb_offsets[r + 1]; q++) {
+                const int32_t b = rb[q];
+                if (in_p[b] == cluster) continue;
+                in_p[b] = cluster;
+                p_size++;
+                int32_t *rows = blk_rows + blk_offsets[b];
+                for (int64_t t = 0; t < live[b] && scanned < max_scan;) {
+                    const int32_t c = rows[t];
+                    if (done_row[c]) {
+                        rows[t] = rows[--live[b]];
+                        continue;
+                    }
+                    scanned++;
+                    t++;
+                    if (seen[c] != cluster && pos_of[c] > rpos) {
+                        seen[c] = cluster;
+                        heap_push(&h, pos_of[c]);
+                    }
+                }
+            }
+            /* next candidate in walk order that is close enough */
+            r = -1;
+            while (h.n > 0 && examined < params->max_candidates) {
+                const int64_t c = order[heap_pop(&h)];
+                if (done_row[c]) continue;
+                examined++;
+                int64_t inter = 0;
+                const int64_t len = rb_offsets[c + 1] - rb_offsets[c];
+                for (int64_t q = rb_offsets[c]; q < rb_offsets[c + 1]; q++) inter += in_p[rb[q]] == cluster;
+                const double dist = 1.0 - (double)inter / (double)(p_size + len - inter);
+                if (inter > 0 && dist <= tau) {
+                    r = c;
+                    break;
+                }
+            }
+            if (r < 0) break;
+        }
+        if ((sp & 1023) == 0) acc_progress_set(progress, out, m);
+    }
+    for (int64_t i = 0; i < m; i++)
+        if (rb_offsets[i + 1] == rb_offsets[i]) perm[out++] = i;
+    acc_progress_set(progress, m, m);
+done:
+    acc_free(rb);
+    acc_free(rb_offsets);
+    acc_free(order);
+    acc_free(pos_of);
+    acc_free(seen);
+    acc_free(done_row);
+    acc_free(blk_offsets);
+    acc_free(blk_rows);
+    acc_free(live);
+    acc_free(in_p);
+    acc_free(h.a);
+    return status;
+}
