@@ -18,7 +18,7 @@ import weakref
 
 import numpy as np
 
-from . import _core
+from . import _core, _reorder
 from ._device import DeviceArray, ForeignArray, cuda_available, cuda_status, load_cusparse, require_cuda, stream_handle
 from ._format import BitTCF, check_perm
 from ._validate import INT32_MAX, CSR, as_csr, as_host_b, check_b_dtype, check_out, compute_dtype, is_gpu_array
@@ -79,7 +79,14 @@ class Plan:
     precision : None (default: "tf32" on GPU for float32, "fp32" on CPU, "fp64" for float64), or
         "tf32", "fp32", "fp64" (see module docstring).
     format : "auto", "csr" or "bittcf" ("bittcf" on the CPU runs the format's reference kernel).
-    perm : optional row permutation (new -> old) used when building BitTCF; never changes the result.
+    reorder : row reordering for BitTCF plans (see :func:`accspmm.reorder`): "none", "rcm", "degree",
+        "jaccard", "affinity" or "auto" (fewest TC blocks among ``accspmm._reorder.AUTO_CANDIDATES``).
+        Default None: "auto" when the plan builds BitTCF (GPU "tf32", or ``format="bittcf"``), where
+        it cuts the TC blocks the kernel processes; "none" for CSR plans, whose kernels do not depend
+        on row order.  The method, its time and why it was chosen are in ``plan.stats["reorder"]``.
+        Reordering never changes the result: row i of the reordered product goes to ``C[perm[i]]``.
+    reorder_params : dict of the method's parameters (``accspmm._reorder.DEFAULT_PARAMS``), and ``seed``.
+    perm : a row permutation (new -> old) of your own for BitTCF, instead of ``reorder``.
     dtype : compute dtype (default: A's); float64 data can be planned in float32 and vice versa.
     balance : TF32 kernel's load balancing: "auto" (cost model, see accspmm._tf32), True or False.
         The result is deterministic either way.
@@ -89,8 +96,8 @@ class Plan:
     to get ``A @ B`` in the original row order, of the same kind as ``B``.
     """
 
-    def __init__(self, A, *, device="auto", precision=None, format="auto", perm=None, dtype=None,
-                 balance="auto", cusparse_alg="default"):
+    def __init__(self, A, *, device="auto", precision=None, format="auto", reorder=None, reorder_params=None,
+                 perm=None, dtype=None, balance="auto", cusparse_alg="default"):
         t0 = time.perf_counter()
         csr = A if isinstance(A, CSR) else as_csr(A)
         dtype = np.dtype(dtype) if dtype is not None else csr.dtype
@@ -116,12 +123,24 @@ class Plan:
         csr = csr.astype(dtype)
         self._csr = None
         self._bittcf = None
+        if perm is not None and reorder not in (None, "none"):
+            raise ValueError("pass either perm or reorder, not both")
         if self.format == "bittcf":
+            if perm is None:
+                csr = csr.canonicalized()
+                perm, info = _reorder.compute(csr, "auto" if reorder is None else reorder,
+                                              **dict(reorder_params or {}))
+                self.stats["reorder"] = info
+            else:
+                self.stats["reorder"] = {"method": "perm", "chosen": "perm (given)", "seconds": 0.0}
             self._bittcf = BitTCF.from_csr(csr, perm)
             self.stats.update(self._bittcf.stats)
         else:
             if perm is not None:
                 check_perm(perm, csr.shape[0])  # validated even though CSR does not use it
+            if reorder not in (None, "none"):
+                raise ValueError(f"reorder={reorder!r} needs a BitTCF plan; CSR kernels do not depend on "
+                                 "row order (plan with format='bittcf' or precision='tf32')")
             self._csr = csr
         self.stats["build_seconds"] = time.perf_counter() - t0
         if self.device == "gpu":
@@ -304,13 +323,16 @@ def plan(A, **kwargs) -> Plan:
     return Plan(A, **kwargs)
 
 
-def spmm(A, B, *, device="auto", precision=None, format="auto", out=None, stream=None, check_finite=True):
+def spmm(A, B, *, device="auto", precision=None, format="auto", reorder="none", out=None, stream=None,
+         check_finite=True):
     """``C = A @ B`` for sparse ``A`` and dense ``B`` (one-shot form of :func:`plan`).
 
     ``device="auto"`` runs on the GPU when one is usable (precision "tf32" by default for float32
     data, see :class:`Plan`), else on the CPU (exact fp32/fp64).  NumPy (or array-like) ``B`` gives
     a NumPy result; a CuPy or PyTorch CUDA ``B`` gives the same kind on the same device.
     The result dtype is numpy's promotion of A's and B's float dtypes (integer B takes A's).
+    ``reorder`` defaults to "none" here: a one-shot product cannot amortise a reordering; use
+    :func:`plan` to multiply the same A many times (it reorders by default).
     """
     csr = as_csr(A)
     if is_gpu_array(B):
@@ -325,7 +347,7 @@ def spmm(A, B, *, device="auto", precision=None, format="auto", out=None, stream
             B = B.reshape(-1)
     check_b_dtype(b_dtype)
     dtype = compute_dtype(csr.dtype, b_dtype)
-    with Plan(csr, device=device, precision=precision, format=format, dtype=dtype) as p:
+    with Plan(csr, device=device, precision=precision, format=format, reorder=reorder, dtype=dtype) as p:
         return p(B, out=out, stream=stream, check_finite=check_finite)
 
 

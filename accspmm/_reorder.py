@@ -1,0 +1,255 @@
+"""Row reorderings: which rows share an 8-row window, hence how many TC blocks BitTCF holds.
+
+A reordering returns ``perm`` (new -> old, int64).  It never changes a product: plans write row
+``i`` of the reordered product to ``C[perm[i]]``.
+
+Methods (the heavy ones are C, in ``csrc/acc_reorder_*.c``, with the GIL released):
+
+- ``"none"``: identity.
+- ``"rcm"``: reverse Cuthill-McKee (scipy) on the pattern of A + A^T (square A) or on the
+  bipartite row/column graph (rectangular A, rows kept in their RCM order).
+- ``"degree"``: rows by nnz, descending (stable).
+- ``"jaccard"``: SMaT's greedy Jaccard row clustering (parameters ``tau``, ``block_width``,
+  ``max_candidates``).
+- ``"affinity"``: Acc-SpMM's data-affinity reordering: modularity dendrogram, then a greedy walk
+  to the row sharing most columns with the current window (parameters ``max_scan``,
+  ``community`` = "tie" | "ignore", ``max_community``, ``chunk_nnz``; csrc/acc_reorder_affinity.c
+  documents each).
+- ``"auto"``: runs the candidates in ``AUTO_CANDIDATES`` and keeps the one with the fewest TC
+  blocks (ties: the earlier candidate, "none" first).  Why it chose is in the returned info and
+  in ``plan.stats["reorder"]``.
+
+``jaccard``, ``affinity`` and ``degree`` place rows without nonzeros last.  Every method is
+deterministic for a given ``seed`` (0: ties by index; other seeds: ties by a seeded shuffle).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import _core
+from ._validate import CSR, as_csr
+
+METHODS = ("none", "rcm", "degree", "jaccard", "affinity", "auto")
+#: "auto" tries these (jaccard is left out: it never had the fewest blocks on the real matrices
+#: and is the slowest method on some, benchmarks/reorder_quality.md).
+AUTO_CANDIDATES = ("none", "affinity", "rcm", "degree")
+REPORT_METHODS = ("none", "rcm", "degree", "jaccard", "affinity")
+
+#: Defaults, chosen on the real matrices (benchmarks/reorder_quality.py).
+DEFAULT_PARAMS = {
+    "affinity": {"max_scan": 1024, "community": "tie", "max_community": 16.0, "chunk_nnz": 1 << 19},
+    "jaccard": {"tau": 0.8, "block_width": 1, "max_candidates": 1024},
+}
+#: How the affinity walk ranks candidates of the current row's community (csrc/accspmm.h).
+_COMMUNITY = {"ignore": 0, "tie": 1}
+_PROGRESS_MIN_NNZ = 1_000_000  # show a progress bar (when tqdm is installed) from this size
+
+
+def _params(method: str, params: dict) -> dict:
+    allowed = DEFAULT_PARAMS.get(method, {})
+    unknown = set(params) - set(allowed)
+    if unknown:
+        raise TypeError(f"reorder method {method!r} takes no parameter(s) {sorted(unknown)}"
+                        + (f"; it takes {sorted(allowed)}" if allowed else ""))
+    merged = dict(allowed)
+    merged.update(params)
+    if method == "affinity":
+        if int(merged["max_scan"]) <= 0:
+            raise ValueError("max_scan must be positive")
+        if merged["community"] not in _COMMUNITY:
+            raise ValueError(f"community must be one of {tuple(_COMMUNITY)}, got {merged['community']!r}")
+        if not float(merged["max_community"]) > 0:
+            raise ValueError("max_community must be positive")
+        if int(merged["chunk_nnz"]) <= 0:
+            raise ValueError("chunk_nnz must be positive")
+    if method == "jaccard":
+        tau = float(merged["tau"])
+        if not 0.0 <= tau <= 1.0:
+            raise ValueError(f"tau must be in [0, 1], got {tau}")
+        if int(merged["block_width"]) < 1:
+            raise ValueError("block_width must be >= 1")
+        if int(merged["max_candidates"]) <= 0:
+            raise ValueError("max_candidates must be positive")
+    return merged
+
+
+def _seed(seed) -> int:
+    seed = int(seed)
+    if not 0 <= seed < 2**64:
+        raise ValueError(f"seed must be in [0, 2**64), got {seed}")
+    return seed
+
+
+def _run_with_progress(fn, nnz: int, desc: str, progress):
+    """Runs fn(progress_array) in a worker thread (the C call releases the GIL) and drives a tqdm
+    bar from the counters it updates.  progress: True, False, or None (bar for large inputs when
+    tqdm is installed)."""
+    show = progress if progress is not None else nnz >= _PROGRESS_MIN_NNZ
+    bar_cls = None
+    if show:
+        try:
+            from tqdm.auto import tqdm as bar_cls
+        except ImportError:
+            bar_cls = None
+    counters = np.zeros(2, dtype=np.int64)
+    if bar_cls is None:
+        return fn(counters)
+    result, error = [], []
+
+    def work():
+        try:
+            result.append(fn(counters))
+        except BaseException as exc:  # re-raised in the caller's thread
+            error.append(exc)
+
+    thread = threading.Thread(target=work, name=f"accspmm-{desc}")
+    with bar_cls(total=1, desc=desc, leave=False) as bar:
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.1)
+            done, total = int(counters[0]), int(counters[1])
+            if total > 0:
+                bar.total = total
+                bar.n = done
+                bar.refresh()
+    if error:
+        raise error[0]
+    return result[0]
+
+
+def _rcm(csr: CSR) -> np.ndarray:
+    from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+    m, k = csr.shape
+    if csr.nnz == 0:  # scipy's RCM cannot take an empty graph; any order is as good
+        return np.arange(m, dtype=np.int64)
+    pattern = sp.csr_matrix((np.ones(csr.nnz, np.int8), csr.indices, csr.indptr), shape=(m, k))
+    if m == k:
+        graph = (pattern + pattern.T).tocsr()
+        return reverse_cuthill_mckee(graph, symmetric_mode=True).astype(np.int64)
+    graph = sp.bmat([[None, pattern], [pattern.T, None]], format="csr")
+    order = reverse_cuthill_mckee(graph, symmetric_mode=True).astype(np.int64)
+    return order[order < m]
+
+
+def _run_method(csr: CSR, method: str, seed: int, params: dict, progress) -> np.ndarray:
+    m, k = csr.shape
+    if method == "none":
+        return np.arange(m, dtype=np.int64)
+    if method == "rcm":
+        return _rcm(csr)
+    if method == "degree":
+        return _core.reorder_degree(m, k, csr.indptr, csr.indices)
+    if method == "affinity":
+        return _run_with_progress(
+            lambda c: _core.reorder_affinity(m, k, csr.indptr, csr.indices, seed, int(params["max_scan"]),
+                                             _COMMUNITY[params["community"]],
+                                             float(params["max_community"]), int(params["chunk_nnz"]), c),
+            csr.nnz, "affinity reordering", progress)
+    if method == "jaccard":
+        return _run_with_progress(
+            lambda c: _core.reorder_jaccard(m, k, csr.indptr, csr.indices, seed, float(params["tau"]),
+                                            int(params["block_width"]), int(params["max_candidates"]), c),
+            csr.nnz, "jaccard reordering", progress)
+    raise ValueError(f"reorder method must be one of {METHODS}, got {method!r}")
+
+
+def block_stats(A, perm, dtype=None) -> dict:
+    """BitTCF quality metrics of ``A`` with rows ordered by ``perm`` (new -> old), without building
+    the format: TC blocks, MeanNNZTC, blocks per window (mean/max/std), IBD, bytes."""
+    csr = (A if isinstance(A, CSR) else as_csr(A)).canonicalized()
+    from ._format import check_perm
+
+    p = check_perm(perm, csr.shape[0])
+    dtype = np.dtype(dtype) if dtype is not None else csr.dtype
+    s = _core.bittcf_count_stats(csr.shape[0], csr.shape[1], csr.indptr, csr.indices, p,
+                                 dtype == np.float64)
+    s["nnz"] = csr.nnz
+    return s
+
+
+def compute(A, method: str = "affinity", *, seed=0, progress=None, **params):
+    """The permutation of ``method`` and an info dict (method, chosen, params, seconds; for
+    "auto" the TC blocks of every candidate)."""
+    if method not in METHODS:
+        raise ValueError(f"reorder method must be one of {METHODS}, got {method!r}")
+    csr = (A if isinstance(A, CSR) else as_csr(A)).canonicalized()
+    seed = _seed(seed)
+    t0 = time.perf_counter()
+    if method != "auto":
+        p = _params(method, params)
+        perm = _run_method(csr, method, seed, p, progress)
+        info = {"method": method, "chosen": method, "params": p, "seed": seed}
+    else:
+        by_method = {c: params.pop(c, {}) for c in AUTO_CANDIDATES}
+        if params:
+            raise TypeError(f"reorder method 'auto' takes per-candidate dicts named {AUTO_CANDIDATES}, "
+                            f"got {sorted(params)}")
+        candidates, perm, chosen = {}, None, None
+        for c in AUTO_CANDIDATES:
+            p = _params(c, dict(by_method[c]))
+            cand = _run_method(csr, c, seed, p, progress)
+            blocks = _core.bittcf_count_stats(csr.shape[0], csr.shape[1], csr.indptr, csr.indices,
+                                              cand, False)["tc_blocks"]
+            candidates[c] = blocks
+            if chosen is None or blocks < candidates[chosen]:
+                perm, chosen = cand, c
+        info = {"method": "auto", "chosen": chosen, "seed": seed, "tc_blocks_by_method": candidates,
+                "why": f"fewest TC blocks ({candidates[chosen]}) among {list(AUTO_CANDIDATES)}"}
+    info["seconds"] = time.perf_counter() - t0
+    return perm, info
+
+
+def reorder(A, method: str = "affinity", *, seed=0, progress=None, **params) -> np.ndarray:
+    """Row permutation (new -> old, int64 NumPy array) of ``A`` by ``method``.
+
+    ``A``: any scipy.sparse matrix (duplicates summed, values unused).  ``method``: one of
+    ``"none"``, ``"rcm"``, ``"degree"``, ``"jaccard"``, ``"affinity"``, ``"auto"`` (see the module
+    docstring).  ``seed`` makes tie-breaking reproducible; ``progress`` shows a tqdm bar (None:
+    for inputs of 1M nonzeros or more, when tqdm is installed).  ``params`` are the method's
+    (``DEFAULT_PARAMS``); for "auto", pass per-candidate dicts, e.g. ``jaccard={"tau": 0.5}``.
+
+    >>> perm = accspmm.reorder(A, "affinity")
+    >>> accspmm.BitTCF.from_csr(A, perm).stats["mean_nnz_tc"]
+    """
+    return compute(A, method, seed=seed, progress=progress, **params)[0]
+
+
+def reordering_report(A, methods=REPORT_METHODS, *, seed=0, progress=None, as_frame=None, params=None):
+    """Quality of each reordering of ``A``: one row per method with TC blocks, MeanNNZTC, blocks
+    per window (mean/max/std), imbalance degree, BitTCF and CSR bytes, and reordering seconds.
+
+    Returns a pandas DataFrame when ``as_frame`` is True, or when it is None and pandas is
+    installed; a list of dicts otherwise.  ``params`` maps a method to its parameters."""
+    csr = (A if isinstance(A, CSR) else as_csr(A)).canonicalized()
+    params = params or {}
+    rows = []
+    for method in methods:
+        perm, info = compute(csr, method, seed=seed, progress=progress, **params.get(method, {}))
+        s = block_stats(csr, perm)
+        rows.append({
+            "method": method, "chosen": info["chosen"], "m": csr.shape[0], "k": csr.shape[1],
+            "nnz": csr.nnz, "tc_blocks": s["tc_blocks"], "mean_nnz_tc": s["mean_nnz_tc"],
+            "blocks_per_window_mean": s["blocks_per_window_mean"],
+            "blocks_per_window_max": s["blocks_per_window_max"],
+            "blocks_per_window_std": s["blocks_per_window_std"],
+            "imbalance_degree": s["imbalance_degree"], "empty_windows": s["empty_windows"],
+            "bittcf_bytes": s["bytes"], "csr_bytes": s["csr_bytes"],
+            "reorder_seconds": info["seconds"],
+        })
+    if as_frame is None:
+        try:
+            import pandas  # noqa: F401
+            as_frame = True
+        except ImportError:
+            as_frame = False
+    if as_frame:
+        import pandas
+
+        return pandas.DataFrame(rows)
+    return rows
