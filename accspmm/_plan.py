@@ -88,8 +88,12 @@ class Plan:
     reorder_params : dict of the method's parameters (``accspmm._reorder.DEFAULT_PARAMS``), and ``seed``.
     perm : a row permutation (new -> old) of your own for BitTCF, instead of ``reorder``.
     dtype : compute dtype (default: A's); float64 data can be planned in float32 and vice versa.
-    balance : TF32 kernel's load balancing: "auto" (cost model, see accspmm._tf32), True or False.
-        The result is deterministic either way.
+    balance : TF32 kernel's load balancing (see accspmm._tf32): "auto" (the cost model picks how
+        many TC blocks a warp packs and which long windows are split across a thread block), True
+        (a balanced schedule always), False (one window per warp, nothing split).  Every schedule
+        gives a deterministic result; it is in ``plan.stats["schedule_by_n"]``.
+    tuning : advanced, for experiments: ``{"cap": int}`` forces the schedule's cap and the keys of
+        ``accspmm._tf32.VARIANT_KEYS`` force a kernel variant (variants never change result bits).
     cusparse_alg : cuSPARSE CSR algorithm for "fp32"/"fp64" on the GPU: "default", "alg1", "alg2", "alg3".
 
     Call the plan with ``B`` (array-like, k x n or length-k vector; or a CuPy / PyTorch CUDA array)
@@ -97,7 +101,7 @@ class Plan:
     """
 
     def __init__(self, A, *, device="auto", precision=None, format="auto", reorder=None, reorder_params=None,
-                 perm=None, dtype=None, balance="auto", cusparse_alg="default"):
+                 perm=None, dtype=None, balance="auto", cusparse_alg="default", tuning=None):
         t0 = time.perf_counter()
         csr = A if isinstance(A, CSR) else as_csr(A)
         dtype = np.dtype(dtype) if dtype is not None else csr.dtype
@@ -114,6 +118,9 @@ class Plan:
         if balance not in ("auto", True, False):
             raise ValueError(f"balance must be 'auto', True or False, got {balance!r}")
         self.balance = balance
+        if tuning is not None and not (self.device == "gpu" and self.precision == "tf32"):
+            raise ValueError("tuning applies to the GPU TF32 kernel only (device='gpu', precision='tf32')")
+        self._tuning = tuning
         self._closed = False
         self._device_id = None
         self._dev = {}  # name -> DeviceArray
@@ -198,7 +205,8 @@ class Plan:
     def _upload_bittcf(self, put):
         from ._tf32 import TF32Runner
 
-        self._tf32 = TF32Runner(self._bittcf, put, self._dev, self.stats, self.balance)
+        self._tf32 = TF32Runner(self._bittcf, put, self._dev, self._device_id, self.stats, self.balance,
+                                self._tuning)
 
     # ---- execution ------------------------------------------------------------------------
 

@@ -1,33 +1,58 @@
-"""TF32 Tensor-Core SpMM on BitTCF: host-side TF32 rounding, the load-balancing schedule and its
-cost model, upload and launch.  Kernel: cuda/tf32_spmm.cu.
+"""TF32 Tensor-Core SpMM on BitTCF: host-side TF32 rounding, the schedule and its cost model, the
+kernel variant, upload and launch.  Kernel: cuda/tf32_spmm.cu (its header describes the tasks).
 
-Load balancing (Acc-SpMM §3.5, our cost model).  One warp runs one *work item* x one slice of
-64 columns.  Without balancing an item is a whole row window, so a window with hundreds of
-TC blocks makes its warp a straggler.  The balanced schedule cuts windows longer than
-``MAX_BLOCKS_PER_SEGMENT`` blocks into equal segments (their partials go to a workspace and a
-second kernel sums them in a fixed order: deterministic) and packs consecutive short
-segments into one item up to the same cost.  Cost units, per column slice:
+Schedule (Acc-SpMM §3.5, our cost model).  A thread block of ``WARPS`` warps runs one *task* for
+one column slice of 32*S columns:
 
-    block      = 1      (8 B rows loaded + 2 MMAs)
-    write-back = WB = 1 (8 C rows stored; the paper's model also prices it as one B tile)
-    split      = +2 per extra segment (partial stored, then re-read by the reduce kernel)
+- PACK: each warp runs a run of consecutive short windows (whole) as one pipelined stream;
+- SPLIT: one window with more than ``cap`` TC blocks, its blocks cut into ``WARPS`` equal
+  ranges; the partials are summed in warp order in shared memory (deterministic, no atomics,
+  no second kernel).
 
-Predicted time of a schedule = max(total cost / P, largest item cost), where P is the number of
-items the GPU runs at once (SMs x resident warps per SM / column slices).  The balanced schedule
-is used when it predicts at least ``GAIN`` (10%) less time than the identity schedule.
-``plan.stats['schedule_by_n'][n]`` records both predictions and the choice.  (The paper's rule is
-IBD > 8; IBD is reported alongside for comparison.)
+Packing is greedy in window order: a warp takes windows while its cost stays within
+``cap + WB``.  Cost units are one TC block's work for one column slice (its B rows loaded, 2S
+MMAs).  The model prices:
+
+    block            1
+    window write-back WB = 1      (8 rows of C stored; the paper prices it as one B tile)
+    pipeline fill    FILL = 2     (per warp stream: the first copies are not hidden)
+    SPLIT reduction  REDUCE = 4   (barriers, partials through shared memory, 8 rows written)
+    task             TASK = 2     (thread-block start: schedule row, window offsets, metadata ring)
+
+A thread block finishes with its slowest warp, so a task costs TASK + the max over its warps.
+The predicted time of a schedule is the list-scheduling bound
+``sum of task costs x slices / P + max task cost`` with ``P = REF_SMS x blocks per SM``
+concurrent thread blocks: the first term is the work, the second the tail of the last wave.  ``REF_SMS`` is a fixed reference
+width (132, an H100/H200), not the device's, so a matrix and N always get the same schedule and
+the same result bits on every GPU.  The cap with the lowest prediction among ``CAPS`` is used
+(ties: the larger cap, fewer splits); cap 0 is the identity schedule (one window per warp, no
+split).  ``plan.stats['schedule_by_n'][n]`` records every prediction, the choice and the reason,
+with the paper's imbalance degree (IBD) beside it.
+
+Variant (no effect on result bits, see cuda/tf32_spmm.h): 64 columns per warp (S = 2) for
+n > 32, else 32; a 3-stage cp.async pipeline; B cached in L1 and L2; column slices in the slow
+grid dimension (slice-major) when B is larger than half the L2, so each pass over one slice keeps
+its B rows in L2 (measured in benchmarks/NOTES.md).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-MAX_BLOCKS_PER_SEGMENT = 32  # the paper's cap on TC blocks per thread block
-WB = 1.0
-SPLIT_COST = 2.0
-GAIN = 0.9
-RESIDENT_WARPS_PER_SM = 20  # 94-110 registers/thread at 128 threads/CTA -> 5 CTAs = 20 warps
+from ._device import DeviceArray
+
+WARPS = 8  # ACC_TF32_WARPS in cuda/tf32_spmm.h
+WB = 2.0
+FILL = 2.0
+REDUCE = 2.0
+TASK = 4.0
+MERGE = 2.0
+REF_SMS = 132
+# concurrent thread blocks per SM by (S, staged): the kernel's __launch_bounds__ (registers)
+BLOCKS_PER_SM = {(1, 0): 3, (2, 0): 2, (1, 1): 4, (2, 1): 3}
+CAPS = (0, 2, 4, 8, 16, 32, 64, 128, 256)
+MAX_WORKSPACES = 4  # per plan: split workspaces kept (by stream, schedule, slice layout)
+VARIANT_KEYS = ("slice_s", "depth", "cache_l1", "slice_major", "staged")
 
 
 def round_tf32(x: np.ndarray) -> np.ndarray:
@@ -38,121 +63,204 @@ def round_tf32(x: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(x), r, x).astype(np.float32)
 
 
-def build_schedule(window_offsets: np.ndarray, cap: int = MAX_BLOCKS_PER_SEGMENT):
-    """Segments (window, first block, end block, slot), item offsets and split windows."""
+def build_tasks(window_offsets, cap: int):
+    """The schedule for ``cap`` (module docstring): ``tasks`` int32 [T, WARPS + 1] in the kernel's
+    encoding and ``task_cost`` float64 [T] in model units (one column slice)."""
     wo = np.asarray(window_offsets, dtype=np.int64)
     nb = np.diff(wo)
-    W = nb.shape[0]
-    nseg = np.maximum(1, -(-nb // cap))
-    seg_window = np.repeat(np.arange(W, dtype=np.int64), nseg)
-    seg_first = (np.cumsum(nseg) - nseg).astype(np.int64)
-    j = np.arange(seg_window.shape[0], dtype=np.int64) - np.repeat(seg_first, nseg)
-    per = -(-nb // nseg)  # equal parts
-    begin = wo[:-1][seg_window] + j * per[seg_window]
-    end = np.minimum(begin + per[seg_window], wo[1:][seg_window])
-    end = np.maximum(end, begin)
-    split = nseg[seg_window] > 1
-    slot = np.full(seg_window.shape[0], -1, dtype=np.int64)
-    slot[split] = np.arange(int(split.sum()), dtype=np.int64)
-    segments = np.stack([seg_window, begin, end, slot], axis=1).astype(np.int64)
-    cost = (end - begin) + WB + np.where(split, SPLIT_COST, 0.0)
-    # pack consecutive segments into items of cost about cap + WB
-    target = cap + WB
-    start_cost = np.cumsum(cost) - cost
-    item_of_seg = np.floor(start_cost / target).astype(np.int64)
-    boundaries = np.flatnonzero(np.diff(item_of_seg)) + 1
-    nsegs = seg_window.shape[0]
-    item_offsets = np.concatenate([[0], boundaries, [nsegs] if nsegs else []]).astype(np.int64)
-    split_w = np.flatnonzero(nseg > 1)
-    slot_begin = (np.cumsum(nseg[split_w]) - nseg[split_w]).astype(np.int64)
-    split_windows = np.stack([split_w, slot_begin, slot_begin + nseg[split_w]], axis=1).astype(np.int64)
-    item_cost = np.add.reduceat(cost, item_offsets[:-1]) if seg_window.shape[0] else np.zeros(0)
-    return segments, item_offsets, split_windows, int(split.sum()), item_cost
-
-
-def choose_schedule(window_offsets, item_cost, nsplit: int, n: int, sms: int, balance="auto"):
-    """Returns (use_balanced, report dict) from the cost model (module docstring); item_cost and
-    nsplit describe the balanced schedule, as returned by build_schedule."""
-    nb = np.diff(np.asarray(window_offsets, dtype=np.int64)).astype(np.float64)
-    slices = max(1, -(-n // 64))
-    P = max(1.0, sms * RESIDENT_WARPS_PER_SM / slices)
-    ident_cost = nb + WB
-    t_ident = max(ident_cost.sum() / P, ident_cost.max(initial=0.0))
-    t_bal = max(item_cost.sum() / P, item_cost.max(initial=0.0)) + (nsplit * 2.0 / P if nsplit else 0.0)
-    mean = nb.mean() if nb.size else 0.0
-    report = {"predicted_identity": t_ident, "predicted_balanced": t_bal,
-              "ibd": float(np.abs(nb - mean).mean()) if nb.size else 0.0,
-              "model": f"max(total/P, max item); P={P:.0f} concurrent items (n={n})"}
-    if balance in ("auto", None):
-        use = t_bal < GAIN * t_ident
-        report["reason"] = (f"cost model: balanced {t_bal:.1f} vs identity {t_ident:.1f} units -> "
-                            + ("balanced" if use else "identity"))
+    nw = nb.shape[0]
+    if nw == 0:
+        return np.zeros((0, WARPS + 1), np.int32), np.zeros(0)
+    if nw > np.iinfo(np.int32).max - 1:
+        raise ValueError("too many row windows for the TF32 kernel (limit 2^31 - 2)")
+    idx = np.arange(nw, dtype=np.int64)
+    split = nb > cap if cap > 0 else np.zeros(nw, bool)
+    pack = ~split
+    cost = np.where(pack, nb + WB, 0.0)
+    # runs: maximal sequences of pack windows, cut at every split window
+    run = np.cumsum(split)
+    if cap > 0:
+        pre = np.cumsum(cost) - cost
+        first = np.r_[True, run[1:] != run[:-1]]
+        run_pre = pre[first][np.cumsum(first) - 1]
+        slot = np.floor((pre - run_pre) / (cap + WB)).astype(np.int64)
+        new_warp = pack & np.r_[True, (run[1:] != run[:-1]) | (slot[1:] != slot[:-1]) | split[:-1]]
     else:
-        use = bool(balance)
-        report["reason"] = f"forced by balance={balance!r}"
-    report["balanced"] = use
-    return use, report
+        new_warp = pack.copy()  # identity: one window per warp
+    w_start = idx[new_warp]
+    bounds = np.union1d(np.r_[w_start, idx[split], idx[split] + 1], [nw])
+    w_end = bounds[np.searchsorted(bounds, w_start, side="right")]
+    w_run = run[w_start]
+    w_cost = np.add.reduceat(cost, w_start) + FILL if w_start.size else np.zeros(0)
+    # PACK tasks: consecutive warps of one run, WARPS at a time
+    run_first = np.r_[True, w_run[1:] != w_run[:-1]] if w_start.size else np.zeros(0, bool)
+    rank = np.arange(w_start.size) - np.flatnonzero(run_first)[np.cumsum(run_first) - 1]
+    new_task = rank % WARPS == 0
+    task_of = np.cumsum(new_task) - 1
+    npack = int(new_task.sum())
+    pack_rows = np.empty((npack, WARPS + 1), np.int64)
+    last = np.r_[np.flatnonzero(new_task)[1:] - 1, w_start.size - 1] if npack else np.zeros(0, np.int64)
+    pack_rows[:] = w_end[last][:, None]
+    pack_rows[task_of, rank % WARPS] = w_start
+    pack_cost = np.zeros(npack)
+    np.maximum.at(pack_cost, task_of, w_cost)
+    pack_cost += TASK
+    # SPLIT tasks: Q = ceil(nb / (WARPS cap)) parts of about cap blocks per warp; more than one
+    # part: a split id (counter) and workspace slots, one per part
+    sw = idx[split]
+    q = -(-nb[sw] // (WARPS * max(cap, 1))) if sw.size else np.zeros(0, np.int64)
+    multi = q > 1
+    split_id = np.cumsum(multi) - 1
+    slot_base = np.cumsum(np.where(multi, q, 0)) - np.where(multi, q, 0)
+    rep = np.repeat(np.arange(sw.size), q)
+    part = np.arange(rep.size) - np.repeat(np.cumsum(q) - q, q)
+    split_rows = np.zeros((rep.size, WARPS + 1), np.int64)
+    split_rows[:, 0] = -(sw[rep] + 1)
+    split_rows[:, 1] = part
+    split_rows[:, 2] = q[rep]
+    split_rows[:, 3] = np.where(multi[rep], split_id[rep], 0)
+    split_rows[:, 4] = np.where(multi[rep], slot_base[rep], 0)
+    split_cost = (np.ceil(nb[sw][rep] / q[rep] / WARPS) + FILL + REDUCE + TASK
+                  + np.where(multi[rep], MERGE * (1 + q[rep]), 0.0))
+    # all tasks in window order
+    keys = np.r_[pack_rows[:, 0], sw[rep]]
+    order = np.argsort(keys, kind="stable")
+    tasks = np.concatenate([pack_rows, split_rows])[order].astype(np.int32)
+    task_cost = np.concatenate([pack_cost, split_cost])[order]
+    return tasks, task_cost
+
+
+def predict(task_cost: np.ndarray, slices: int, variant: dict) -> float:
+    """Predicted time of a schedule in model units (module docstring) for a kernel variant."""
+    if task_cost.size == 0:
+        return 0.0
+    P = REF_SMS * BLOCKS_PER_SM[variant["slice_s"], variant["staged"]]
+    return float(task_cost.sum() * slices / P + task_cost.max())
+
+
+def choose_variant(n: int, k: int, l2_bytes: int, override: dict | None = None) -> dict:
+    """Kernel variant for width n (module docstring); ``override`` replaces chosen fields."""
+    s = 2 if n > 32 else 1
+    slices = -(-n // (32 * s))
+    b_bytes = k * n * 4
+    v = {"slice_s": s, "depth": 2, "cache_l1": 1,
+         "slice_major": int(slices > 1 and b_bytes > l2_bytes and b_bytes // slices <= l2_bytes // 2),
+         "staged": int(b_bytes > l2_bytes // 2)}
+    if override:
+        unknown = set(override) - set(VARIANT_KEYS)
+        if unknown:
+            raise ValueError(f"unknown TF32 variant field(s) {sorted(unknown)}; known: {VARIANT_KEYS}")
+        v.update({key: int(val) for key, val in override.items()})
+    return v
 
 
 class TF32Runner:
-    """Device-resident BitTCF + schedules; run() launches the kernel."""
+    """Device-resident BitTCF, schedules by cap, and the per-n choice of schedule and variant."""
 
-    def __init__(self, fmt, put, dev: dict, stats, balance="auto"):
-        """put(name, host_array) uploads into dev (the plan's dict of DeviceArrays)."""
+    def __init__(self, fmt, put, dev: dict, dev_id: int, stats, balance="auto", tuning=None):
+        """put(name, host_array) uploads into dev (the plan's dict of DeviceArrays).
+        tuning: optional {"cap": int, plus VARIANT_KEYS} for experiments and tests."""
         from . import _cuda
-        from ._device import DeviceArray
 
         self._cuda = _cuda
         self.shape = fmt.shape
         self.balance = balance
+        self.tuning = dict(tuning or {})
+        unknown = set(self.tuning) - {"cap", *VARIANT_KEYS}
+        if unknown:
+            raise ValueError(f"unknown tuning key(s) {sorted(unknown)}")
         self.num_windows = fmt.num_windows
         self._window_offsets = np.asarray(fmt.window_offsets)
-        self._sms = _cuda.device_info(_cuda.get_device())["multiprocessors"]
-        self._DeviceArray = DeviceArray
+        self._l2 = _cuda.device_info(_cuda.get_device())["l2_bytes"]
+        self._put = put
         self.dev = dev  # the plan's: freed with it
+        self._device = dev_id
+        self._ws_keys = []
         for name in ("perm", "window_offsets", "block_cols", "block_mask", "block_value_offsets"):
             put(name, np.asarray(getattr(fmt, name)))
         put("values", round_tf32(fmt.values))
-        segments, item_offsets, split_windows, nslots, self._item_cost = build_schedule(self._window_offsets)
-        self.sched = {"segments": segments.shape[0], "items": item_offsets.shape[0] - 1,
-                      "split_windows": split_windows.shape[0], "slots": nslots}
-        put("segments", segments.reshape(-1))
-        put("item_offsets", item_offsets)
-        put("split_windows", split_windows.reshape(-1) if split_windows.size else np.zeros(1, np.int64))
+        self._tasks = {}  # cap -> (host tasks, task cost)
         self._decisions = {}
         self._stats = stats
-        stats["schedule"] = dict(self.sched)
+        nb = np.diff(self._window_offsets).astype(np.float64)
+        self._ibd = float(np.abs(nb - nb.mean()).mean()) if nb.size else 0.0
         stats["schedule_by_n"] = {}
 
+    def _schedule(self, cap: int):
+        if cap not in self._tasks:
+            self._tasks[cap] = build_tasks(self._window_offsets, cap)
+        return self._tasks[cap]
+
     def decide(self, n: int):
-        if n not in self._decisions:
-            self._decisions[n] = choose_schedule(self._window_offsets, self._item_cost, self.sched["slots"],
-                                                 n, self._sms, self.balance)
-            self._stats["schedule_by_n"][n] = self._decisions[n][1]
+        """(cap, variant) for width n, recorded in stats['schedule_by_n'][n]."""
+        if n in self._decisions:
+            return self._decisions[n]
+        variant = choose_variant(n, self.shape[1], self._l2, {k: v for k, v in self.tuning.items() if k != "cap"})
+        slices = -(-n // (32 * variant["slice_s"]))
+        if "cap" in self.tuning:
+            caps, why = (int(self.tuning["cap"]),), "forced by tuning['cap']"
+        elif self.balance is False:
+            caps, why = (0,), "forced by balance=False (identity: one window per warp)"
+        elif self.balance is True:
+            caps, why = tuple(c for c in CAPS if c > 0), "balance=True: best balanced cap by the cost model"
+        else:
+            caps, why = CAPS, "cost model"
+        pred = {c: predict(self._schedule(c)[1], slices, variant) for c in caps}
+        best = min(caps, key=lambda c: (pred[c], -c))
+        tasks = self._schedule(best)[0]
+        report = {"cap": best, "tasks": int(tasks.shape[0]),
+                  "split_windows": int((tasks[:, 0] < 0).sum()) if tasks.size else 0,
+                  "predicted": {str(c): round(v, 1) for c, v in pred.items()},
+                  "reason": f"{why}: cap {best} ({'identity' if best == 0 else 'packed/split'}) "
+                            f"predicts {pred[best]:.1f} units",
+                  "variant": variant, "ibd": self._ibd}
+        self._stats["schedule_by_n"][n] = report
+        self._decisions[n] = (best, variant)
         return self._decisions[n]
 
-    def _workspace_for(self, n: int):
-        need = max(1, self.sched["slots"]) * 8 * n
-        ws = self.dev.get("workspace")
-        if ws is None or ws.shape[0] < need:
-            if ws is not None:
-                ws.free()
-            ws = self.dev["workspace"] = self._DeviceArray((need,), np.float32, self.dev["perm"].device)
-        return ws
+    def _device_tasks(self, cap: int):
+        name = f"tasks_cap{cap}"
+        if name not in self.dev:
+            tasks = self._schedule(cap)[0]
+            self._put(name, tasks.reshape(-1) if tasks.size else np.zeros(WARPS + 1, np.int32))
+        return self.dev[name].ptr, self._schedule(cap)[0].shape[0]
 
-    def args(self, d_B: int, d_C: int, n: int, balanced: bool | None = None) -> tuple:
+    def _workspace(self, cap: int, slices: int, slice_s: int, stream) -> tuple:
+        """(workspace, counters) device pointers for the multi-part splits of schedule ``cap``
+        (0, 0 when it has none).  One pair per stream: launches on one stream run in order, so
+        they may share it; launches on different streams must not (counters and slots are
+        reused).  The counters start at zero and every launch leaves them at zero."""
+        tasks = self._schedule(cap)[0]
+        multi = (tasks[:, 0] < 0) & (tasks[:, 2] > 1) if tasks.size else np.zeros(0, bool)
+        if not multi.any():
+            return 0, 0
+        slots = int(multi.sum())
+        splits = int((multi & (tasks[:, 1] == 0)).sum())
+        key = ("workspace", int(stream or 0), cap, slices, slice_s)
+        if key not in self.dev:
+            while len(self._ws_keys) >= MAX_WORKSPACES:  # bounded: a new stream per call must not grow memory
+                old = self._ws_keys.pop(0)
+                for part in ("", "_counters"):
+                    self.dev.pop((old[0] + part,) + old[1:]).free()  # cudaFree waits for the device
+            self._put(("workspace_counters",) + key[1:], np.zeros(splits * slices, np.int32))
+            self.dev[key] = DeviceArray((slots * slices * 8 * 32 * slice_s,), np.float32, self._device)
+            self._ws_keys.append(key)
+        return self.dev[key].ptr, self.dev[("workspace_counters",) + key[1:]].ptr
+
+    def args(self, d_B: int, d_C: int, n: int, stream=None, cap=None, variant=None) -> tuple:
+        """(argument tuple, variant tuple) of _cuda.tf32_spmm for width n on ``stream``; ``cap``
+        and ``variant`` (a dict of VARIANT_KEYS) override the decision (benchmarks)."""
         m, k = self.shape
-        if balanced is None:
-            balanced = self.decide(n)[0]
+        best, v = self.decide(n)
+        cap = best if cap is None else cap
+        v = v if variant is None else variant
+        d_tasks, ntasks = self._device_tasks(cap)
+        ws, cnt = self._workspace(cap, -(-n // (32 * v["slice_s"])), v["slice_s"], stream)
         d = self.dev
-        if balanced:
-            ws = self._workspace_for(n).ptr if self.sched["slots"] else 0
-            sched = (d["segments"].ptr, d["item_offsets"].ptr, self.sched["items"],
-                     d["split_windows"].ptr, self.sched["split_windows"], ws)
-        else:
-            sched = (0, 0, 0, 0, 0, 0)
-        return (m, k, n, self.num_windows, d["perm"].ptr, d["window_offsets"].ptr, d["block_cols"].ptr,
-                d["block_mask"].ptr, d["block_value_offsets"].ptr, d["values"].ptr, *sched, d_B, d_C)
+        a = (m, k, n, self.num_windows, d["perm"].ptr, d["window_offsets"].ptr, d["block_cols"].ptr,
+             d["block_mask"].ptr, d["block_value_offsets"].ptr, d["values"].ptr, d_tasks, ntasks, ws, cnt, d_B, d_C)
+        return a, tuple(v[key] for key in VARIANT_KEYS)
 
-    def run(self, d_B: int, d_C: int, n: int, stream, balanced: bool | None = None):
-        self._cuda.tf32_spmm(self.args(d_B, d_C, n, balanced), stream)
+    def run(self, d_B: int, d_C: int, n: int, stream):
+        a, v = self.args(d_B, d_C, n, stream)
+        self._cuda.tf32_spmm(a, v, stream)

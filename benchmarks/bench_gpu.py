@@ -1,20 +1,24 @@
 """accspmm TF32 vs cuSPARSE SpMM on one GPU, side by side in one process (GUIDE §4).
 
     python benchmarks/bench_gpu.py [DIR] [--synthetic] [--ns 32 64 128 256 512] [--reps 20] [--out DIR]
+                                   [--sweep] [--only NAME ...]
 
 For every matrix (all Matrix Market files of DIR, default the bundled one; plus seeded synthetic
 ones with --synthetic) and every N:
 - cuSPARSE ``cusparseSpMM`` on the same canonical CSR, FP32, row-major B and C: every CSR
   algorithm (default, ALG1, ALG2, ALG3) that accepts the layout, preprocessing outside the timing;
   the best median is the baseline.
-- accspmm TF32 (BitTCF, schedule chosen by the cost model; both schedules are timed too).
+- accspmm TF32 as a user gets it: ``accspmm.plan(A)`` (reorder "auto", schedule and variant by
+  the cost model).  Also timed: the same with reorder "none" and "affinity" (what the reordering
+  buys end to end), and with --sweep every kernel variant and several schedule caps.
 - Timing: CUDA events around each single run (timing.cu), 3 warm-ups, median of --reps, warm
   (back to back) and cold (L2 flushed by writing 2x L2 before each run).
 - GFLOP/s = 2 nnz N / t with the original nnz; speedup = t_cusparse / t_accspmm.
 - Roofline fraction: compulsory bytes (format + B once + C once) / measured copy bandwidth / t.
-- Preprocessing (validate, canonicalise, BitTCF build, upload) timed separately; break-even
+- Preprocessing (canonicalise, reorder, BitTCF build, upload) timed separately; break-even
   calls = preprocessing / (t_cusparse - t_accspmm).
-- Correctness: our output (NaN-poisoned first) against cuSPARSE's, norm-wise relative error.
+- Correctness: every timed configuration's output (NaN-poisoned first) against cuSPARSE's,
+  norm-wise relative error (< 1e-3 and every element written, else the run counts as wrong).
 Writes results.json and results.md into --out; prints the table last.
 """
 
@@ -61,12 +65,46 @@ def copy_bandwidth(cp):
     return 2 * a.nbytes / min(ts)
 
 
-def bench_matrix(name, A, ns, reps, flush, cp, bw):
+def tf32_call(p, B, C, n, cap=None, variant=None):
+    """Argument and variant tuples of _cuda.tf32_spmm for plan p, optionally another cap/variant."""
+    return p._tf32.args(B.data.ptr, C.data.ptr, n, None, cap, variant)
+
+
+def time_tf32(call, reps, flush=None):
+    a, v = call
+    _cuda.time_tf32(a, v, 3, None, 0, None)
+    return median(_cuda.time_tf32(a, v, reps, flush.data.ptr if flush is not None else None,
+                                  flush.nbytes if flush is not None else 0, None))
+
+
+def check(cp, C, Cref, call):
+    """Runs `call` into a NaN-poisoned C; (relative error vs Cref, every element written)."""
+    C.fill(cp.nan)
+    _cuda.tf32_spmm(call[0], call[1], None)
+    ok = bool(cp.isfinite(C).all())
+    return float(cp.linalg.norm(C - Cref)) / max(float(cp.linalg.norm(Cref)), 1e-30), ok
+
+
+SWEEP_VARIANTS = [dict(slice_s=s, depth=d, cache_l1=1, slice_major=o, staged=g)
+                  for g in (0, 1) for s in (1, 2) for d in (2, 3) for o in (0, 1)] + \
+                 [dict(slice_s=2, depth=2, cache_l1=0, slice_major=0, staged=g) for g in (0, 1)]
+SWEEP_CAPS = [0, 2, 4, 8, 16, 32, 64, 128]
+
+
+def variant_tag(v):
+    return "{}s{slice_s}d{depth}c{cache_l1}o{slice_major}".format("stg" if v["staged"] else "reg", **v)
+
+
+def bench_matrix(name, A, ns, reps, flush, cp, bw, sweep):
     t0 = time.perf_counter()
     csr = as_csr(A).canonicalized()
     ours = accspmm.plan(csr, device="gpu", precision="tf32")
     cp.cuda.Device().synchronize()
     t_pre = time.perf_counter() - t0
+    st = ours.stats
+    pre = {"total_s": t_pre, "reorder_s": st["reorder"]["seconds"], "upload_s": st["upload_seconds"],
+           "reorder_chosen": st["reorder"]["chosen"]}
+    others = {r: accspmm.plan(csr, device="gpu", precision="tf32", reorder=r) for r in ("none", "affinity")}
     fmt_bytes = ours._bittcf.nbytes + ours._bittcf.perm.nbytes
     base_plans = {alg: accspmm.plan(csr, device="gpu", precision="fp32", cusparse_alg=alg) for alg in ALGS}
     m, k = csr.shape
@@ -96,39 +134,44 @@ def bench_matrix(name, A, ns, reps, flush, cp, bw):
         rec["cusparse_cold_ms"] = median(_cuda.time_cusparse(bp._cusparse[n], B.data.ptr, Cref.data.ptr, reps,
                                                              flush.data.ptr, flush.nbytes, None))
         bp._launch(B.data.ptr, Cref.data.ptr, n, None)
-        # ours: correctness first (poisoned output), then timing
-        C.fill(cp.nan)
-        ours(B, out=C)
-        ref_norm = float(cp.linalg.norm(Cref))
-        rec["rel_error_vs_cusparse"] = float(cp.linalg.norm(C - Cref)) / max(ref_norm, 1e-30)
-        rec["all_written"] = bool(cp.isfinite(C).all())
-        balanced, report = ours._tf32.decide(n)
-        rec["schedule"] = "balanced" if balanced else "identity"
-        rec["schedule_reason"] = report["reason"]
-        for label, bal in (("identity", False), ("balanced", True)):
-            args = ours._tf32.args(B.data.ptr, C.data.ptr, n, bal)
-            _cuda.time_tf32(args, 3, None, 0, None)
-            rec[f"tf32_{label}_ms"] = median(_cuda.time_tf32(args, reps, None, 0, None))
-        args = ours._tf32.args(B.data.ptr, C.data.ptr, n)
-        rec["tf32_ms"] = rec["tf32_balanced_ms" if balanced else "tf32_identity_ms"]
-        rec["tf32_cold_ms"] = median(_cuda.time_tf32(args, reps, flush.data.ptr, flush.nbytes, None))
+        # ours as a user gets it: correctness first (poisoned output), then timing
+        call = tf32_call(ours, B, C, n)
+        rec["rel_error_vs_cusparse"], rec["all_written"] = check(cp, C, Cref, call)
+        rep = st["schedule_by_n"][n]
+        rec["schedule"] = {"cap": rep["cap"], "tasks": rep["tasks"], "split_windows": rep["split_windows"],
+                           "reason": rep["reason"], "variant": rep["variant"]}
+        rec["tf32_ms"] = time_tf32(call, reps)
+        rec["tf32_cold_ms"] = time_tf32(call, reps, flush)
+        for r, p in others.items():
+            c2 = tf32_call(p, B, C, n)
+            err, ok = check(cp, C, Cref, c2)
+            rec[f"tf32_reorder_{r}_ms"] = time_tf32(c2, reps) if ok and err < 1e-3 else None
+        if sweep:
+            sw = {}
+            for v in SWEEP_VARIANTS:
+                c2 = tf32_call(ours, B, C, n, variant=v)
+                err, ok = check(cp, C, Cref, c2)
+                sw[variant_tag(v)] = \
+                    time_tf32(c2, reps) if ok and err < 1e-3 else None
+            for cap in SWEEP_CAPS:
+                c2 = tf32_call(ours, B, C, n, cap=cap)
+                err, ok = check(cp, C, Cref, c2)
+                sw[f"cap{cap}"] = time_tf32(c2, reps) if ok and err < 1e-3 else None
+            rec["sweep_ms"] = sw
         rec["gflops"] = 2 * nnz * n / (rec["tf32_ms"] * 1e-3) / 1e9
         rec["cusparse_gflops"] = 2 * nnz * n / (rec["cusparse_ms"] * 1e-3) / 1e9
         rec["speedup"] = rec["cusparse_ms"] / rec["tf32_ms"]
         rec["speedup_cold"] = rec["cusparse_cold_ms"] / rec["tf32_cold_ms"]
         compulsory = fmt_bytes + 4 * (k * n + m * n)
         rec["roofline_fraction"] = compulsory / bw / (rec["tf32_ms"] * 1e-3)
-        rec["preprocess_s"] = t_pre
         gain = (rec["cusparse_ms"] - rec["tf32_ms"]) * 1e-3
         rec["break_even_calls"] = t_pre / gain if gain > 0 else None
         rows.append(rec)
         del B, C, Cref
-    ours.close()
-    for p in base_plans.values():
+    for p in [ours, *others.values(), *base_plans.values()]:
         p.close()
-    stats = ours.stats
-    return rows, {"matrix": name, "tc_blocks": stats["tc_blocks"], "mean_nnz_tc": stats["mean_nnz_tc"],
-                  "ibd": stats["imbalance_degree"], "preprocess_s": t_pre}
+    return rows, {"matrix": name, "tc_blocks": st["tc_blocks"], "mean_nnz_tc": st["mean_nnz_tc"],
+                  "ibd": st["imbalance_degree"], "preprocess": pre}
 
 
 def geomean(xs):
@@ -137,16 +180,24 @@ def geomean(xs):
 
 
 def summarize(rows, min_nnz):
-    sel = [r for r in rows if r["nnz"] >= min_nnz and r["all_written"] and r["rel_error_vs_cusparse"] < 1e-3]
+    big = [r for r in rows if r["nnz"] >= min_nnz]
+    sel = [r for r in big if r["all_written"] and r["rel_error_vs_cusparse"] < 1e-3]
     out = {}
-    for key in ("all",) + tuple(sorted({r["n"] for r in sel})):
-        rs = sel if key == "all" else [r for r in sel if r["n"] == key]
+    groups = [("all", None), ("128+256+512", {128, 256, 512})] + [(str(n), {n}) for n in sorted({r["n"] for r in sel})]
+    for key, ns in groups:
+        rs = [r for r in sel if ns is None or r["n"] in ns]
         if not rs:
             continue
         sp_ = [r["speedup"] for r in rs]
-        out[str(key)] = {"runs": len(rs), "geomean": geomean(sp_), "min": min(sp_), "max": max(sp_),
-                         "geomean_cold": geomean([r["speedup_cold"] for r in rs]),
-                         "total_time_ratio": sum(r["cusparse_ms"] for r in rs) / sum(r["tf32_ms"] for r in rs)}
+        out[key] = {"runs": len(rs), "wrong_runs": sum(1 for r in big if (ns is None or r["n"] in ns)) - len(rs),
+                    "geomean": geomean(sp_), "min": min(sp_), "max": max(sp_),
+                    "geomean_cold": geomean([r["speedup_cold"] for r in rs]),
+                    "geomean_reorder_none": geomean([r["cusparse_ms"] / r["tf32_reorder_none_ms"]
+                                                     for r in rs if r["tf32_reorder_none_ms"]]),
+                    "geomean_reorder_affinity": geomean([r["cusparse_ms"] / r["tf32_reorder_affinity_ms"]
+                                                         for r in rs if r["tf32_reorder_affinity_ms"]]),
+                    "below_0.8": sorted({f"{r['matrix']}@{r['n']} {r['speedup']:.2f}x" for r in rs if r["speedup"] < 0.8}),
+                    "total_time_ratio": sum(r["cusparse_ms"] for r in rs) / sum(r["tf32_ms"] for r in rs)}
     return out
 
 
@@ -159,6 +210,8 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     ap.add_argument("--min-nnz", type=int, default=100_000, help="summary covers matrices with at least this nnz")
+    ap.add_argument("--sweep", action="store_true", help="also time every kernel variant and several caps")
+    ap.add_argument("--only", nargs="*", default=None, help="only these matrix names")
     args = ap.parse_args()
     import cupy as cp
 
@@ -170,6 +223,8 @@ def main():
           f"copy bandwidth {bw / 1e12:.2f} TB/s", flush=True)
     sources = [(datasets.matrix_name(f), lambda f=f: datasets.load_matrix(f, np.float32))
                for f in (datasets.matrix_files(args.directory) if args.directory else [datasets.bundled_path()])]
+    if args.only:
+        sources = [s_ for s_ in sources if s_[0] in args.only]
     if args.synthetic:
         import synthetic
 
@@ -180,7 +235,7 @@ def main():
         t0 = time.perf_counter()
         A = load()
         A.data = rng.standard_normal(A.nnz).astype(np.float32)  # never all-ones
-        r, mstat = bench_matrix(name, A, args.ns, args.reps, flush, cp, bw)
+        r, mstat = bench_matrix(name, A, args.ns, args.reps, flush, cp, bw, args.sweep)
         rows += r
         mats.append(mstat)
         best = max(x["speedup"] for x in r)
@@ -194,19 +249,35 @@ def main():
     lines = [f"# accspmm TF32 vs cuSPARSE ({info['name']}, {date})", "",
              f"Command: `{meta['command']}`; warm L2, median of {args.reps} CUDA-event-timed runs; "
              f"copy bandwidth {bw / 1e12:.2f} TB/s.", "",
-             "| matrix | nnz | N | cuSPARSE ms (alg) | TF32 ms (schedule) | GFLOP/s | speedup | cold speedup | roofline | rel err | break-even calls |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "TF32 = `accspmm.plan(A)` defaults (reordering: chosen method; schedule: cap, S = 2 unless "
+             "N <= 32, `sm` = slice-major grid). `none` / `aff` = the same kernel on the original order / the "
+             "affinity order.", "",
+             "| matrix | nnz | N | cuSPARSE ms (alg) | TF32 ms (order, cap) | none ms | aff ms | GFLOP/s | speedup "
+             "| cold speedup | roofline | rel err | break-even calls |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    chosen = {mt["matrix"]: mt["preprocess"]["reorder_chosen"] for mt in mats}
     for r in rows:
         be = f"{r['break_even_calls']:.0f}" if r["break_even_calls"] else "never"
         ok = "" if (r["all_written"] and r["rel_error_vs_cusparse"] < 1e-3) else " WRONG"
+        sch = r["schedule"]
+        tag = f"{chosen[r['matrix']]}, {sch['cap']}{', sm' if sch['variant']['slice_major'] else ''}"
+        fmt = lambda x: f"{x:.4f}" if x else "-"  # noqa: E731
         lines.append(f"| {r['matrix']} | {r['nnz']} | {r['n']} | {r['cusparse_ms']:.4f} ({r['cusparse_alg']}) | "
-                     f"{r['tf32_ms']:.4f} ({r['schedule'][0]}) | {r['gflops']:.0f} | {r['speedup']:.2f}x | "
+                     f"{r['tf32_ms']:.4f} ({tag}) | {fmt(r['tf32_reorder_none_ms'])} | "
+                     f"{fmt(r['tf32_reorder_affinity_ms'])} | {r['gflops']:.0f} | {r['speedup']:.2f}x | "
                      f"{r['speedup_cold']:.2f}x | {r['roofline_fraction']:.2f} | {r['rel_error_vs_cusparse']:.1e}{ok} | {be} |")
     lines += ["", f"Summary over matrices with nnz >= {args.min_nnz} (correct runs only):", "",
-              "| N | runs | geomean speedup | min | max | geomean cold | total-time ratio |", "|---|---|---|---|---|---|---|"]
+              "| N | runs (wrong) | geomean speedup | min | max | geomean cold | total-time ratio "
+              "| geomean, reorder none | geomean, reorder affinity |", "|---|---|---|---|---|---|---|---|---|"]
     for key, s in summary.items():
-        lines.append(f"| {key} | {s['runs']} | {s['geomean']:.2f}x | {s['min']:.2f}x | {s['max']:.2f}x | "
-                     f"{s['geomean_cold']:.2f}x | {s['total_time_ratio']:.2f}x |")
+        lines.append(f"| {key} | {s['runs']} ({s['wrong_runs']}) | {s['geomean']:.2f}x | {s['min']:.2f}x | "
+                     f"{s['max']:.2f}x | {s['geomean_cold']:.2f}x | {s['total_time_ratio']:.2f}x | "
+                     f"{s['geomean_reorder_none']:.2f}x | {s['geomean_reorder_affinity']:.2f}x |")
+    if "128+256+512" in summary:
+        lines += ["", "Runs below 0.8x at N = 128/256/512: " + (", ".join(summary["128+256+512"]["below_0.8"]) or "none")]
+    lines += ["", "Preprocessing (s): " + ", ".join(
+        f"{mt['matrix']} {mt['preprocess']['total_s']:.3f} (reorder {mt['preprocess']['reorder_s']:.3f}, "
+        f"{mt['preprocess']['reorder_chosen']})" for mt in mats)]
     text = "\n".join(lines) + "\n"
     with open(os.path.join(args.out, "results.md"), "w") as fh:
         fh.write(text)

@@ -1,17 +1,49 @@
 #!/usr/bin/env bash
 # Everything the GPU machine does in one call: build, GPU tests, sanitizers, benchmark.
 #   bash benchmarks/gpu_run.sh [DATA_DIR] [bench args...]
-# Results and logs go to $OUT (or benchmarks/results/raw); the benchmark table prints last.
+# Environment:
+#   STAGES        stages to run, in this order (default "tests sanitize bench"):
+#                 baseline: benchmark the checkout in $BASELINE_DIR (built in place, run first,
+#                           before this checkout is installed) with $BASELINE_ARGS;
+#                 tests: pytest -m gpu (-k "$PYTEST_K" when set); sanitize: compute-sanitizer;
+#                 ncu: Nsight Compute counters of the TF32 kernel (benchmarks/ncu_gpu.py);
+#                 bench: benchmarks/bench_gpu.py DATA_DIR with the remaining arguments.
+#   OUT           where logs and results go (default benchmarks/results/raw): run.log (every
+#                 stage's output), results.json/md, baseline/results.json/md, ncu.txt.
+# The benchmark table prints last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 DATA=${1:-.data}; shift || true
 OUT=${OUT:-benchmarks/results/raw}; mkdir -p "$OUT"
+STAGES=" ${STAGES:-tests sanitize bench} "
+case $OUT in /*) ;; *) OUT=$PWD/$OUT ;; esac
+LOG="$OUT/run.log"
 export ACCSPMM_DATA_DIR=$PWD/$DATA ACCSPMM_CUDA=1 ACCSPMM_CUDA_ARCHS=${ACCSPMM_CUDA_ARCHS:-90} PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-python3 -m pip install --no-build-isolation --no-deps -e . > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
-if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  python3 -m pytest -m gpu -q tests -p no:cacheprovider -W ignore::DeprecationWarning 2>&1 | tee "$OUT/gpu_tests.log" | tail -3
-  bash benchmarks/sanitize_gpu.sh 2>&1 | tee "$OUT/sanitize.log"
+stage() { echo "=== $1 ($(date +%T))" | tee -a "$LOG"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee -a "$LOG"
+if [[ $STAGES == *" baseline "* ]]; then
+  stage "baseline: $BASELINE_DIR"
+  (cd "$BASELINE_DIR" && python3 setup.py -q build_ext --inplace >> "$LOG" 2>&1) || echo "baseline build failed" | tee -a "$LOG"
+  PYTHONPATH=$PWD/$BASELINE_DIR timeout "${BASELINE_TIMEOUT:-300}" python3 "$BASELINE_DIR/benchmarks/bench_gpu.py" "$DATA" \
+    --out "$OUT/baseline" ${BASELINE_ARGS:-} >> "$LOG" 2>&1 || echo "baseline bench failed or timed out" | tee -a "$LOG"
 fi
-python3 benchmarks/bench_gpu.py "$DATA" --out "$OUT" "$@" 2>&1 | tee "$OUT/bench.log" | grep -v "^|" 
-cat "$OUT/results.md"
+stage build
+python3 -m pip install --no-build-isolation --no-deps -e . >> "$LOG" 2>&1 || { tail -40 "$LOG"; exit 1; }
+if [[ $STAGES == *" tests "* ]]; then
+  stage tests
+  timeout "${TESTS_TIMEOUT:-420}" python3 -m pytest -m gpu -q tests -p no:cacheprovider -W ignore::DeprecationWarning \
+    -k "${PYTEST_K:-}" -x 2>&1 | tee -a "$LOG" | tail -4
+fi
+if [[ $STAGES == *" sanitize "* ]]; then
+  stage sanitize
+  timeout "${SANITIZE_TIMEOUT:-300}" bash benchmarks/sanitize_gpu.sh 2>&1 | tee -a "$LOG"
+fi
+if [[ $STAGES == *" ncu "* ]]; then
+  stage ncu
+  timeout "${NCU_TIMEOUT:-240}" python3 benchmarks/ncu_gpu.py "$DATA" --out "$OUT/ncu.txt" ${NCU_ARGS:-} 2>&1 | tail -60 | tee -a "$LOG"
+fi
+if [[ $STAGES == *" bench "* ]]; then
+  stage bench
+  timeout "${BENCH_TIMEOUT:-540}" python3 benchmarks/bench_gpu.py "$DATA" --out "$OUT" "$@" 2>&1 | tee -a "$LOG" | grep -v "^|"
+  [ -f "$OUT/results.md" ] && tail -25 "$OUT/results.md"
+fi

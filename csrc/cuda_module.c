@@ -226,48 +226,71 @@ static PyObject *py_cusparse_run(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* Parses the 18-tuple of acc_tf32_args (sizes as ints, device pointers as ints, 0 = NULL). */
-static int parse_tf32_args(PyObject *tup, acc_tf32_args *a) {
-    unsigned long long perm, wo, cols, mask, vo, vals, seg, items, split, ws, B, C;
-    long long m, k, n, nw, nitems, nsplit;
-    memset(a, 0, sizeof(*a));
-    if (!PyArg_ParseTuple(tup, "LLLLKKKKKKKKLKLKKK;tf32 args", &m, &k, &n, &nw, &perm, &wo, &cols, &mask,
-                          &vo, &vals, &seg, &items, &nitems, &split, &nsplit, &ws, &B, &C))
+/* Parses the 16-tuple of acc_tf32_args (sizes as ints, device pointers as ints, 0 = NULL)
+ * and the 5-tuple of acc_tf32_variant. */
+typedef struct tf32_call {
+    acc_tf32_args args;
+    acc_tf32_variant variant;
+} tf32_call;
+
+static int parse_tf32(PyObject *tup, PyObject *vtup, tf32_call *c) {
+    unsigned long long perm, wo, cols, mask, vo, vals, tasks, ws, cnt, B, C;
+    long long m, k, n, nw, ntasks;
+    acc_tf32_args *a = &c->args;
+    acc_tf32_variant *v = &c->variant;
+    memset(c, 0, sizeof(*c));
+    if (!PyArg_ParseTuple(tup, "LLLLKKKKKKKLKKKK;tf32 args", &m, &k, &n, &nw, &perm, &wo, &cols, &mask,
+                          &vo, &vals, &tasks, &ntasks, &ws, &cnt, &B, &C))
         return -1;
-    a->m = m; a->k = k; a->n = n; a->num_windows = nw;
+    if (!PyArg_ParseTuple(vtup, "iiiii;tf32 variant", &v->slice_s, &v->depth, &v->cache_l1, &v->slice_major,
+                          &v->staged))
+        return -1;
+    a->m = m;
+    a->k = k;
+    a->n = n;
+    a->num_windows = nw;
     a->perm = (const int64_t *)(uintptr_t)perm;
     a->window_offsets = (const int64_t *)(uintptr_t)wo;
     a->block_cols = (const int32_t *)(uintptr_t)cols;
     a->block_mask = (const uint64_t *)(uintptr_t)mask;
     a->block_value_offsets = (const int64_t *)(uintptr_t)vo;
     a->values = (const float *)(uintptr_t)vals;
-    a->segments = (const int64_t *)(uintptr_t)seg;
-    a->item_offsets = (const int64_t *)(uintptr_t)items;
-    a->num_items = nitems;
-    a->split_windows = (const int64_t *)(uintptr_t)split;
-    a->num_split_windows = nsplit;
+    a->tasks = (const int32_t *)(uintptr_t)tasks;
+    a->num_tasks = ntasks;
     a->workspace = (float *)(uintptr_t)ws;
+    a->counters = (int32_t *)(uintptr_t)cnt;
     a->B = (const float *)(uintptr_t)B;
     a->C = (float *)(uintptr_t)C;
     return 0;
 }
 
 static PyObject *py_tf32_spmm(PyObject *self, PyObject *args) {
-    PyObject *tup, *s;
-    acc_tf32_args a;
+    PyObject *tup, *vtup, *s;
+    tf32_call c;
     int st;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!O", &PyTuple_Type, &tup, &s)) return NULL;
-    if (parse_tf32_args(tup, &a) < 0) return NULL;
+    if (!PyArg_ParseTuple(args, "O!O!O", &PyTuple_Type, &tup, &PyTuple_Type, &vtup, &s)) return NULL;
+    if (parse_tf32(tup, vtup, &c) < 0) return NULL;
     void *stream = s == Py_None ? NULL : as_ptr(s);
     if (PyErr_Occurred()) return NULL;
-    Py_BEGIN_ALLOW_THREADS st = acc_tf32_spmm(&a, stream);
+    Py_BEGIN_ALLOW_THREADS st = acc_tf32_spmm(&c.args, &c.variant, stream);
     Py_END_ALLOW_THREADS
     if (st) return cuda_raise(st, "TF32 SpMM launch failed", 0);
     Py_RETURN_NONE;
 }
 
-static int run_tf32(void *ctx, void *stream) { return acc_tf32_spmm((const acc_tf32_args *)ctx, stream); }
+static PyObject *py_tf32_shared_bytes(PyObject *self, PyObject *vtup) {
+    acc_tf32_variant v;
+    (void)self;
+    if (!PyArg_ParseTuple(vtup, "iiiii;tf32 variant", &v.slice_s, &v.depth, &v.cache_l1, &v.slice_major, &v.staged))
+        return NULL;
+    return PyLong_FromLong(acc_tf32_shared_bytes(&v));
+}
+
+static int run_tf32(void *ctx, void *stream) {
+    const tf32_call *c = ctx;
+    return acc_tf32_spmm(&c->args, &c->variant, stream);
+}
 
 typedef struct cusparse_ctx {
     acc_cusparse_spmm *plan;
@@ -306,14 +329,16 @@ static PyObject *time_runs(acc_run_fn fn, void *ctx, int reps, PyObject *flush, 
 }
 
 static PyObject *py_time_tf32(PyObject *self, PyObject *args) {
-    PyObject *tup, *flush, *s;
+    PyObject *tup, *vtup, *flush, *s;
     int reps;
     unsigned long long flush_bytes;
-    acc_tf32_args a;
+    tf32_call c;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!iOKO", &PyTuple_Type, &tup, &reps, &flush, &flush_bytes, &s)) return NULL;
-    if (parse_tf32_args(tup, &a) < 0) return NULL;
-    return time_runs(run_tf32, &a, reps, flush, flush_bytes, s, 0);
+    if (!PyArg_ParseTuple(args, "O!O!iOKO", &PyTuple_Type, &tup, &PyTuple_Type, &vtup, &reps, &flush,
+                          &flush_bytes, &s))
+        return NULL;
+    if (parse_tf32(tup, vtup, &c) < 0) return NULL;
+    return time_runs(run_tf32, &c, reps, flush, flush_bytes, s, 0);
 }
 
 static PyObject *py_time_cusparse(PyObject *self, PyObject *args) {
@@ -342,8 +367,11 @@ static PyMethodDef cuda_methods[] = {
     {"cusparse_load", py_cusparse_load, METH_VARARGS, "cusparse_load(path)"},
     {"cusparse_spmm_create", py_cusparse_create, METH_VARARGS, "-> capsule"},
     {"cusparse_spmm_run", py_cusparse_run, METH_VARARGS, "cusparse_spmm_run(plan, B, C, stream)"},
-    {"tf32_spmm", py_tf32_spmm, METH_VARARGS, "tf32_spmm(args18, stream): launch the TF32 BitTCF kernel"},
-    {"time_tf32", py_time_tf32, METH_VARARGS, "time_tf32(args18, reps, flush, flush_bytes, stream) -> [ms]"},
+    {"tf32_spmm", py_tf32_spmm, METH_VARARGS,
+     "tf32_spmm(args16, variant5, stream): launch the TF32 BitTCF kernel"},
+    {"tf32_shared_bytes", py_tf32_shared_bytes, METH_O, "tf32_shared_bytes(variant5) -> bytes (-1: invalid)"},
+    {"time_tf32", py_time_tf32, METH_VARARGS,
+     "time_tf32(args16, variant5, reps, flush, flush_bytes, stream) -> [ms]"},
     {"time_cusparse", py_time_cusparse, METH_VARARGS,
      "time_cusparse(plan, B, C, reps, flush, flush_bytes, stream) -> [ms]"},
     {NULL, NULL, 0, NULL}};

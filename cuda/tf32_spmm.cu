@@ -1,48 +1,61 @@
 /*
  * tf32_spmm.cu -- C = A @ B on Tensor Cores from BitTCF, TF32 in, FP32 accumulate.
  *
- * Algorithm (Acc-SpMM's swapped MMA).  One warp computes one work item x one slice of
- * 32*S columns of B/C.  A work item is a list of segments; a segment is a run of TC
- * blocks of one row window.  Without load balancing every item is one whole window.
- * For each TC block the warp issues 2*S `mma.sync.m16n8k8.row.col.f32.tf32.tf32.f32`:
+ * Algorithm (Acc-SpMM's swapped MMA).  For each TC block a warp issues 2*S
+ * `mma.sync.m16n8k8.row.col.f32.tf32.tf32.f32` over a slice of 32*S columns of B:
  *   MMA "A" (16x8, row) = B^T: 16 columns of B x the block's 8 compacted columns,
  *   MMA "B" (8x8, col)  = A_block^T: the 8x8 TC block itself,
  *   D (16x8)            = C^T: 16 columns x the window's 8 rows.
- * So the sparse 8x8 block is the small operand and B the large one; no zero-padding
- * of A to 16 rows is needed (the reason Acc-SpMM swaps the operands).
+ * So the sparse 8x8 block is the small operand and B the large one; no zero-padding of A to
+ * 16 rows is needed (the reason Acc-SpMM swaps the operands).
  *
- * Register layout (lane = 4*g + t, g = groupID 0..7, t = threadID_in_group 0..3).
- * The MMA's row index is only a label for a column of B, so it is remapped to make
- * every B access a 16-byte vector: lane (g, t) loads float4 B[col_t][n0+4g .. 4g+3]
- * and B[col_{t+4}][same], which are exactly the A-fragments of two MMAs (rows g and
- * g+8 <-> columns 4g, 4g+1 for the first, 4g+2, 4g+3 for the second).  The results
- * land so that lane (g, t) owns C[row 2t][n0+4g .. +3] and C[row 2t+1][same]: two
- * float4 stores.  The block operand is b0 = A_block[g][t], b1 = A_block[g][t+4],
- * decoded straight from the 64-bit mask: bit r*8+c set -> value at
- * values[offset + popcount(mask & ((1 << bit) - 1))].
+ * Register layout (lane = 4*g + t, g = groupID 0..7, t = threadID_in_group 0..3).  The MMA's
+ * row index is only a label for a column of B, so it is remapped to make every B access a
+ * 16-byte vector: lane (g, t) needs B[col_t][n0+4g .. +3] and B[col_{t+4}][same], which are
+ * exactly the A-fragments of two MMAs (rows g and g+8 <-> columns 4g, 4g+1 for the first,
+ * 4g+2, 4g+3 for the second).  The results land so that lane (g, t) owns C[row 2t][n0+4g .. +3]
+ * and C[row 2t+1][same]: two 16-byte stores per slice.  The block operand is
+ * b0 = A_block[g][t], b1 = A_block[g][t+4], found from the 64-bit mask: bit r*8+c set -> value
+ * at values[offset + popcount(mask & ((1 << bit) - 1))].
  *
- * Pipeline (per warp, in registers): while block i's MMAs run, block i+1's values
- * and B rows are already in flight and block i+2's metadata (mask, value offset,
- * column ids) is being fetched, so the dependent chain column id -> B row -> MMA
- * never stalls the warp on one block.  No shared memory: every datum is used by
- * exactly one lane, so staging would add a copy without adding reuse; see
- * benchmarks/NOTES.md for what was measured.
+ * Work decomposition (the schedule, built on the host by accspmm._tf32): a thread block of
+ * ACC_TF32_WARPS warps runs one task for one column slice.
+ *   PACK task:  each warp runs a run of whole consecutive windows as ONE stream of TC blocks
+ *               (the pipeline below does not drain between windows); at each window's last
+ *               block it writes the window's 8 rows and starts the next.  Empty windows are
+ *               written as zeros.
+ *   SPLIT task: one long window; each warp takes an equal range of its blocks, writes its
+ *               8-row partial to shared memory, and after a barrier the block sums the
+ *               partials in warp order and writes C.  Deterministic, no atomics, one launch.
+ * The schedule (which windows split, how many blocks a warp packs) comes from the cost model
+ * in accspmm/_tf32.py.  Grid order: slice_major runs column slice 0 of every task, then slice
+ * 1, ...; each pass reads only 32*S columns of B, so B stays in L2 when k * 32S * 4 bytes fits.
  *
- * Cache operators: B and the format arrays are read through the read-only path
- * (ld.global.nc: cached in L1 and L2, B rows are re-read by neighbouring windows);
- * C is written with st.global.cs (streaming, evict-first: never read again here).
+ * Pipeline (per warp, DEPTH stages of shared memory).  Each lane copies its own operands of
+ * block i + DEPTH - 1 with cp.async while block i's MMAs run:
+ *   - the 2*S 16-byte pieces of B rows (zero-filled for padding columns and past n),
+ *   - its two block values (zero-filled where the mask bit is clear),
+ * into its own slots of stage (i + DEPTH - 1) % DEPTH, and commits one group per block;
+ * cp.async.wait_group(DEPTH - 1) then guarantees block i's group has landed.  A lane reads
+ * back only what it copied itself, so no barrier is needed (the WAR on a reused stage is
+ * ordered: the MMAs that consume a stage's registers precede the next copy into it).  The
+ * block metadata (mask, value offset, the lane's two column ids) is loaded one block ahead of
+ * the copy, so the chain column id -> B address never waits.  DEPTH - 1 blocks of B are in
+ * flight per warp without holding registers: with 24 warps per SM that is 3x more bytes in
+ * flight than a register double buffer of the same occupancy.
  *
- * Inputs: B and the block values must already be TF32-rounded or plain FP32 (B is
- * rounded here with cvt.rna.tf32.f32: round to nearest, ties away; block values are
- * rounded once on the host at upload).
+ * Cache operators: B through cp.async.ca (L1 and L2: B rows are re-read by neighbouring
+ * windows) or .cg (L2 only) by variant; metadata through ld.global.nc; C written with
+ * st.global.cs (streaming: never read again here).
  *
- * Write-back: window row r goes to C[perm[8w + r]]; rows >= m are skipped.  A
- * segment with slot >= 0 (a split window) writes its 8 x n partial to
- * workspace[slot] instead; tf32_reduce then sums each window's slots in a fixed
- * order (deterministic result, no atomics).
+ * Write-back: window row r goes to C[perm[8w + r]] (the plan's row permutation, fused: no
+ * permuted copy of C or B); rows >= m are skipped, columns >= n neither read nor written.
  *
- * Limits: n >= 1 (tails handled with scalar predicated accesses when n % 4 != 0);
- * k <= 2^31-1; m*n and nnz fit in int64.
+ * Inputs: block values must be TF32-rounded on the host (accspmm._tf32.round_tf32); B is
+ * rounded here with cvt.rna.tf32.f32 (round to nearest, ties away).
+ *
+ * Limits: n >= 1 (16-byte path when n % 4 == 0 and B, C are 16-byte aligned, 4-byte copies
+ * otherwise); k <= 2^31 - 1; num_windows <= 2^31 - 1; num_tasks * slices <= 2^31 - 1.
  */
 #include <cstdint>
 
@@ -51,13 +64,19 @@
 
 namespace {
 
-constexpr int kWarpsPerBlock = 4;
+constexpr int kWarps = ACC_TF32_WARPS;
+constexpr int kThreads = kWarps * 32;
+constexpr int kMaxDevices = 64;
 
 struct Meta {
     uint64_t mask;
     int64_t voff;
-    int col0, col1;  // compacted columns t and t+4 (ACC_PAD_COL = padding)
+    int col0, col1; /* compacted columns t and t+4 (ACC_PAD_COL = padding) */
 };
+
+__device__ __forceinline__ int64_t ldg64(const int64_t *p) {
+    return __ldg(reinterpret_cast<const long long *>(p));
+}
 
 __device__ __forceinline__ uint32_t to_tf32(float x) {
     uint32_t r;
@@ -67,87 +86,153 @@ __device__ __forceinline__ uint32_t to_tf32(float x) {
 
 __device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
                                          uint32_t a3, uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                 "{%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ Meta load_meta(const acc_tf32_args &p, int64_t b, int t) {
-    Meta m;
-    m.mask = __ldg(reinterpret_cast<const unsigned long long *>(p.block_mask) + b);
-    m.voff = __ldg(reinterpret_cast<const long long *>(p.block_value_offsets) + b);
-    m.col0 = __ldg(p.block_cols + b * 8 + t);
-    m.col1 = __ldg(p.block_cols + b * 8 + t + 4);
-    return m;
+/* cp.async of 16 bytes; src_bytes 0 fills the destination with zeros (src is not read). */
+template <bool CACHE_L1>
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    if (CACHE_L1)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(src_bytes));
+    else
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(src_bytes));
 }
 
-/* The two block values of lane (g, t): A_block[g][t] and A_block[g][t+4]. */
-__device__ __forceinline__ void load_avals(const acc_tf32_args &p, const Meta &m, int g, int t,
-                                           uint32_t &b0, uint32_t &b1) {
-    const int bit0 = g * 8 + t, bit1 = bit0 + 4;
-    const uint64_t below0 = m.mask & ((1ull << bit0) - 1);
-    const bool has0 = (m.mask >> bit0) & 1, has1 = (m.mask >> bit1) & 1;
-    const int off0 = __popcll(below0);
-    const int off1 = __popcll(m.mask & ((1ull << bit1) - 1));
-    b0 = has0 ? __float_as_uint(__ldg(p.values + m.voff + off0)) : 0u;
-    b1 = has1 ? __float_as_uint(__ldg(p.values + m.voff + off1)) : 0u;
+__device__ __forceinline__ void cp_async8(void *dst, const void *src) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(s), "l"(src));
 }
 
-/* B fragment: S float4 per compacted column (t and t+4). VEC: n % 4 == 0 and aligned. */
-template <int S, bool VEC>
-__device__ __forceinline__ void load_bfrag(const acc_tf32_args &p, const Meta &m, int64_t ncol,
-                                           float4 (&f0)[S], float4 (&f1)[S]) {
+__device__ __forceinline__ void cp_async4(void *dst, const void *src, int src_bytes) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(s), "l"(src), "r"(src_bytes));
+}
+
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;"); }
+
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+/* Lanes 0..3 copy block b's metadata into ring slot `slot`: column ids 0-3, 4-7, the mask,
+ * the value offset (the other lanes copy nothing). */
+template <int S, int DEPTH>
+__device__ __forceinline__ void copy_meta(const acc_tf32_args &p, int *sM, int lane, int64_t b, int slot) {
+    int *dst = sM + slot * 16;
+    if (lane < 2) cp_async16<true>(dst + 4 * lane, p.block_cols + b * 8 + 4 * lane, 16);
+    else if (lane == 2) cp_async8(dst + 8, p.block_mask + b);
+    else if (lane == 3) cp_async8(dst + 10, p.block_value_offsets + b);
+}
+
+/* Lane t's metadata of the block in ring slot `slot` (landed and published by __syncwarp). */
+__device__ __forceinline__ Meta read_meta(const int *sM, int t, int slot) {
+    const int *m = sM + slot * 16;
+    Meta r;
+    r.col0 = m[t];
+    r.col1 = m[t + 4];
+    r.mask = *reinterpret_cast<const unsigned long long *>(m + 8);
+    r.voff = *reinterpret_cast<const long long *>(m + 10);
+    return r;
+}
+
+/* Shared memory of one thread block.  STAGED, per warp: DEPTH stages of 2*S*32 float4 (B),
+ * DEPTH stages of 2*32 floats (values), and a ring of DEPTH metadata slots of 16 words (the
+ * block's 8 column ids, its 64-bit mask, its 64-bit value offset); SPLIT partials
+ * (8 x 32S floats per warp) reuse the B stages once the pipeline has drained.  Register
+ * pipeline (!STAGED): the SPLIT partials, then the metadata rings. */
+template <int S, int DEPTH, bool STAGED>
+struct Smem {
+    static constexpr int kPart = 8 * 32 * S * 4;              /* bytes of one warp's partial */
+    static constexpr int kB = STAGED ? DEPTH * 2 * S * 32 : 0; /* float4 per warp */
+    static constexpr int kV = STAGED ? DEPTH * 2 * 32 : 0;     /* floats per warp */
+    static constexpr int kM = DEPTH * 16;                      /* 32-bit words per warp */
+    static constexpr int kHead = STAGED ? kWarps * (kB * 16 + kV * 4) : kWarps * kPart;
+    static constexpr int kBytes = kHead + kWarps * kM * 4;
+    static_assert(!STAGED || kB * 16 >= kPart, "SPLIT partials must fit in the B stages");
+};
+
+/* Per-warp state of the stream of TC blocks. */
+struct Warp {
+    float4 *sB; /* this warp's B stages (STAGED) */
+    float *sV;  /* this warp's value stages (STAGED) */
+    int *sM;    /* this warp's metadata ring */
+    int g, t, lane;
+    int64_t ncol; /* first column this lane loads: slice * 32S + 4g */
+};
+
+template <int S, int DEPTH, bool CACHE_L1, bool VEC>
+__device__ __forceinline__ void issue_block(const acc_tf32_args &p, const Warp &W, const Meta &mt,
+                                            int stage) {
+    float4 *dst = W.sB + stage * (2 * S * 32) + W.lane;
 #pragma unroll
     for (int s = 0; s < S; s++) {
-        const int64_t c = ncol + 32 * s;
-        f0[s] = f1[s] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (VEC) {
-            if (c < p.n) {
-                if (m.col0 >= 0) f0[s] = __ldg(reinterpret_cast<const float4 *>(p.B + (int64_t)m.col0 * p.n + c));
-                if (m.col1 >= 0) f1[s] = __ldg(reinterpret_cast<const float4 *>(p.B + (int64_t)m.col1 * p.n + c));
-            }
-        } else {
-            float v0[4] = {0.f, 0.f, 0.f, 0.f}, v1[4] = {0.f, 0.f, 0.f, 0.f};
+        const int64_t c = W.ncol + 32 * s;
+        const int cols[2] = {mt.col0, mt.col1};
 #pragma unroll
-            for (int q = 0; q < 4; q++) {
-                if (c + q < p.n) {
-                    if (m.col0 >= 0) v0[q] = __ldg(p.B + (int64_t)m.col0 * p.n + c + q);
-                    if (m.col1 >= 0) v1[q] = __ldg(p.B + (int64_t)m.col1 * p.n + c + q);
+        for (int h = 0; h < 2; h++) {
+            float4 *d = dst + (2 * s + h) * 32;
+            if (VEC) {
+                const bool ok = cols[h] >= 0 && c < p.n;
+                const float *src = ok ? p.B + (int64_t)cols[h] * p.n + c : p.B;
+                cp_async16<CACHE_L1>(d, src, ok ? 16 : 0);
+            } else {
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const bool ok = cols[h] >= 0 && c + q < p.n;
+                    const float *src = ok ? p.B + (int64_t)cols[h] * p.n + c + q : p.B;
+                    cp_async4(reinterpret_cast<float *>(d) + q, src, ok ? 4 : 0);
                 }
             }
-            f0[s] = make_float4(v0[0], v0[1], v0[2], v0[3]);
-            f1[s] = make_float4(v1[0], v1[1], v1[2], v1[3]);
         }
     }
+    const int bit0 = W.g * 8 + W.t, bit1 = bit0 + 4;
+    const bool has0 = (mt.mask >> bit0) & 1, has1 = (mt.mask >> bit1) & 1;
+    const int off0 = __popcll(mt.mask & ((1ull << bit0) - 1));
+    const int off1 = __popcll(mt.mask & ((1ull << bit1) - 1));
+    float *v = W.sV + stage * 64 + W.lane;
+    cp_async4(v, has0 ? p.values + mt.voff + off0 : p.values, has0 ? 4 : 0);
+    cp_async4(v + 32, has1 ? p.values + mt.voff + off1 : p.values, has1 ? 4 : 0);
 }
 
-template <int S>
-__device__ __forceinline__ void mma_block(float (&acc)[S][2][4], const float4 (&f0)[S],
-                                          const float4 (&f1)[S], uint32_t b0, uint32_t b1) {
+template <int S, int DEPTH>
+__device__ __forceinline__ void consume_block(const Warp &W, int stage, float (&acc)[S][2][4]) {
+    const float4 *src = W.sB + stage * (2 * S * 32) + W.lane;
+    const uint32_t b0 = __float_as_uint(W.sV[stage * 64 + W.lane]);
+    const uint32_t b1 = __float_as_uint(W.sV[stage * 64 + 32 + W.lane]);
 #pragma unroll
     for (int s = 0; s < S; s++) {
-        mma_tf32(acc[s][0], to_tf32(f0[s].x), to_tf32(f0[s].y), to_tf32(f1[s].x), to_tf32(f1[s].y), b0, b1);
-        mma_tf32(acc[s][1], to_tf32(f0[s].z), to_tf32(f0[s].w), to_tf32(f1[s].z), to_tf32(f1[s].w), b0, b1);
+        const float4 f0 = src[(2 * s) * 32], f1 = src[(2 * s + 1) * 32];
+        mma_tf32(acc[s][0], to_tf32(f0.x), to_tf32(f0.y), to_tf32(f1.x), to_tf32(f1.y), b0, b1);
+        mma_tf32(acc[s][1], to_tf32(f0.z), to_tf32(f0.w), to_tf32(f1.z), to_tf32(f1.w), b0, b1);
     }
 }
 
-/* Stores lane (g, t)'s two rows (2t, 2t+1) of a segment's 8 x n result. */
+/* Issues the copies of block j into `slot` (its stage and metadata slot): reads j's metadata
+ * from the ring, copies its B rows and values, then (after every lane has read the slot)
+ * refills the slot with the metadata of block j + DEPTH.  j and b_end are warp-uniform. */
+template <int S, int DEPTH, bool CACHE_L1, bool VEC>
+__device__ __forceinline__ void refill(const acc_tf32_args &p, const Warp &W, int64_t j,
+                                       int64_t b_end, int slot) {
+    if (j >= b_end) return;
+    const Meta mt = read_meta(W.sM, W.t, slot);
+    issue_block<S, DEPTH, CACHE_L1, VEC>(p, W, mt, slot);
+    __syncwarp();
+    if (j + DEPTH < b_end) copy_meta<S, DEPTH>(p, W.sM, W.lane, j + DEPTH, slot);
+}
+
+/* Writes lane (g, t)'s rows 2t and 2t+1 (original rows prow[0], prow[1]; < 0 = beyond m). */
 template <int S, bool VEC>
 __device__ __forceinline__ void write_rows(const acc_tf32_args &p, const float (&acc)[S][2][4],
-                                           int64_t window, int64_t slot, int64_t ncol, int t) {
+                                           const int64_t (&prow)[2], int64_t ncol) {
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        const int r = 2 * t + h;
-        float *dst;
-        if (slot >= 0) {
-            dst = p.workspace + (slot * 8 + r) * p.n;
-        } else {
-            const int64_t row = window * 8 + r;
-            if (row >= p.m) continue;
-            dst = p.C + __ldg(reinterpret_cast<const long long *>(p.perm) + row) * p.n;
-        }
+        if (prow[h] < 0) continue;
+        float *dst = p.C + prow[h] * p.n;
 #pragma unroll
         for (int s = 0; s < S; s++) {
             const int64_t c = ncol + 32 * s;
@@ -163,137 +248,374 @@ __device__ __forceinline__ void write_rows(const acc_tf32_args &p, const float (
     }
 }
 
-template <int S, bool VEC>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32)
-    tf32_spmm_kernel(const acc_tf32_args p, int64_t num_items, int slices) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int64_t gwarp = (int64_t)blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
-    const int64_t item = gwarp / slices;
-    if (item >= num_items) return;
-    const int64_t ncol = (int64_t)(gwarp % slices) * (32 * S) + 4 * g;
-
-    /* Segments of this item: identity schedule = one whole window per item. */
-    int64_t seg_begin = item, seg_end = item + 1;
-    if (p.item_offsets) {
-        seg_begin = __ldg(reinterpret_cast<const long long *>(p.item_offsets) + item);
-        seg_end = __ldg(reinterpret_cast<const long long *>(p.item_offsets) + item + 1);
+/* Original rows of lane t's two rows of window w (-1 beyond m). */
+__device__ __forceinline__ void window_rows(const acc_tf32_args &p, int64_t w, int t, int64_t (&prow)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int64_t row = w * 8 + 2 * t + h;
+        prow[h] = row < p.m ? ldg64(p.perm + row) : -1;
     }
-    for (int64_t sgi = seg_begin; sgi < seg_end; sgi++) {
-        int64_t window = sgi, b = 0, b_end = 0, slot = -1;
-        if (p.segments) {
-            const long long *sg = reinterpret_cast<const long long *>(p.segments) + 4 * sgi;
-            window = __ldg(sg);
-            b = __ldg(sg + 1);
-            b_end = __ldg(sg + 2);
-            slot = __ldg(sg + 3);
-        } else {
-            b = __ldg(reinterpret_cast<const long long *>(p.window_offsets) + window);
-            b_end = __ldg(reinterpret_cast<const long long *>(p.window_offsets) + window + 1);
+}
+
+template <int S>
+__device__ __forceinline__ void zero(float (&acc)[S][2][4]) {
+#pragma unroll
+    for (int s = 0; s < S; s++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) acc[s][0][q] = acc[s][1][q] = 0.f;
+}
+
+template <int S, bool VEC>
+__device__ __forceinline__ void write_zero_window(const acc_tf32_args &p, int64_t w, int t, int64_t ncol) {
+    float acc[S][2][4];
+    zero<S>(acc);
+    int64_t prow[2];
+    window_rows(p, w, t, prow);
+    write_rows<S, VEC>(p, acc, prow, ncol);
+}
+
+/* PACK state of a warp: current window w (< w_end), the block that ends it, the next window's
+ * end (prefetched), the original rows of lane t's two rows.  SPLIT: w_stop = -1, never met. */
+struct Pack {
+    int64_t w, w_end, w_stop, next_stop, prow[2];
+};
+
+/* After block i: at the end of a PACK window, write its rows, zero the accumulators, write any
+ * empty windows that follow and move to the next non-empty one. */
+template <int S, bool VEC>
+__device__ __forceinline__ void after_block(const acc_tf32_args &p, int64_t i, Pack &P, float (&acc)[S][2][4],
+                                            int t, int64_t ncol) {
+    if (i + 1 != P.w_stop) return;
+    write_rows<S, VEC>(p, acc, P.prow, ncol);
+    zero<S>(acc);
+    P.w++;
+    int64_t stop = P.next_stop;
+    while (P.w < P.w_end && stop == P.w_stop) { /* empty windows after this one */
+        write_zero_window<S, VEC>(p, P.w, t, ncol);
+        P.w++;
+        stop = P.w < P.w_end ? ldg64(p.window_offsets + P.w + 1) : 0;
+    }
+    if (P.w < P.w_end) {
+        P.w_stop = stop;
+        P.next_stop = P.w + 1 < P.w_end ? ldg64(p.window_offsets + P.w + 2) : 0;
+        window_rows(p, P.w, t, P.prow);
+    }
+}
+
+/* Register pipeline: one block's operands of lane (g, t), loaded straight into registers. */
+template <int S>
+struct Ops {
+    float4 f[2 * S]; /* B[col_t][...] and B[col_{t+4}][...] per 32-column step */
+    uint32_t a0, a1; /* A_block[g][t], A_block[g][t+4] */
+};
+
+template <bool CACHE_L1>
+__device__ __forceinline__ float4 ldb4(const float *q) {
+    return CACHE_L1 ? __ldg(reinterpret_cast<const float4 *>(q)) : __ldcg(reinterpret_cast<const float4 *>(q));
+}
+
+template <bool CACHE_L1>
+__device__ __forceinline__ float ldb1(const float *q) {
+    return CACHE_L1 ? __ldg(q) : __ldcg(q);
+}
+
+template <int S, bool CACHE_L1, bool VEC>
+__device__ __forceinline__ void load_ops(const acc_tf32_args &p, const Warp &W, const Meta &mt, Ops<S> &o) {
+    const int cols[2] = {mt.col0, mt.col1};
+#pragma unroll
+    for (int s = 0; s < S; s++) {
+        const int64_t c = W.ncol + 32 * s;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float4 &f = o.f[2 * s + h];
+            f = make_float4(0.f, 0.f, 0.f, 0.f);
+            const float *row = p.B + (int64_t)cols[h] * p.n;
+            if (VEC) {
+                if (cols[h] >= 0 && c < p.n) f = ldb4<CACHE_L1>(row + c);
+            } else if (cols[h] >= 0) {
+                if (c < p.n) f.x = ldb1<CACHE_L1>(row + c);
+                if (c + 1 < p.n) f.y = ldb1<CACHE_L1>(row + c + 1);
+                if (c + 2 < p.n) f.z = ldb1<CACHE_L1>(row + c + 2);
+                if (c + 3 < p.n) f.w = ldb1<CACHE_L1>(row + c + 3);
+            }
         }
-        float acc[S][2][4];
+    }
+    const int bit0 = W.g * 8 + W.t, bit1 = bit0 + 4;
+    const bool has0 = (mt.mask >> bit0) & 1, has1 = (mt.mask >> bit1) & 1;
+    const int off0 = __popcll(mt.mask & ((1ull << bit0) - 1));
+    const int off1 = __popcll(mt.mask & ((1ull << bit1) - 1));
+    o.a0 = has0 ? __float_as_uint(__ldg(p.values + mt.voff + off0)) : 0u;
+    o.a1 = has1 ? __float_as_uint(__ldg(p.values + mt.voff + off1)) : 0u;
+}
+
+template <int S>
+__device__ __forceinline__ void consume_ops(const Ops<S> &o, float (&acc)[S][2][4]) {
+#pragma unroll
+    for (int s = 0; s < S; s++) {
+        const float4 f0 = o.f[2 * s], f1 = o.f[2 * s + 1];
+        mma_tf32(acc[s][0], to_tf32(f0.x), to_tf32(f0.y), to_tf32(f1.x), to_tf32(f1.y), o.a0, o.a1);
+        mma_tf32(acc[s][1], to_tf32(f0.z), to_tf32(f0.w), to_tf32(f1.z), to_tf32(f1.w), o.a0, o.a1);
+    }
+}
+
+/* One step of the register pipeline: block i + 1's operands are loaded into `nxt` (its
+ * metadata from ring slot `slot` + 1, landed DEPTH - 1 steps ago; the slot is then refilled
+ * with block i + 1 + DEPTH), block i's MMAs run on `cur`.  Two register sets alternate
+ * (the caller swaps the roles), so no register copy waits on a load in flight. */
+template <int S, int DEPTH, bool CACHE_L1, bool VEC>
+__device__ __forceinline__ void reg_step(const acc_tf32_args &p, const Warp &W, int64_t i, int64_t b_end,
+                                         int &slot, const Ops<S> &cur, Ops<S> &nxt, float (&acc)[S][2][4],
+                                         Pack &P) {
+    const int ns = slot + 1 == DEPTH ? 0 : slot + 1;
+    cp_wait<DEPTH - 1>(); /* block i + 1's metadata has landed ... */
+    __syncwarp();         /* ... and is visible to every lane */
+    if (i + 1 < b_end) {
+        load_ops<S, CACHE_L1, VEC>(p, W, read_meta(W.sM, W.t, ns), nxt);
+        __syncwarp();
+        if (i + 1 + DEPTH < b_end) copy_meta<S, DEPTH>(p, W.sM, W.lane, i + 1 + DEPTH, ns);
+    }
+    cp_commit();
+    consume_ops<S>(cur, acc);
+    after_block<S, VEC>(p, i, P, acc, W.t, W.ncol);
+    slot = ns;
+}
+
+template <int S, int DEPTH, bool CACHE_L1, bool VEC, bool STAGED>
+__global__ void __launch_bounds__(kThreads, STAGED ? (S == 1 ? 4 : 3) : (S == 1 ? 3 : 2))
+    tf32_spmm_kernel(const acc_tf32_args p, int slices, int slice_major) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    using SM = Smem<S, DEPTH, STAGED>;
+    const int warp = threadIdx.x >> 5;
+    Warp W;
+    W.lane = threadIdx.x & 31;
+    W.g = W.lane >> 2;
+    W.t = W.lane & 3;
+    W.sB = reinterpret_cast<float4 *>(smem) + warp * SM::kB;
+    W.sV = reinterpret_cast<float *>(smem + kWarps * SM::kB * 16) + warp * SM::kV;
+    W.sM = reinterpret_cast<int *>(smem + SM::kHead) + warp * SM::kM;
+    const int64_t bid = blockIdx.x;
+    int64_t task, slice;
+    if (slice_major) {
+        slice = bid / p.num_tasks;
+        task = bid - slice * p.num_tasks;
+    } else {
+        task = bid / slices;
+        slice = bid - task * slices;
+    }
+    W.ncol = slice * (32 * S) + 4 * W.g;
+
+    const int32_t *row = p.tasks + task * (kWarps + 1);
+    const int32_t e0 = __ldg(row);
+    const bool split = e0 < 0;
+    int64_t b, b_end;
+    Pack P;
+    P.w_stop = -1;
+    P.next_stop = 0;
+    P.prow[0] = P.prow[1] = -1;
+    int part = 0, parts = 1;
+    if (split) {
+        P.w = -(int64_t)e0 - 1;
+        P.w_end = P.w + 1;
+        part = __ldg(row + 1);
+        parts = __ldg(row + 2);
+        const int64_t wb = ldg64(p.window_offsets + P.w), nb = ldg64(p.window_offsets + P.w + 1) - wb;
+        const int64_t pb = wb + nb * part / parts, pn = wb + nb * (part + 1) / parts - pb;
+        b = pb + pn * warp / kWarps;
+        b_end = pb + pn * (warp + 1) / kWarps;
+    } else {
+        P.w = __ldg(row + warp);
+        P.w_end = __ldg(row + warp + 1);
+        b = P.w < P.w_end ? ldg64(p.window_offsets + P.w) : 0;
+        b_end = P.w < P.w_end ? ldg64(p.window_offsets + P.w_end) : 0;
+        while (P.w < P.w_end && ldg64(p.window_offsets + P.w + 1) == b) { /* leading empty windows */
+            write_zero_window<S, VEC>(p, P.w, W.t, W.ncol);
+            P.w++;
+        }
+        if (P.w < P.w_end) {
+            P.w_stop = ldg64(p.window_offsets + P.w + 1);
+            P.next_stop = P.w + 1 < P.w_end ? ldg64(p.window_offsets + P.w + 2) : 0;
+            window_rows(p, P.w, W.t, P.prow);
+        }
+    }
+
+    float acc[S][2][4];
+    zero<S>(acc);
+    /* prologue: metadata of blocks b .. b+DEPTH-1 into the ring (waited for once).  Block j
+     * uses ring slot (and stage) (j - b) % DEPTH. */
+#pragma unroll
+    for (int s = 0; s < DEPTH; s++)
+        if (b + s < b_end) copy_meta<S, DEPTH>(p, W.sM, W.lane, b + s, s);
+    cp_commit();
+    cp_wait<0>();
+    __syncwarp();
+    if (STAGED) {
+        /* copies of blocks b .. b+DEPTH-2, then one block issued and one consumed per step */
+#pragma unroll
+        for (int s = 0; s < DEPTH - 1; s++) {
+            refill<S, DEPTH, CACHE_L1, VEC>(p, W, b + s, b_end, s);
+            cp_commit();
+        }
+        int stage = 0;
+        for (int64_t i = b; i < b_end; i++) {
+            refill<S, DEPTH, CACHE_L1, VEC>(p, W, i + DEPTH - 1, b_end, stage == 0 ? DEPTH - 1 : stage - 1);
+            cp_commit();
+            cp_wait<DEPTH - 1>(); /* block i's copies (and metadata DEPTH blocks ahead) have landed */
+            __syncwarp();         /* ... and the metadata copied by lanes 0-3 is visible to all */
+            consume_block<S, DEPTH>(W, stage, acc);
+            stage = stage + 1 == DEPTH ? 0 : stage + 1;
+            after_block<S, VEC>(p, i, P, acc, W.t, W.ncol);
+        }
+    } else if (b < b_end) {
+        /* block b's operands, its slot refilled with block b + DEPTH; then two steps per
+         * iteration with the register sets x and y in alternating roles */
+        Ops<S> x, y;
+        load_ops<S, CACHE_L1, VEC>(p, W, read_meta(W.sM, W.t, 0), x);
+        __syncwarp();
+        if (b + DEPTH < b_end) copy_meta<S, DEPTH>(p, W.sM, W.lane, b + DEPTH, 0);
+        cp_commit();
+        int slot = 0;
+        for (int64_t i = b; i < b_end; i += 2) {
+            reg_step<S, DEPTH, CACHE_L1, VEC>(p, W, i, b_end, slot, x, y, acc, P);
+            if (i + 1 >= b_end) break;
+            reg_step<S, DEPTH, CACHE_L1, VEC>(p, W, i + 1, b_end, slot, y, x, acc, P);
+        }
+    }
+    cp_wait<0>();
+    if (!split) return; /* every window of the range was written in the loop or before it */
+
+    /* SPLIT: partials to shared memory, then summed in warp order */
+    __syncthreads(); /* all warps' copies have landed: the B stages can be reused */
+    float *tile = reinterpret_cast<float *>(smem);
+    constexpr int kCols = 32 * S;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        float *dst = tile + (warp * 8 + 2 * W.t + h) * kCols + 4 * W.g;
 #pragma unroll
         for (int s = 0; s < S; s++)
+            *reinterpret_cast<float4 *>(dst + 32 * s) =
+                make_float4(acc[s][0][h], acc[s][0][2 + h], acc[s][1][h], acc[s][1][2 + h]);
+    }
+    __syncthreads();
+    constexpr int kPer = (8 * kCols) / kThreads; /* elements of the 8 x 32S tile per thread */
+    float sum[kPer];
 #pragma unroll
-            for (int q = 0; q < 4; q++) acc[s][0][q] = acc[s][1][q] = 0.f;
-
-        if (b < b_end) {
-            /* prologue: metadata of blocks b and b+1, operands of block b */
-            Meta cur = load_meta(p, b, t);
-            Meta nxt = cur;
-            if (b + 1 < b_end) nxt = load_meta(p, b + 1, t);
-            float4 f0[S], f1[S];
-            uint32_t a0, a1;
-            load_bfrag<S, VEC>(p, cur, ncol, f0, f1);
-            load_avals(p, cur, g, t, a0, a1);
-            for (; b < b_end; b++) {
-                Meta nxt2 = nxt;
-                if (b + 2 < b_end) nxt2 = load_meta(p, b + 2, t);
-                float4 n0[S] = {}, n1[S] = {};
-                uint32_t na0 = 0, na1 = 0;
-                if (b + 1 < b_end) {
-                    load_bfrag<S, VEC>(p, nxt, ncol, n0, n1);
-                    load_avals(p, nxt, g, t, na0, na1);
-                }
-                mma_block<S>(acc, f0, f1, a0, a1);
+    for (int q = 0; q < kPer; q++) {
+        const int e = threadIdx.x + q * kThreads;
+        sum[q] = tile[e];
 #pragma unroll
-                for (int s = 0; s < S; s++) {
-                    f0[s] = n0[s];
-                    f1[s] = n1[s];
-                }
-                a0 = na0;
-                a1 = na1;
-                nxt = nxt2;
-            }
+        for (int k = 1; k < kWarps; k++) sum[q] += tile[k * 8 * kCols + e];
+    }
+    if (parts > 1) {
+        /* publish this part's tile; the last part to arrive sums all tiles in part order */
+        __shared__ int last;
+        const int64_t base = __ldg(row + 4), id = (int64_t)__ldg(row + 3) * slices + slice;
+        float *ws = p.workspace + ((base + part) * slices + slice) * (8 * kCols);
+#pragma unroll
+        for (int q = 0; q < kPer; q++) __stcg(ws + threadIdx.x + q * kThreads, sum[q]);
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) last = atomicAdd(p.counters + id, 1) == parts - 1;
+        __syncthreads();
+        if (!last) return;
+        __threadfence();
+        const float *ws0 = p.workspace + (base * slices + slice) * (8 * kCols);
+#pragma unroll
+        for (int q = 0; q < kPer; q++) {
+            const int e = threadIdx.x + q * kThreads;
+            sum[q] = __ldcg(ws0 + e);
+            for (int j = 1; j < parts; j++) sum[q] += __ldcg(ws0 + (int64_t)j * slices * (8 * kCols) + e);
         }
-        write_rows<S, VEC>(p, acc, window, slot, ncol, t);
+        if (threadIdx.x == 0) p.counters[id] = 0; /* ready for the next launch */
+    }
+#pragma unroll
+    for (int q = 0; q < kPer; q++) {
+        const int e = threadIdx.x + q * kThreads, r = e / kCols, c = e % kCols;
+        const int64_t rowi = P.w * 8 + r, col = slice * kCols + c;
+        if (rowi < p.m && col < p.n) __stcs(p.C + ldg64(p.perm + rowi) * p.n + col, sum[q]);
     }
 }
 
-/* Sums each split window's partials (slots in order) into its rows of C. */
-__global__ void tf32_reduce_kernel(const acc_tf32_args p) {
-    const int64_t sw = blockIdx.y;  // split window index
-    const long long *rec = reinterpret_cast<const long long *>(p.split_windows) + 3 * sw;
-    const int64_t window = rec[0], slot_begin = rec[1], slot_end = rec[2];
-    const int64_t total = 8 * p.n;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;
-         e += (int64_t)gridDim.x * blockDim.x) {
-        const int r = (int)(e / p.n);
-        const int64_t c = e % p.n, row = window * 8 + r;
-        if (row >= p.m) continue;
-        float sum = 0.f;
-        for (int64_t s = slot_begin; s < slot_end; s++) sum += p.workspace[(s * 8 + r) * p.n + c];
-        p.C[p.perm[row] * p.n + c] = sum;
-    }
-}
+typedef void (*kernel_fn)(const acc_tf32_args, int, int);
 
-template <int S, bool VEC>
-int launch(const acc_tf32_args &p, int64_t num_items, cudaStream_t stream) {
-    const int slices = (int)((p.n + 32 * S - 1) / (32 * S));
-    const int64_t warps = num_items * slices;
-    const int64_t blocks = (warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
-    if (blocks > 0x7fffffffLL) return ACC_ERR_TOO_LARGE;
-    tf32_spmm_kernel<S, VEC><<<(unsigned)blocks, kWarpsPerBlock * 32, 0, stream>>>(p, num_items, slices);
+/* Raises the dynamic shared-memory limit of `fn` once per device. */
+int prepare(kernel_fn fn, int bytes, unsigned char (&done)[kMaxDevices]) {
+    int dev = 0;
+    ACC_CUDA_TRY(cudaGetDevice(&dev));
+    if (dev < 0 || dev >= kMaxDevices) return ACC_ERR_UNSUPPORTED;
+    if (!done[dev]) {
+        ACC_CUDA_TRY(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+        done[dev] = 1;
+    }
     return ACC_SUCCESS;
 }
 
-}  // namespace
-
-extern "C" int acc_tf32_spmm(const acc_tf32_args *args, void *stream_ptr) {
-    const acc_tf32_args &p = *args;
-    cudaStream_t stream = (cudaStream_t)stream_ptr;
-    if (p.m < 0 || p.n < 0 || p.num_windows != (p.m + 7) / 8 || (p.segments && !p.item_offsets))
-        return ACC_ERR_INVALID_ARGUMENT;
-    if (p.m == 0 || p.n == 0) return ACC_SUCCESS;
-    if (!p.C || !p.B || !p.perm || !p.window_offsets) return ACC_ERR_INVALID_ARGUMENT;
-    if (p.num_split_windows > 0 && !p.workspace) return ACC_ERR_INVALID_ARGUMENT;
-    const int64_t num_items = p.segments ? p.num_items : p.num_windows;
-    if (num_items == 0) return ACC_SUCCESS;
-    const bool vec = p.n % 4 == 0 && ((uintptr_t)p.B % 16 == 0) && ((uintptr_t)p.C % 16 == 0) &&
-                     (!p.workspace || (uintptr_t)p.workspace % 16 == 0);
-    // S = 2 (64 columns per warp) halves metadata work per column once n > 32.
-    int st;
-    if (p.n <= 32)
-        st = vec ? launch<1, true>(p, num_items, stream) : launch<1, false>(p, num_items, stream);
-    else
-        st = vec ? launch<2, true>(p, num_items, stream) : launch<2, false>(p, num_items, stream);
+template <int S, int DEPTH, bool CACHE_L1, bool VEC, bool STAGED>
+int launch(const acc_tf32_args &p, int slice_major, cudaStream_t stream) {
+    static unsigned char prepared[kMaxDevices];
+    constexpr int bytes = Smem<S, DEPTH, STAGED>::kBytes;
+    kernel_fn fn = tf32_spmm_kernel<S, DEPTH, CACHE_L1, VEC, STAGED>;
+    const int st = prepare(fn, bytes, prepared);
     if (st) return st;
+    const int64_t slices = (p.n + 32 * S - 1) / (32 * S);
+    const int64_t blocks = p.num_tasks * slices;
+    if (blocks > 0x7fffffffLL) return ACC_ERR_TOO_LARGE;
+    fn<<<(unsigned)blocks, kThreads, bytes, stream>>>(p, (int)slices, slice_major);
     ACC_CUDA_TRY(cudaGetLastError());
-    if (p.num_split_windows > 0) {
-        const int64_t total = 8 * p.n;
-        const unsigned gx = (unsigned)((total + 255) / 256 < 65535 ? (total + 255) / 256 : 65535);
-        if (p.num_split_windows > 65535) {
-            // grid.y limit: launch in chunks of 65535 split windows
-            for (int64_t base = 0; base < p.num_split_windows; base += 65535) {
-                acc_tf32_args q = p;
-                q.split_windows = p.split_windows + 3 * base;
-                const int64_t cnt = p.num_split_windows - base < 65535 ? p.num_split_windows - base : 65535;
-                tf32_reduce_kernel<<<dim3(gx, (unsigned)cnt), 256, 0, stream>>>(q);
-                ACC_CUDA_TRY(cudaGetLastError());
-            }
-        } else {
-            tf32_reduce_kernel<<<dim3(gx, (unsigned)p.num_split_windows), 256, 0, stream>>>(p);
-            ACC_CUDA_TRY(cudaGetLastError());
-        }
-    }
     return ACC_SUCCESS;
+}
+
+template <int S, int DEPTH, bool STAGED>
+int dispatch_cache(const acc_tf32_args &p, const acc_tf32_variant &v, bool vec, cudaStream_t s) {
+    if (v.cache_l1)
+        return vec ? launch<S, DEPTH, true, true, STAGED>(p, v.slice_major, s)
+                   : launch<S, DEPTH, true, false, STAGED>(p, v.slice_major, s);
+    return vec ? launch<S, DEPTH, false, true, STAGED>(p, v.slice_major, s)
+               : launch<S, DEPTH, false, false, STAGED>(p, v.slice_major, s);
+}
+
+template <bool STAGED>
+int dispatch(const acc_tf32_args &p, const acc_tf32_variant &v, bool vec, cudaStream_t s) {
+    switch (v.slice_s * 10 + v.depth) {
+    case 12: return dispatch_cache<1, 2, STAGED>(p, v, vec, s);
+    case 13: return dispatch_cache<1, 3, STAGED>(p, v, vec, s);
+    case 14: return dispatch_cache<1, 4, STAGED>(p, v, vec, s);
+    case 22: return dispatch_cache<2, 2, STAGED>(p, v, vec, s);
+    case 23: return dispatch_cache<2, 3, STAGED>(p, v, vec, s);
+    default: return dispatch_cache<2, 4, STAGED>(p, v, vec, s);
+    }
+}
+
+bool variant_ok(const acc_tf32_variant *v) {
+    return v && (v->slice_s == 1 || v->slice_s == 2) && (v->depth >= 2 && v->depth <= 4) &&
+           (v->cache_l1 == 0 || v->cache_l1 == 1) && (v->slice_major == 0 || v->slice_major == 1) &&
+           (v->staged == 0 || v->staged == 1);
+}
+
+template <bool STAGED>
+int shared_bytes(int slice_s, int depth) {
+    static const int bytes[2][3] = {
+        {Smem<1, 2, STAGED>::kBytes, Smem<1, 3, STAGED>::kBytes, Smem<1, 4, STAGED>::kBytes},
+        {Smem<2, 2, STAGED>::kBytes, Smem<2, 3, STAGED>::kBytes, Smem<2, 4, STAGED>::kBytes}};
+    return bytes[slice_s - 1][depth - 2];
+}
+
+} // namespace
+
+extern "C" int acc_tf32_shared_bytes(const acc_tf32_variant *v) {
+    if (!variant_ok(v)) return -1;
+    return v->staged ? shared_bytes<true>(v->slice_s, v->depth) : shared_bytes<false>(v->slice_s, v->depth);
+}
+
+extern "C" int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *variant, void *stream_ptr) {
+    if (!args || !variant_ok(variant)) return ACC_ERR_INVALID_ARGUMENT;
+    const acc_tf32_args &p = *args;
+    const cudaStream_t stream = (cudaStream_t)stream_ptr;
+    if (p.m < 0 || p.n < 0 || p.num_windows != (p.m + 7) / 8 || p.num_tasks < 0) return ACC_ERR_INVALID_ARGUMENT;
+    if (p.num_windows > 0x7fffffffLL) return ACC_ERR_TOO_LARGE;
+    if (p.m == 0 || p.n == 0) return ACC_SUCCESS;
+    if (!p.C || !p.B || !p.perm || !p.window_offsets || !p.tasks || !p.values || p.num_tasks == 0)
+        return ACC_ERR_INVALID_ARGUMENT;
+    if ((p.workspace == NULL) != (p.counters == NULL)) return ACC_ERR_INVALID_ARGUMENT;
+    const bool vec = p.n % 4 == 0 && (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;
+    return variant->staged ? dispatch<true>(p, *variant, vec, stream) : dispatch<false>(p, *variant, vec, stream);
 }

@@ -11,32 +11,56 @@
 extern "C" {
 #endif
 
+/* Warps per thread block; a task row of the schedule has ACC_TF32_WARPS + 1 entries. */
+#define ACC_TF32_WARPS 8
+
+/* Kernel variant (see the kernel file's header): column slice per warp 32 * slice_s
+ * (slice_s 1 or 2), pipeline depth (2 to 4 stages of the metadata ring, and of the B and value
+ * stages when staged), B loaded through L1 and L2 (cache_l1 = 1: ld.global.nc or cp.async.ca)
+ * or L2 only (0: ld.global.cg or cp.async.cg), B and values staged through shared memory
+ * with cp.async (staged = 1) or loaded into a double set of registers (0), and the grid order
+ * (slice_major = 1: every task of column slice 0, then slice 1, ...; 0: all slices of
+ * task 0, then task 1, ...).  No variant changes a result bit: the schedule alone fixes
+ * the order of every sum. */
+typedef struct acc_tf32_variant {
+    int slice_s;
+    int depth;
+    int cache_l1;
+    int slice_major;
+    int staged;
+} acc_tf32_variant;
+
 typedef struct acc_tf32_args {
-    int64_t m, k, n;                     /* A is m x k, B k x n, C m x n (row-major) */
-    int64_t num_windows;                 /* ceil(m / 8) */
-    const int64_t *perm;                 /* [m] new -> old row */
-    const int64_t *window_offsets;       /* [num_windows + 1] */
-    const int32_t *block_cols;           /* [8 * blocks], -1 = padding */
-    const uint64_t *block_mask;          /* [blocks] */
-    const int64_t *block_value_offsets;  /* [blocks + 1] */
-    const float *values;                 /* [nnz], TF32-rounded */
-    /* Load-balanced schedule (all NULL / 0 = one work item per whole window):
-     * segments[4 * s] = {window, first block, end block, slot (-1: write C directly)},
-     * work item i = segments item_offsets[i] .. item_offsets[i+1]-1 (one warp each),
-     * split_windows[3 * j] = {window, first slot, end slot} summed by the reduce kernel,
-     * workspace [slots * 8 * n] holds the partials of split windows. */
-    const int64_t *segments;
-    const int64_t *item_offsets;
-    int64_t num_items;
-    const int64_t *split_windows;
-    int64_t num_split_windows;
-    float *workspace;
-    const float *B;                      /* [k * n], 16-byte aligned for the vector path */
-    float *C;                            /* [m * n] */
+    int64_t m, k, n;                    /* A is m x k, B k x n, C m x n (row-major) */
+    int64_t num_windows;                /* ceil(m / 8), <= INT32_MAX */
+    const int64_t *perm;                /* [m] new -> old row */
+    const int64_t *window_offsets;      /* [num_windows + 1] */
+    const int32_t *block_cols;          /* [8 * blocks], -1 = padding */
+    const uint64_t *block_mask;         /* [blocks] */
+    const int64_t *block_value_offsets; /* [blocks + 1] */
+    const float *values;                /* [nnz], TF32-rounded */
+    /* Schedule: task t is tasks[t * (ACC_TF32_WARPS + 1) ..] (int32):
+     *   PACK  (entry 0 >= 0): warp i runs windows entry[i] .. entry[i+1]-1, whole;
+     *   SPLIT (entry 0 <  0): part entry[1] of entry[2] parts of window -entry[0]-1: the
+     *         window's blocks cut into entry[2] equal ranges, this part's range cut into
+     *         ACC_TF32_WARPS equal ranges, one per warp, summed in warp order.  With more
+     *         than one part, each part's sum goes to workspace slot entry[4] + part and the
+     *         part that arrives last (counters[entry[3]]) sums the slots in part order.
+     * Every window is in exactly one PACK task or in all parts of one split. */
+    const int32_t *tasks;
+    int64_t num_tasks;
+    float *workspace;  /* [slots * slices * 8 * 32 * slice_s], NULL when no split has parts > 1 */
+    int32_t *counters; /* [splits * slices], zero before the first launch; left zero by every launch */
+    const float *B; /* [k * n] */
+    float *C;       /* [m * n] */
 } acc_tf32_args;
 
-/* Launches C = A @ B on `stream` (cudaStream_t, NULL = default); asynchronous. */
-int acc_tf32_spmm(const acc_tf32_args *args, void *stream);
+/* Launches C = A @ B on `stream` (cudaStream_t, NULL = default); asynchronous.
+ * ACC_ERR_INVALID_ARGUMENT for an unknown variant or inconsistent sizes. */
+int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *variant, void *stream);
+
+/* Shared memory (bytes) a variant's thread block uses. */
+int acc_tf32_shared_bytes(const acc_tf32_variant *variant);
 
 #ifdef __cplusplus
 }

@@ -57,11 +57,18 @@ def test_cusparse_fp32_real_matrices(path):
 
 @pytest.mark.parametrize("path", real_matrix_params())
 def test_tf32_real_matrices(path):
+    """Every width, with the identity schedule and original order, the cost model's schedule with
+    the default reordering, a forced small cap (many multi-part SPLIT tasks) on the cp.async-staged
+    pipeline with a random permutation, and the balanced schedule on the register pipeline with
+    the affinity reordering."""
     A = load_int_matrix(path)
     m = A.shape[0]
     perm = np.random.default_rng(11).permutation(m)
-    plans = [accspmm.plan(A, device="gpu", precision="tf32", balance=bal, perm=pm)
-             for bal in (False, True) for pm in (None, perm)]
+    plans = [accspmm.plan(A, device="gpu", precision="tf32", balance=False, reorder="none"),
+             accspmm.plan(A, device="gpu", precision="tf32"),
+             accspmm.plan(A, device="gpu", precision="tf32", perm=perm, tuning={"cap": 2, "staged": 1}),
+             accspmm.plan(A, device="gpu", precision="tf32", balance=True, reorder="affinity",
+                          tuning={"staged": 0})]
     try:
         for n in NS_TF32:
             Bg = _gpu_int_dense(A.shape[1], n, seed=n)
@@ -70,10 +77,84 @@ def test_tf32_real_matrices(path):
                 _assert_exact_gpu(_run_poisoned(p, Bg), ref)
         # and scipy itself on the host path at one width
         B = int_dense(A.shape[1], 33, seed=5)
-        assert_bit_exact(plans[0](B), scipy_ref(A, B))
+        assert_bit_exact(plans[1](B), scipy_ref(A, B))
     finally:
         for p in plans:
             p.close()
+
+
+VARIANTS = [dict(slice_s=s, depth=d, cache_l1=c, slice_major=o, staged=g)
+            for g in (0, 1) for s in (1, 2) for d in (2, 3, 4) for c in (0, 1) for o in (0, 1)]
+
+
+@pytest.mark.parametrize("variant", VARIANTS,
+                         ids=lambda v: "g{staged}s{slice_s}d{depth}c{cache_l1}o{slice_major}".format(**v))
+def test_tf32_variants(bundled_int, variant):
+    """Every kernel variant, schedule kind and tail (n % 4 != 0 takes the 4-byte copy path)."""
+    A = bundled_int
+    for cap in (0, 2, 32):
+        p = accspmm.plan(A, device="gpu", reorder="none", tuning={"cap": cap, **variant})
+        for n in (1, 6, 32, 36, 100, 129):
+            Bg = _gpu_int_dense(A.shape[1], n, seed=n + cap)
+            _assert_exact_gpu(_run_poisoned(p, Bg), _exact_ref_gpu(A, Bg))
+        p.close()
+
+
+def test_tf32_misaligned_b(bundled_int):
+    """A B whose rows are 16-byte aligned but whose base is not takes the 4-byte path."""
+    A = bundled_int
+    buf = _gpu_int_dense(A.shape[1] * 64 + 1, 1, seed=4).reshape(-1)
+    Bg = buf[1:].reshape(A.shape[1], 64)  # base offset by 4 bytes
+    assert Bg.data.ptr % 16 == 4
+    p = accspmm.plan(A, device="gpu")
+    _assert_exact_gpu(_run_poisoned(p, Bg), _exact_ref_gpu(A, Bg))
+
+
+def _long_window_matrix():
+    """Windows of 0, 1, 40 and 375 TC blocks (a dense 3000-column row), integer values."""
+    rng = np.random.default_rng(3)
+    d = (rng.random((37, 3000)) < 0.004) * rng.integers(-8, 9, (37, 3000))
+    d[8:16] = 0
+    d[20] = rng.integers(1, 9, 3000)
+    d[30, :320] = rng.integers(-8, 9, 320)
+    return sp.csr_matrix(d.astype(np.float32))
+
+
+@pytest.mark.parametrize("cap", [1, 2, 8, 64])
+def test_tf32_multi_part_splits(cap):
+    """Long windows split over several thread blocks: exact on integers, every call (the counters
+    are left at zero), bitwise deterministic on random values, and safe on two streams at once."""
+    A = _long_window_matrix()
+    rng = np.random.default_rng(cap)
+    with accspmm.plan(A, device="gpu", reorder="none", tuning={"cap": cap}) as p:
+        parts = p._tf32._schedule(cap)[0][:, 2]
+        assert parts.max() > 1, "the schedule must have a multi-part split"
+        for n in (1, 5, 64, 130):
+            Bg = _gpu_int_dense(A.shape[1], n, seed=n)
+            ref = _exact_ref_gpu(A, Bg)
+            for _ in range(3):
+                _assert_exact_gpu(_run_poisoned(p, Bg), ref)
+        Bf = cp.asarray(rng.standard_normal((A.shape[1], 96)).astype(np.float32))
+        first = _run_poisoned(p, Bf)
+        for _ in range(5):
+            assert bool((_run_poisoned(p, Bf) == first).all()), "not deterministic"
+        s1, s2 = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+        outs = [cp.full((A.shape[0], 96), cp.nan, cp.float32) for _ in range(8)]
+        for i, o in enumerate(outs):
+            p(Bf, out=o, stream=s1 if i % 2 else s2)
+        s1.synchronize()
+        s2.synchronize()
+        for o in outs:
+            assert bool((o == first).all()), "concurrent streams corrupted a split"
+
+
+def test_schedule_recorded(bundled_int):
+    A = bundled_int
+    p = accspmm.plan(A, device="gpu")
+    p(_gpu_int_dense(A.shape[1], 128, seed=0))
+    rep = p.stats["schedule_by_n"][128]
+    assert rep["cap"] in (0, 2, 4, 8, 16, 32, 64, 128, 256) and "predicted" in rep and rep["variant"]["slice_s"] == 2
+    assert p.stats["reorder"]["chosen"] in ("none", "affinity", "rcm", "degree")
 
 
 def _edge_matrices():
@@ -88,12 +169,15 @@ def test_edge_cases_gpu(name, precision):
     A = _edge_matrices()[name]
     if A.dtype == np.float64:
         A = A.astype(np.float32)
+    plans = [accspmm.plan(A, device="gpu", precision=precision)]
+    if precision == "tf32":
+        plans += [accspmm.plan(A, device="gpu", tuning={"cap": c}) for c in (0, 2)]
     for n in (1, 3, 8, 17, 33, 130):
         B = int_dense(A.shape[1], n, seed=n)
-        for bal in (False, True) if precision == "tf32" else (False,):
-            C = accspmm.spmm(A, B, device="gpu", precision=precision) if not bal else \
-                accspmm.plan(A, device="gpu", precision=precision, balance=True)(B)
-            assert_bit_exact(C, np.asarray(sp.csr_matrix(A) @ B))
+        ref = np.asarray(sp.csr_matrix(A) @ B)
+        assert_bit_exact(accspmm.spmm(A, B, device="gpu", precision=precision), ref)
+        for p in plans:
+            assert_bit_exact(p(B), ref)
 
 
 def test_fp64_on_gpu(bundled_int):
@@ -111,7 +195,7 @@ def test_tf32_random_values_bound(balance, n):
     rng = np.random.default_rng(n)
     A.data = rng.standard_normal(A.nnz).astype(np.float32)
     B = rng.standard_normal((A.shape[1], n)).astype(np.float32)
-    C = accspmm.plan(A, device="gpu", balance=balance)(B)
+    C = accspmm.plan(A, device="gpu", balance=balance)(B)  # default reordering: result in original order
     rel = error_bound_check(A, B, C, u=2.0**-11)
     print(f"TF32 norm-wise relative error n={n} balance={balance}: {rel:.3e}")
     assert rel < 1e-3

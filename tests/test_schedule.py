@@ -1,49 +1,151 @@
-"""The TF32 kernel's load-balancing schedule (host side, no GPU needed): segments cover every
-block of every window exactly once, in order; split windows own consecutive slots."""
+"""The TF32 kernel's schedule (host side, no GPU needed): every window in exactly one task, PACK
+warps contiguous and within the cap, SPLIT only for long windows, and an emulation of the
+kernel's task semantics on the CPU that must reproduce scipy's product bit for bit."""
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
-from accspmm._tf32 import MAX_BLOCKS_PER_SEGMENT, build_schedule, choose_schedule, round_tf32
+import accspmm
+from accspmm._tf32 import CAPS, WARPS, WB, build_tasks, choose_variant, predict, round_tf32
+from conftest import int_dense, with_int_values
+
+COUNTS = [[], [0], [0, 0, 3], [1] * 50, [500, 0, 2, 33, 64, 65, 0, 1000, 7],
+          list(np.random.default_rng(0).integers(0, 300, 400)), [0] * 9 + [5] + [0] * 20]
 
 
-@pytest.mark.parametrize("counts", [[], [0], [0, 0, 3], [1] * 50, [500, 0, 2, 33, 64, 65, 0, 1000, 7],
-                                    list(np.random.default_rng(0).integers(0, 300, 400))])
-def test_schedule_covers_blocks(counts):
-    wo = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    segments, item_offsets, split_windows, nslots, item_cost = build_schedule(wo)
-    W = len(counts)
-    # every window has at least one segment (empty windows must still write zeros)
-    assert set(segments[:, 0].tolist()) == set(range(W))
-    for w in range(W):
-        segs = segments[segments[:, 0] == w]
-        assert segs[0, 1] == wo[w] and segs[-1, 2] == wo[w + 1]
-        assert np.all(segs[1:, 1] == segs[:-1, 2])
-        assert np.all(segs[:, 2] - segs[:, 1] <= MAX_BLOCKS_PER_SEGMENT)
-        if len(segs) > 1:
-            row = split_windows[split_windows[:, 0] == w][0]
-            assert list(segs[:, 3]) == list(range(row[1], row[2]))
+def _ranges(tasks, wo):
+    """(window, first block, end block, is_split, warp) of every warp range of every task."""
+    out = []
+    for row in tasks:
+        if row[0] < 0:
+            w, q, parts = -int(row[0]) - 1, int(row[1]), int(row[2])
+            nb = wo[w + 1] - wo[w]
+            pb = wo[w] + nb * q // parts
+            pn = wo[w] + nb * (q + 1) // parts - pb
+            for i in range(WARPS):
+                out.append((w, pb + pn * i // WARPS, pb + pn * (i + 1) // WARPS, (q, parts), i))
         else:
-            assert segs[0, 3] == -1
-    assert item_offsets[0] == 0 and item_offsets[-1] == len(segments)
-    assert np.all(np.diff(item_offsets) >= 1)
-    assert nslots == int((segments[:, 3] >= 0).sum())
-    assert len(item_cost) == len(item_offsets) - 1
+            for i in range(WARPS):
+                for w in range(row[i], row[i + 1]):
+                    out.append((w, wo[w], wo[w + 1], False, i))
+    return out
 
 
-def _choose(wo, n, sms, balance="auto"):
-    _, _, _, nsplit, item_cost = build_schedule(wo)
-    return choose_schedule(wo, item_cost, nsplit, n, sms, balance)
+@pytest.mark.parametrize("cap", CAPS)
+@pytest.mark.parametrize("counts", COUNTS)
+def test_tasks_cover_windows(counts, cap):
+    wo = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    nb = np.diff(wo)
+    tasks, cost = build_tasks(wo, cap)
+    assert tasks.dtype == np.int32 and tasks.shape[1] == WARPS + 1 and cost.shape == (tasks.shape[0],)
+    seen = np.zeros(len(counts), int)
+    first = []
+    slots, ids = [], []
+    for row in tasks:
+        if row[0] < 0:
+            w, q, parts = -row[0] - 1, row[1], row[2]
+            assert cap > 0 and nb[w] > cap and 0 <= q < parts
+            assert parts == -(-nb[w] // (WARPS * cap)), "about cap blocks per warp"
+            if parts > 1:
+                slots.append(row[4] + q)
+                ids.append(row[3])
+            if q == parts - 1:
+                seen[w] += 1
+            first.append(w)
+        else:
+            assert np.all(np.diff(row) >= 0) and row[-1] > row[0]
+            for i in range(WARPS):
+                ws = range(row[i], row[i + 1])
+                seen[list(ws)] += 1
+                if cap == 0:
+                    assert len(ws) <= 1
+                elif len(ws):
+                    assert np.all(nb[list(ws)] <= cap)
+                    assert (nb[list(ws)] + WB).sum() <= 2 * (cap + WB)
+            first.append(row[0])
+    assert np.all(seen == 1), "every window in exactly one task (or all parts of one split)"
+    assert first == sorted(first), "tasks in window order"
+    assert slots == list(range(len(slots))), "workspace slots: one per part, dense, in order"
+    assert ids == sorted(ids) and (not ids or set(ids) == set(range(max(ids) + 1))), "split ids dense"
 
 
-def test_cost_model_prefers_balance_only_when_skewed():
+def _emulate(fmt, tasks, B):
+    """The kernel's arithmetic on the CPU in float64 from the task list (exact on integers)."""
+    m, _ = fmt.shape
+    C = np.full((m, B.shape[1]), np.nan)
+    wo = np.asarray(fmt.window_offsets)
+    cols, masks, vo, vals = fmt.block_cols, fmt.block_mask, fmt.block_value_offsets, fmt.values
+
+    def blocks_sum(b0, b1):
+        acc = np.zeros((8, B.shape[1]))
+        for b in range(b0, b1):
+            bits = [i for i in range(64) if (int(masks[b]) >> i) & 1]
+            for j, bit in enumerate(bits):
+                r, c = divmod(bit, 8)
+                acc[r] += float(vals[vo[b] + j]) * B[cols[8 * b + c]]
+        return acc
+
+    # the kernel's order of sums: warps of a part in order, then parts in order
+    parts = {}
+    for w, b0, b1, split, _ in _ranges(tasks, wo):
+        q = split[0] if split else 0
+        tile = blocks_sum(b0, b1)
+        parts.setdefault(w, {})
+        parts[w][q] = parts[w][q] + tile if q in parts[w] else tile
+    partial = {w: sum(ps[q] for q in sorted(ps)) for w, ps in parts.items()}
+    for w, acc in partial.items():
+        for r in range(8):
+            if 8 * w + r < m:
+                C[fmt.perm[8 * w + r]] = acc[r]
+    return C
+
+
+@pytest.mark.parametrize("cap", [0, 1, 2, 8])
+def test_emulated_kernel_matches_scipy(cap):
+    rng = np.random.default_rng(cap)
+    d = (rng.random((90, 70)) < 0.15) * rng.integers(-8, 9, (90, 70))
+    d[8:24] = 0  # empty windows
+    d[40] = rng.integers(1, 9, 70)  # one dense row: a long window
+    A = sp.csr_matrix(d.astype(np.float32))
+    fmt = accspmm.BitTCF.from_csr(A, rng.permutation(90))
+    tasks, _ = build_tasks(fmt.window_offsets, cap)
+    B = int_dense(70, 5).astype(np.float64)
+    C = _emulate(fmt, tasks, B)
+    np.testing.assert_array_equal(C, A.toarray().astype(np.float64) @ B)
+
+
+def test_cost_model():
     even = np.arange(0, 4 * 10001, 4, dtype=np.int64)  # 10,000 windows x 4 blocks
-    use, rep = _choose(even, 128, 132)
-    assert not use and "identity" in rep["reason"]
     skew = np.concatenate([[0], np.cumsum([2] * 2000 + [3000])]).astype(np.int64)
-    use, rep = _choose(skew, 128, 132)
-    assert use and rep["predicted_balanced"] < rep["predicted_identity"]
-    assert _choose(skew, 128, 132, balance=False)[0] is False
+    v = {"slice_s": 2, "staged": 0}
+    p_even = {c: predict(build_tasks(even, c)[1], 2, v) for c in CAPS}
+    p_skew = {c: predict(build_tasks(skew, c)[1], 2, v) for c in CAPS}
+    # the 3000-block window dominates the identity schedule; splitting it wins by a wide margin
+    assert p_skew[0] > 5 * min(p_skew.values())
+    # regular windows: packing never predicts worse than half the identity time, splitting is not needed
+    assert min(p_even.values()) <= p_even[0]
+    assert predict(np.zeros(0), 4, v) == 0.0
+
+
+def test_variant_choice():
+    l2 = 50 << 20
+    assert choose_variant(16, 1000, l2)["slice_s"] == 1
+    v = choose_variant(512, 60_000, l2)  # B 123 MB > L2, one 64-column slice 15 MB <= L2 / 2
+    assert v["slice_s"] == 2 and v["slice_major"] == 1 and v["staged"] == 1
+    v = choose_variant(128, 1_500_000, l2)  # B 770 MB: one slice (385 MB) does not fit either
+    assert v["slice_major"] == 0 and v["staged"] == 1
+    v = choose_variant(512, 10_000, l2)  # B 20 MB: L2-resident, register pipeline
+    assert v["slice_major"] == 0 and v["staged"] == 0
+    assert choose_variant(128, 10, 1, {"depth": 3})["depth"] == 3
+    assert choose_variant(128, 10, 1 << 20, {"staged": 1})["staged"] == 1
+    with pytest.raises(ValueError):
+        choose_variant(128, 10, 1, {"bogus": 1})
+
+
+def test_tuning_needs_gpu_tf32(bundled_int):
+    with pytest.raises(ValueError, match="TF32 kernel only"):
+        accspmm.plan(bundled_int, device="cpu", tuning={"cap": 4})
 
 
 def test_round_tf32():
