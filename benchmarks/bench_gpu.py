@@ -211,7 +211,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     ap.add_argument("--min-nnz", type=int, default=100_000, help="summary covers matrices with at least this nnz")
     ap.add_argument("--sweep", action="store_true", help="also time every kernel variant and several caps")
-    ap.add_argument("--only", nargs="*", default=None, help="only these matrix names")
+    ap.add_argument("--only", nargs="*", default=None, help="only these matrix names (files or synthetic)")
     args = ap.parse_args()
     import cupy as cp
 
@@ -223,12 +223,12 @@ def main():
           f"copy bandwidth {bw / 1e12:.2f} TB/s", flush=True)
     sources = [(datasets.matrix_name(f), lambda f=f: datasets.load_matrix(f, np.float32))
                for f in (datasets.matrix_files(args.directory) if args.directory else [datasets.bundled_path()])]
-    if args.only:
-        sources = [s_ for s_ in sources if s_[0] in args.only]
     if args.synthetic:
         import synthetic
 
         sources += [(name, lambda g=g: g(args.synthetic_scale)) for name, g in synthetic.GENERATORS.items()]
+    if args.only:
+        sources = [s_ for s_ in sources if s_[0] in args.only]
     rows, mats = [], []
     rng = np.random.default_rng(0)
     for name, load in sources:

@@ -32,7 +32,7 @@ python3 -m pip install --no-build-isolation --no-deps -e . >> "$LOG" 2>&1 || { t
 if [[ $STAGES == *" tests "* ]]; then
   stage tests
   timeout "${TESTS_TIMEOUT:-420}" python3 -m pytest -m gpu -q tests -p no:cacheprovider -W ignore::DeprecationWarning \
-    -k "${PYTEST_K:-}" -x 2>&1 | tee -a "$LOG" | tail -4
+    -k "${PYTEST_K:-}" -x -rs 2>&1 | tee -a "$LOG" | tail -6
 fi
 if [[ $STAGES == *" sanitize "* ]]; then
   stage sanitize
