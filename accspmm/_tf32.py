@@ -5,34 +5,43 @@ Schedule (Acc-SpMM §3.5, our cost model).  A thread block of ``WARPS`` warps ru
 one column slice of 32*S columns:
 
 - PACK: each warp runs a run of consecutive short windows (whole) as one pipelined stream;
-- SPLIT: one window with more than ``cap`` TC blocks, its blocks cut into ``WARPS`` equal
-  ranges; the partials are summed in warp order in shared memory (deterministic, no atomics,
-  no second kernel).
+- SPLIT: a window with more than ``cap`` TC blocks is cut into Q = ceil(blocks / (WARPS cap))
+  parts, one task each, so every warp gets about ``cap`` blocks.  A part's warps sum in warp
+  order in shared memory; with Q > 1 each part writes its 8 x 32S tile to a workspace slot and
+  the part that arrives last (an atomic counter per window and slice) sums the Q tiles in part
+  order.  Deterministic, one launch, no float atomics.
 
 Packing is greedy in window order: a warp takes windows while its cost stays within
 ``cap + WB``.  Cost units are one TC block's work for one column slice (its B rows loaded, 2S
 MMAs).  The model prices:
 
     block            1
-    window write-back WB = 1      (8 rows of C stored; the paper prices it as one B tile)
-    pipeline fill    FILL = 2     (per warp stream: the first copies are not hidden)
-    SPLIT reduction  REDUCE = 4   (barriers, partials through shared memory, 8 rows written)
-    task             TASK = 2     (thread-block start: schedule row, window offsets, metadata ring)
+    window write-back WB = 2      (8 rows of C stored, the next window's offsets and rows)
+    pipeline fill    FILL = 2     (per warp stream: the first loads are not hidden)
+    SPLIT reduction  REDUCE = 2   (barriers, partials through shared memory)
+    multi-part merge MERGE = 2    (x (1 + Q): a tile to the workspace, Q tiles read by the last part)
+    task             TASK = 4     (thread-block start: schedule row, window offsets, metadata ring)
 
 A thread block finishes with its slowest warp, so a task costs TASK + the max over its warps.
 The predicted time of a schedule is the list-scheduling bound
 ``sum of task costs x slices / P + max task cost`` with ``P = REF_SMS x blocks per SM``
-concurrent thread blocks: the first term is the work, the second the tail of the last wave.  ``REF_SMS`` is a fixed reference
-width (132, an H100/H200), not the device's, so a matrix and N always get the same schedule and
-the same result bits on every GPU.  The cap with the lowest prediction among ``CAPS`` is used
-(ties: the larger cap, fewer splits); cap 0 is the identity schedule (one window per warp, no
-split).  ``plan.stats['schedule_by_n'][n]`` records every prediction, the choice and the reason,
-with the paper's imbalance degree (IBD) beside it.
+concurrent thread blocks: the first term is the work, the second the tail of the last wave.
+``REF_SMS`` is a fixed reference width (132, an H100/H200), not the device's, so a matrix and N
+always get the same schedule and the same result bits on every GPU.  The cap with the lowest
+prediction among ``CAPS`` is used (ties: the larger cap); cap 0 is the identity schedule (one
+window per warp, no split).  The constants were fitted on an H100 sweep (12 matrices >= 100k nnz,
+N = 128 and 512, caps 0..128 each timed): the chosen cap is within 2.3% of the best cap in
+geometric mean, 9.4% at worst (benchmarks/NOTES.md).  ``plan.stats['schedule_by_n'][n]`` records
+every prediction, the choice and the reason, with the paper's imbalance degree (IBD) beside it.
 
-Variant (no effect on result bits, see cuda/tf32_spmm.h): 64 columns per warp (S = 2) for
-n > 32, else 32; a 3-stage cp.async pipeline; B cached in L1 and L2; column slices in the slow
-grid dimension (slice-major) when B is larger than half the L2, so each pass over one slice keeps
-its B rows in L2 (measured in benchmarks/NOTES.md).
+Variant (no effect on result bits, see cuda/tf32_spmm.h): 64 columns per warp (S = 2) for n > 32,
+else 32, and 32 as well when the S = 2 grid would be under one wave of thread blocks; B and values
+staged through shared memory with cp.async (``staged``) when B is larger than half the L2
+(DRAM-bound: more bytes in flight), else loaded into a double set of registers (L2-resident B:
+fewer L1 wavefronts, no shared-memory round trip); a 2-deep metadata ring; B cached in L1 and
+L2; column slices in the slow grid dimension (slice-major) when B does not fit in L2 but one
+slice fits in half of it, so each pass over one slice keeps its B rows in L2.  Each rule is a
+measured winner in benchmarks/NOTES.md.
 """
 
 from __future__ import annotations
@@ -208,6 +217,11 @@ class TF32Runner:
         pred = {c: predict(self._schedule(c)[1], slices, variant) for c in caps}
         best = min(caps, key=lambda c: (pred[c], -c))
         tasks = self._schedule(best)[0]
+        wave = REF_SMS * BLOCKS_PER_SM[variant["slice_s"], variant["staged"]]
+        if variant["slice_s"] == 2 and "slice_s" not in self.tuning and tasks.shape[0] * slices < wave:
+            # less than one wave of thread blocks: 32-column slices double the parallelism
+            variant = dict(variant, slice_s=1)
+            why += "; S = 1 (under one wave of thread blocks at S = 2)"
         report = {"cap": best, "tasks": int(tasks.shape[0]),
                   "split_windows": int((tasks[:, 0] < 0).sum()) if tasks.size else 0,
                   "predicted": {str(c): round(v, 1) for c, v in pred.items()},

@@ -21,32 +21,45 @@
  * Work decomposition (the schedule, built on the host by accspmm._tf32): a thread block of
  * ACC_TF32_WARPS warps runs one task for one column slice.
  *   PACK task:  each warp runs a run of whole consecutive windows as ONE stream of TC blocks
- *               (the pipeline below does not drain between windows); at each window's last
- *               block it writes the window's 8 rows and starts the next.  Empty windows are
- *               written as zeros.
- *   SPLIT task: one long window; each warp takes an equal range of its blocks, writes its
- *               8-row partial to shared memory, and after a barrier the block sums the
- *               partials in warp order and writes C.  Deterministic, no atomics, one launch.
+ *               (the pipeline does not drain between windows); at each window's last block it
+ *               writes the window's 8 rows and starts the next.  Empty windows are written as
+ *               zeros.
+ *   SPLIT task: part q of Q of one long window; each warp takes an equal range of the part's
+ *               blocks, writes its 8-row partial to shared memory, and after a barrier the
+ *               block sums the partials in warp order.  Q = 1: it writes C.  Q > 1: it writes
+ *               its tile to workspace slot (base + q), fences, and bumps the window's counter;
+ *               the thread block that brings the counter to Q sums the Q tiles in part order
+ *               (loads through L2), writes C and resets the counter to zero for the next
+ *               launch.  The order of every sum is fixed by the schedule: deterministic, one
+ *               launch, no float atomics.
  * The schedule (which windows split, how many blocks a warp packs) comes from the cost model
  * in accspmm/_tf32.py.  Grid order: slice_major runs column slice 0 of every task, then slice
  * 1, ...; each pass reads only 32*S columns of B, so B stays in L2 when k * 32S * 4 bytes fits.
  *
- * Pipeline (per warp, DEPTH stages of shared memory).  Each lane copies its own operands of
- * block i + DEPTH - 1 with cp.async while block i's MMAs run:
- *   - the 2*S 16-byte pieces of B rows (zero-filled for padding columns and past n),
- *   - its two block values (zero-filled where the mask bit is clear),
- * into its own slots of stage (i + DEPTH - 1) % DEPTH, and commits one group per block;
- * cp.async.wait_group(DEPTH - 1) then guarantees block i's group has landed.  A lane reads
- * back only what it copied itself, so no barrier is needed (the WAR on a reused stage is
- * ordered: the MMAs that consume a stage's registers precede the next copy into it).  The
- * block metadata (mask, value offset, the lane's two column ids) is loaded one block ahead of
- * the copy, so the chain column id -> B address never waits.  DEPTH - 1 blocks of B are in
- * flight per warp without holding registers: with 24 warps per SM that is 3x more bytes in
- * flight than a register double buffer of the same occupancy.
+ * Metadata (every variant).  Lanes 0-3 copy a block's 8 column ids, 64-bit mask and 64-bit
+ * value offset into a per-warp ring of DEPTH shared-memory slots with cp.async (lane 0-1 16
+ * bytes of ids each, lane 2 the mask, lane 3 the offset); __syncwarp publishes a landed slot.
+ * The ring runs DEPTH blocks ahead of the MMAs, so the chain column id -> B address never
+ * waits on a global load.
  *
- * Cache operators: B through cp.async.ca (L1 and L2: B rows are re-read by neighbouring
- * windows) or .cg (L2 only) by variant; metadata through ld.global.nc; C written with
- * st.global.cs (streaming: never read again here).
+ * Operands, two pipelines (the `staged` variant bit):
+ *   register (staged = 0): each lane loads its 2*S 16-byte pieces of B rows and its two block
+ *     values (decoded from the mask with popcount) for block i + 1 straight into registers
+ *     (ld.global.nc, or .cg without L1) while block i's MMAs run on the other register set;
+ *     the loop is unrolled by two so the sets swap roles without a register copy that would
+ *     wait on loads in flight.  Best when B is L2-resident: one L1 wavefront per 128 bytes,
+ *     no shared-memory round trip.
+ *   staged (staged = 1): each lane copies the same operands of block i + DEPTH - 1 with
+ *     cp.async (.ca or .cg for B, zero-fill for padding columns, columns >= n and absent
+ *     values) into its own slots of stage (i + DEPTH - 1) % DEPTH and commits one group per
+ *     block; cp.async.wait_group(DEPTH - 1) then guarantees block i's group has landed.  A lane
+ *     reads back only what it copied, so no barrier is needed.  DEPTH - 1 blocks of B are in
+ *     flight per warp without holding registers: best when B comes from DRAM.
+ *
+ * Cache operators: B through L1 and L2 (cache_l1 = 1: B rows are re-read by neighbouring
+ * windows and, in slice-major order, by the next task) or L2 only; the metadata ring through
+ * cp.async.ca; window offsets, perm and the schedule through ld.global.nc; C written with st.global.cs (streaming: never read again here); split tiles
+ * written with st.global.cg and read with ld.global.cg (another SM wrote them).
  *
  * Write-back: window row r goes to C[perm[8w + r]] (the plan's row permutation, fused: no
  * permuted copy of C or B); rows >= m are skipped, columns >= n neither read nor written.

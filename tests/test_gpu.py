@@ -153,7 +153,8 @@ def test_schedule_recorded(bundled_int):
     p = accspmm.plan(A, device="gpu")
     p(_gpu_int_dense(A.shape[1], 128, seed=0))
     rep = p.stats["schedule_by_n"][128]
-    assert rep["cap"] in (0, 2, 4, 8, 16, 32, 64, 128, 256) and "predicted" in rep and rep["variant"]["slice_s"] == 2
+    assert rep["cap"] in (0, 2, 4, 8, 16, 32, 64, 128, 256) and "predicted" in rep
+    assert rep["variant"]["slice_s"] == 2 or "S = 1" in rep["reason"]
     assert p.stats["reorder"]["chosen"] in ("none", "affinity", "rcm", "degree")
 
 
