@@ -58,16 +58,18 @@ acc_status acc_bittcf_count(const acc_csr *A, const int64_t *perm, int64_t *wind
         window_offsets[w + 1] = (distinct + ACC_TILE - 1) / ACC_TILE;
     }
     if (not_canonical) return ACC_ERR_NOT_CANONICAL;
-    for (int64_t w = 0; w < W; w++) window_offsets[w + 1] += window_offsets[w];
+    for (int64_t w = 0; w < W; w++)
+        window_offsets[w + 1] += window_offsets[w];
     return ACC_SUCCESS;
 }
 
 /* Writes one finished block: its 8 columns, mask, value offset and values in
  * ascending bit order.  src[bit] is the CSR position of each set bit. */
 static void flush_block(const acc_csr *A, int64_t b, const int32_t cols[ACC_TILE], uint64_t mask,
-                        const int64_t src[64], int64_t vpos, int32_t *block_cols,
-                        uint64_t *block_mask, int64_t *block_value_offsets, void *values) {
-    for (int c = 0; c < ACC_TILE; c++) block_cols[b * ACC_TILE + c] = cols[c];
+                        const int64_t src[64], int64_t vpos, int32_t *block_cols, uint64_t *block_mask,
+                        int64_t *block_value_offsets, void *values) {
+    for (int c = 0; c < ACC_TILE; c++)
+        block_cols[b * ACC_TILE + c] = cols[c];
     block_mask[b] = mask;
     block_value_offsets[b] = vpos;
     for (uint64_t bits = mask; bits; bits &= bits - 1) {
@@ -80,8 +82,8 @@ static void flush_block(const acc_csr *A, int64_t b, const int32_t cols[ACC_TILE
 }
 
 acc_status acc_bittcf_fill(const acc_csr *A, const int64_t *perm, const int64_t *window_offsets,
-                           int32_t *block_cols, uint64_t *block_mask,
-                           int64_t *block_value_offsets, void *values) {
+                           int32_t *block_cols, uint64_t *block_mask, int64_t *block_value_offsets,
+                           void *values) {
     acc_status status = ACC_SUCCESS;
     int64_t *vstart = NULL;
     if (!A || !perm || !window_offsets || !block_value_offsets || A->m < 0 || !A->row_offsets ||
@@ -89,8 +91,7 @@ acc_status acc_bittcf_fill(const acc_csr *A, const int64_t *perm, const int64_t 
         return ACC_ERR_INVALID_ARGUMENT;
     const int64_t m = A->m, W = (m + ACC_TILE - 1) / ACC_TILE, nnz = A->row_offsets[m];
     const int64_t nblocks = window_offsets[W];
-    if (nblocks > 0 && (!block_cols || !block_mask || !values || !A->values))
-        return ACC_ERR_INVALID_ARGUMENT;
+    if (nblocks > 0 && (!block_cols || !block_mask || !values || !A->values)) return ACC_ERR_INVALID_ARGUMENT;
     const int32_t *ci = A->column_indices;
 
     /* First value of each window: the nnz of its rows, prefix-summed. */
@@ -101,10 +102,12 @@ acc_status acc_bittcf_fill(const acc_csr *A, const int64_t *perm, const int64_t 
     for (int64_t w = 0; w < W; w++) {
         int64_t head[ACC_TILE], end[ACC_TILE], len = 0;
         const int nrows = window_rows(A, perm, w, head, end);
-        for (int r = 0; r < nrows; r++) len += end[r] - head[r];
+        for (int r = 0; r < nrows; r++)
+            len += end[r] - head[r];
         vstart[w + 1] = len;
     }
-    for (int64_t w = 0; w < W; w++) vstart[w + 1] += vstart[w];
+    for (int64_t w = 0; w < W; w++)
+        vstart[w + 1] += vstart[w];
 
     int mismatch = 0;
 #pragma omp parallel for schedule(dynamic, 64) reduction(| : mismatch)
@@ -130,8 +133,7 @@ acc_status acc_bittcf_fill(const acc_csr *A, const int64_t *perm, const int64_t 
                 }
             }
             if (++j == ACC_TILE) {
-                flush_block(A, b, cols, mask, src, vpos, block_cols, block_mask,
-                            block_value_offsets, values);
+                flush_block(A, b, cols, mask, src, vpos, block_cols, block_mask, block_value_offsets, values);
                 vpos += __builtin_popcountll(mask);
                 b++;
                 j = 0;
@@ -139,9 +141,9 @@ acc_status acc_bittcf_fill(const acc_csr *A, const int64_t *perm, const int64_t 
             }
         }
         if (j > 0 && b < b_end) {
-            for (int q = j; q < ACC_TILE; q++) cols[q] = ACC_PAD_COL;
-            flush_block(A, b, cols, mask, src, vpos, block_cols, block_mask, block_value_offsets,
-                        values);
+            for (int q = j; q < ACC_TILE; q++)
+                cols[q] = ACC_PAD_COL;
+            flush_block(A, b, cols, mask, src, vpos, block_cols, block_mask, block_value_offsets, values);
             vpos += __builtin_popcountll(mask);
             b++;
         }

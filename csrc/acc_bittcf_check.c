@@ -4,12 +4,11 @@
 
 acc_status acc_bittcf_check(const acc_bittcf *F) {
     if (!F || F->m < 0 || F->k < 0 || F->k > INT32_MAX || !acc_dtype_valid(F->dtype) ||
-        F->num_windows != (F->m + ACC_TILE - 1) / ACC_TILE || !F->window_offsets ||
-        !F->block_value_offsets || !F->perm)
+        F->num_windows != (F->m + ACC_TILE - 1) / ACC_TILE || !F->window_offsets || !F->block_value_offsets ||
+        !F->perm)
         return ACC_ERR_INVALID_ARGUMENT;
     const int64_t W = F->num_windows, nb = F->num_blocks;
-    if (F->window_offsets[0] != 0 || F->window_offsets[W] != nb || nb < 0)
-        return ACC_ERR_INVALID_ARGUMENT;
+    if (F->window_offsets[0] != 0 || F->window_offsets[W] != nb || nb < 0) return ACC_ERR_INVALID_ARGUMENT;
     if (nb > 0 && (!F->block_cols || !F->block_mask || !F->values)) return ACC_ERR_INVALID_ARGUMENT;
     for (int64_t w = 0; w < W; w++)
         if (F->window_offsets[w + 1] < F->window_offsets[w]) return ACC_ERR_INVALID_ARGUMENT;

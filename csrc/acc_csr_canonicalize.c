@@ -8,35 +8,33 @@
  * sum of lengths and a left shift of every row to its final offset. */
 #include "acc_internal.h"
 
-#define CANON_ROW(T)                                                                               \
-    do {                                                                                           \
-        const T *vin = (const T *)A->values;                                                       \
-        T *vout = (T *)out_values;                                                                 \
-        int64_t w = start;                                                                         \
-        for (int64_t q = 0; q < len; q++) {                                                        \
-            int32_t c = (int32_t)(keys[q] >> 32);                                                  \
-            T v = vin[start + (int64_t)(keys[q] & 0xffffffffu)];                                   \
-            if (w > start && out_column_indices[w - 1] == c) {                                     \
-                vout[w - 1] += v;                                                                  \
-            } else {                                                                               \
-                out_column_indices[w] = c;                                                         \
-                vout[w] = v;                                                                       \
-                w++;                                                                               \
-            }                                                                                      \
-        }                                                                                          \
-        out_row_offsets[i + 1] = w - start;                                                        \
+#define CANON_ROW(T)                                                                                         \
+    do {                                                                                                     \
+        const T *vin = (const T *)A->values;                                                                 \
+        T *vout = (T *)out_values;                                                                           \
+        int64_t w = start;                                                                                   \
+        for (int64_t q = 0; q < len; q++) {                                                                  \
+            int32_t c = (int32_t)(keys[q] >> 32);                                                            \
+            T v = vin[start + (int64_t)(keys[q] & 0xffffffffu)];                                             \
+            if (w > start && out_column_indices[w - 1] == c) {                                               \
+                vout[w - 1] += v;                                                                            \
+            } else {                                                                                         \
+                out_column_indices[w] = c;                                                                   \
+                vout[w] = v;                                                                                 \
+                w++;                                                                                         \
+            }                                                                                                \
+        }                                                                                                    \
+        out_row_offsets[i + 1] = w - start;                                                                  \
     } while (0)
 
-acc_status acc_csr_canonicalize(const acc_csr *A, int64_t *out_row_offsets,
-                                int32_t *out_column_indices, void *out_values, int64_t *nnz_out) {
+acc_status acc_csr_canonicalize(const acc_csr *A, int64_t *out_row_offsets, int32_t *out_column_indices,
+                                void *out_values, int64_t *nnz_out) {
     acc_status status = ACC_SUCCESS;
     uint64_t *scratch = NULL;
-    if (!A || !out_row_offsets || !nnz_out || !acc_dtype_valid(A->dtype))
-        return ACC_ERR_INVALID_ARGUMENT;
+    if (!A || !out_row_offsets || !nnz_out || !acc_dtype_valid(A->dtype)) return ACC_ERR_INVALID_ARGUMENT;
     ACC_CHECK(acc_csr_check(A, NULL));
     const int64_t m = A->m, *rp = A->row_offsets, nnz = rp[m];
-    if (nnz > 0 && (!A->values || !out_column_indices || !out_values))
-        return ACC_ERR_INVALID_ARGUMENT;
+    if (nnz > 0 && (!A->values || !out_column_indices || !out_values)) return ACC_ERR_INVALID_ARGUMENT;
 
     int64_t max_len = 0;
     for (int64_t i = 0; i < m; i++)
@@ -71,8 +69,8 @@ acc_status acc_csr_canonicalize(const acc_csr *A, int64_t *out_row_offsets,
         const int64_t len = out_row_offsets[i + 1];
         if (pos != rp[i] && len > 0) {
             memmove(out_column_indices + pos, out_column_indices + rp[i], (size_t)len * sizeof(int32_t));
-            memmove((char *)out_values + (size_t)pos * vsize, (const char *)out_values + (size_t)rp[i] * vsize,
-                    (size_t)len * vsize);
+            memmove((char *)out_values + (size_t)pos * vsize,
+                    (const char *)out_values + (size_t)rp[i] * vsize, (size_t)len * vsize);
         }
         pos += len;
         out_row_offsets[i + 1] = pos;

@@ -4,8 +4,7 @@
 
 acc_status acc_csr_check(const acc_csr *A, int *canonical) {
     if (canonical) *canonical = 0;
-    if (!A || A->m < 0 || A->k < 0 || A->k > INT32_MAX || !A->row_offsets)
-        return ACC_ERR_INVALID_ARGUMENT;
+    if (!A || A->m < 0 || A->k < 0 || A->k > INT32_MAX || !A->row_offsets) return ACC_ERR_INVALID_ARGUMENT;
     const int64_t m = A->m, k = A->k;
     const int64_t *rp = A->row_offsets;
     if (rp[0] != 0) return ACC_ERR_ROW_OFFSETS;
@@ -16,7 +15,8 @@ acc_status acc_csr_check(const acc_csr *A, int *canonical) {
     /* Offsets first: only once they are monotone is indexing by them safe. */
     int bad_offsets = 0;
 #pragma omp parallel for reduction(| : bad_offsets) schedule(static)
-    for (int64_t i = 0; i < m; i++) bad_offsets |= rp[i + 1] < rp[i];
+    for (int64_t i = 0; i < m; i++)
+        bad_offsets |= rp[i + 1] < rp[i];
     if (bad_offsets) return ACC_ERR_ROW_OFFSETS;
 
     const int32_t *ci = A->column_indices;

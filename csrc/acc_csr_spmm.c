@@ -13,37 +13,39 @@
  * baseline SSE2) and picked at load time by the CPU (target_clones). */
 #include "acc_internal.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && defined(__linux__) &&      \
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && defined(__linux__) &&                \
     !defined(ACC_NO_TARGET_CLONES)
 #define ACC_MULTIVERSION __attribute__((target_clones("arch=haswell", "default")))
 #else
 #define ACC_MULTIVERSION
 #endif
 
-#define DEFINE_CSR_ROWS(T, NAME)                                                                   \
-    ACC_MULTIVERSION static void NAME(const int64_t *restrict rp, const int32_t *restrict ci,      \
-                                      const T *restrict av, const T *restrict B, int64_t n,       \
-                                      T *restrict C, int64_t row_begin, int64_t row_end) {         \
-        for (int64_t i = row_begin; i < row_end; i++) {                                            \
-            T *restrict c = C + i * n;                                                             \
-            for (int64_t j = 0; j < n; j++) c[j] = 0;                                              \
-            int64_t p = rp[i];                                                                     \
-            const int64_t end = rp[i + 1];                                                         \
-            for (; p + 4 <= end; p += 4) {                                                         \
-                const T a0 = av[p], a1 = av[p + 1], a2 = av[p + 2], a3 = av[p + 3];                \
-                const T *restrict b0 = B + (int64_t)ci[p] * n;                                     \
-                const T *restrict b1 = B + (int64_t)ci[p + 1] * n;                                 \
-                const T *restrict b2 = B + (int64_t)ci[p + 2] * n;                                 \
-                const T *restrict b3 = B + (int64_t)ci[p + 3] * n;                                 \
-                for (int64_t j = 0; j < n; j++)                                                    \
-                    c[j] = c[j] + a0 * b0[j] + a1 * b1[j] + a2 * b2[j] + a3 * b3[j];               \
-            }                                                                                      \
-            for (; p < end; p++) {                                                                 \
-                const T a = av[p];                                                                 \
-                const T *restrict b = B + (int64_t)ci[p] * n;                                      \
-                for (int64_t j = 0; j < n; j++) c[j] += a * b[j];                                  \
-            }                                                                                      \
-        }                                                                                          \
+#define DEFINE_CSR_ROWS(T, NAME)                                                                             \
+    ACC_MULTIVERSION static void NAME(const int64_t *restrict rp, const int32_t *restrict ci,                \
+                                      const T *restrict av, const T *restrict B, int64_t n, T *restrict C,   \
+                                      int64_t row_begin, int64_t row_end) {                                  \
+        for (int64_t i = row_begin; i < row_end; i++) {                                                      \
+            T *restrict c = C + i * n;                                                                       \
+            for (int64_t j = 0; j < n; j++)                                                                  \
+                c[j] = 0;                                                                                    \
+            int64_t p = rp[i];                                                                               \
+            const int64_t end = rp[i + 1];                                                                   \
+            for (; p + 4 <= end; p += 4) {                                                                   \
+                const T a0 = av[p], a1 = av[p + 1], a2 = av[p + 2], a3 = av[p + 3];                          \
+                const T *restrict b0 = B + (int64_t)ci[p] * n;                                               \
+                const T *restrict b1 = B + (int64_t)ci[p + 1] * n;                                           \
+                const T *restrict b2 = B + (int64_t)ci[p + 2] * n;                                           \
+                const T *restrict b3 = B + (int64_t)ci[p + 3] * n;                                           \
+                for (int64_t j = 0; j < n; j++)                                                              \
+                    c[j] = c[j] + a0 * b0[j] + a1 * b1[j] + a2 * b2[j] + a3 * b3[j];                         \
+            }                                                                                                \
+            for (; p < end; p++) {                                                                           \
+                const T a = av[p];                                                                           \
+                const T *restrict b = B + (int64_t)ci[p] * n;                                                \
+                for (int64_t j = 0; j < n; j++)                                                              \
+                    c[j] += a * b[j];                                                                        \
+            }                                                                                                \
+        }                                                                                                    \
     }
 
 DEFINE_CSR_ROWS(float, csr_rows_f32)

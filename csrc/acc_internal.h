@@ -25,10 +25,10 @@ void acc_set_alloc_countdown(long countdown);
 
 /* Runs `call`; on a negative status stores it in `status` and jumps to the
  * function's single cleanup label `done`. */
-#define ACC_CHECK(call)                                                                            \
-    do {                                                                                           \
-        status = (call);                                                                           \
-        if (status != ACC_SUCCESS) goto done;                                                      \
+#define ACC_CHECK(call)                                                                                      \
+    do {                                                                                                     \
+        status = (call);                                                                                     \
+        if (status != ACC_SUCCESS) goto done;                                                                \
     } while (0)
 
 static inline int acc_num_threads(void) {
@@ -58,9 +58,7 @@ static inline size_t acc_dtype_size(acc_dtype dtype) {
     return dtype == ACC_FLOAT64 ? sizeof(double) : sizeof(float);
 }
 
-static inline int acc_dtype_valid(acc_dtype dtype) {
-    return dtype == ACC_FLOAT32 || dtype == ACC_FLOAT64;
-}
+static inline int acc_dtype_valid(acc_dtype dtype) { return dtype == ACC_FLOAT32 || dtype == ACC_FLOAT64; }
 
 /* Transposed pattern of a CSR (rows of each column, ascending).
  *   col_offsets[k+1] int64, rows[nnz] int32 (needs m <= INT32_MAX). */

@@ -17,7 +17,8 @@ acc_status acc_order_by_length(const int64_t *offsets, int64_t n, int ascending,
         const int64_t len = offsets[i + 1] - offsets[i];
         start[(ascending ? len : maxlen - len) + 1]++;
     }
-    for (int64_t b = 0; b <= maxlen; b++) start[b + 1] += start[b];
+    for (int64_t b = 0; b <= maxlen; b++)
+        start[b + 1] += start[b];
     for (int64_t i = 0; i < n; i++) {
         const int64_t len = offsets[i + 1] - offsets[i];
         order[start[ascending ? len : maxlen - len]++] = i;

@@ -103,16 +103,19 @@ static inline int32_t find_root(int32_t *dest, int32_t x) {
 /* Merges row i of A with column i of A (the transposed pattern) without
  * the diagonal; counts when out == NULL, else writes the targets.
  * Returns the number of entries. */
-static int64_t sym_row(const acc_csr *A, const int64_t *col_offsets, const int32_t *col_rows,
-                       int64_t i, edge *out) {
+static int64_t sym_row(const acc_csr *A, const int64_t *col_offsets, const int32_t *col_rows, int64_t i,
+                       edge *out) {
     const int32_t *ci = A->column_indices;
     int64_t p = A->row_offsets[i], q = col_offsets[i], cnt = 0;
     const int64_t pe = A->row_offsets[i + 1], qe = col_offsets[i + 1];
     while (p < pe || q < qe) {
         int64_t c;
-        if (q >= qe || (p < pe && ci[p] < col_rows[q])) c = ci[p++];
-        else if (p >= pe || col_rows[q] < ci[p]) c = col_rows[q++];
-        else c = ci[p++], q++;
+        if (q >= qe || (p < pe && ci[p] < col_rows[q]))
+            c = ci[p++];
+        else if (p >= pe || col_rows[q] < ci[p])
+            c = col_rows[q++];
+        else
+            c = ci[p++], q++;
         if (c == i) continue;
         if (out) out[cnt] = (edge){(int32_t)c, 1};
         cnt++;
@@ -130,12 +133,16 @@ static acc_status build_graph(const acc_csr *A, const int64_t *col_offsets, cons
     adj_offsets[0] = 0;
     if (square) {
 #pragma omp parallel for schedule(dynamic, 1024)
-        for (int64_t i = 0; i < m; i++) adj_offsets[i + 1] = sym_row(A, col_offsets, col_rows, i, NULL);
+        for (int64_t i = 0; i < m; i++)
+            adj_offsets[i + 1] = sym_row(A, col_offsets, col_rows, i, NULL);
     } else {
-        for (int64_t i = 0; i < m; i++) adj_offsets[i + 1] = rp[i + 1] - rp[i];
-        for (int64_t j = 0; j < A->k; j++) adj_offsets[m + j + 1] = col_offsets[j + 1] - col_offsets[j];
+        for (int64_t i = 0; i < m; i++)
+            adj_offsets[i + 1] = rp[i + 1] - rp[i];
+        for (int64_t j = 0; j < A->k; j++)
+            adj_offsets[m + j + 1] = col_offsets[j + 1] - col_offsets[j];
     }
-    for (int64_t v = 0; v < n; v++) adj_offsets[v + 1] += adj_offsets[v];
+    for (int64_t v = 0; v < n; v++)
+        adj_offsets[v + 1] += adj_offsets[v];
     const int64_t total = adj_offsets[n];
     if (total > INT32_MAX) return ACC_ERR_TOO_LARGE;
     *cap = total + total / 2 + 1024;
@@ -143,7 +150,8 @@ static acc_status build_graph(const acc_csr *A, const int64_t *col_offsets, cons
     if (!e) return ACC_ERR_OUT_OF_MEMORY;
     if (square) {
 #pragma omp parallel for schedule(dynamic, 1024)
-        for (int64_t i = 0; i < m; i++) sym_row(A, col_offsets, col_rows, i, e + adj_offsets[i]);
+        for (int64_t i = 0; i < m; i++)
+            sym_row(A, col_offsets, col_rows, i, e + adj_offsets[i]);
     } else {
         for (int64_t i = 0; i < m; i++)
             for (int64_t p = rp[i]; p < rp[i + 1]; p++)
@@ -170,8 +178,8 @@ typedef struct dendrogram {
 typedef struct edge_store {
     edge *e;
     int64_t cap, used;
-    int64_t *off;              /* [n] start of each vertex's list */
-    int32_t *len, *room;       /* [n] its length and slot size (< 2^31: see the entry checks) */
+    int64_t *off;        /* [n] start of each vertex's list */
+    int32_t *len, *room; /* [n] its length and slot size (< 2^31: see the entry checks) */
 } edge_store;
 
 /* Appends the stored list of x (targets mapped to their roots, v's own
@@ -216,9 +224,9 @@ static acc_status store_reserve(edge_store *S, int64_t n, const dendrogram *D, c
     return ACC_SUCCESS;
 }
 
-static acc_status build_dendrogram(int64_t n, const int64_t *adj_offsets, edge **edges_io,
-                                   int64_t cap, const int64_t *visit, double max_strength,
-                                   dendrogram *D, int64_t *progress, int64_t progress_total) {
+static acc_status build_dendrogram(int64_t n, const int64_t *adj_offsets, edge **edges_io, int64_t cap,
+                                   const int64_t *visit, double max_strength, dendrogram *D,
+                                   int64_t *progress, int64_t progress_total) {
     acc_status status = ACC_SUCCESS;
     const double E = (double)adj_offsets[n];
     edge_store S = {*edges_io, cap, adj_offsets[n], NULL, NULL, NULL};
@@ -277,8 +285,10 @@ static acc_status build_dendrogram(int64_t n, const int64_t *adj_offsets, edge *
             D->dest[v] = best;
             D->parent[v] = best;
             strength[best] += strength[v];
-            if (D->last_child[best] < 0) D->first_child[best] = v;
-            else D->next_sib[D->last_child[best]] = v;
+            if (D->last_child[best] < 0)
+                D->first_child[best] = v;
+            else
+                D->next_sib[D->last_child[best]] = v;
             D->last_child[best] = v;
         }
     }
@@ -307,7 +317,8 @@ static void dendrogram_dfs(int64_t n, const dendrogram *D, int32_t *stack, int32
             order[pos++] = x;
             /* children pushed in merge order pop in reverse merge order:
              * the community merged last (the strongest link) comes first */
-            for (int32_t c = D->first_child[x]; c >= 0; c = D->next_sib[c]) stack[top++] = c;
+            for (int32_t c = D->first_child[x]; c >= 0; c = D->next_sib[c])
+                stack[top++] = c;
         }
     }
 }
@@ -319,18 +330,18 @@ static void dendrogram_dfs(int64_t n, const dendrogram *D, int32_t *stack, int32
  * first-use order.  Work arrays are sized for the largest chunk and reused. */
 typedef struct walk {
     int64_t R, kc, nnz;
-    int64_t *row_offsets;  /* [R+1] */
-    int32_t *cols;         /* [nnz] local column ids */
-    int64_t *col_offsets;  /* [kc+1] transposed pattern */
-    int32_t *col_rows;     /* [nnz] rows of each column; live prefix per column */
-    int64_t *live;         /* [kc] live rows of each column */
-    int64_t *col_stamp;    /* [kc] window that last added the column */
-    int32_t *cnt;          /* [R] columns shared with the current window */
-    int32_t *touched;      /* [R] rows with cnt > 0 (some may be placed) */
+    int64_t *row_offsets; /* [R+1] */
+    int32_t *cols;        /* [nnz] local column ids */
+    int64_t *col_offsets; /* [kc+1] transposed pattern */
+    int32_t *col_rows;    /* [nnz] rows of each column; live prefix per column */
+    int64_t *live;        /* [kc] live rows of each column */
+    int64_t *col_stamp;   /* [kc] window that last added the column */
+    int32_t *cnt;         /* [R] columns shared with the current window */
+    int32_t *touched;     /* [R] rows with cnt > 0 (some may be placed) */
     int64_t ntouched;
-    uint8_t *placed;       /* [R] */
-    int32_t *comm;         /* [R] community of each row */
-    int32_t *colmap;       /* [k] global -> local column, -1 when unused */
+    uint8_t *placed; /* [R] */
+    int32_t *comm;   /* [R] community of each row */
+    int32_t *colmap; /* [k] global -> local column, -1 when unused */
     /* bucket queue over counts: an entry (row r in bucket c) is valid while
      * r is unplaced and cnt[r] == c; stale entries are dropped when met */
     int32_t *head, *tail;  /* [max_len+1] first/last entry, -1 empty */
@@ -380,12 +391,14 @@ static acc_status walk_alloc(walk *W, int64_t R, int64_t nnz, int64_t k, int64_t
     W->qcap = 4096;
     W->next = acc_malloc((size_t)W->qcap, sizeof(int32_t));
     W->entry = acc_malloc((size_t)W->qcap, sizeof(int32_t));
-    if (!W->row_offsets || !W->cols || !W->col_offsets || !W->col_rows || !W->live ||
-        !W->col_stamp || !W->cnt || !W->touched || !W->placed || !W->comm || !W->colmap ||
-        !W->head || !W->tail || !W->next || !W->entry)
+    if (!W->row_offsets || !W->cols || !W->col_offsets || !W->col_rows || !W->live || !W->col_stamp ||
+        !W->cnt || !W->touched || !W->placed || !W->comm || !W->colmap || !W->head || !W->tail || !W->next ||
+        !W->entry)
         return ACC_ERR_OUT_OF_MEMORY;
-    for (int64_t j = 0; j < k; j++) W->colmap[j] = -1;
-    for (int64_t c = 0; c <= max_len; c++) W->head[c] = W->tail[c] = -1;
+    for (int64_t j = 0; j < k; j++)
+        W->colmap[j] = -1;
+    for (int64_t c = 0; c <= max_len; c++)
+        W->head[c] = W->tail[c] = -1;
     W->top = W->max_used = 0;
     return ACC_SUCCESS;
 }
@@ -411,8 +424,10 @@ static acc_status bucket_push(walk *W, int32_t r, int64_t c) {
     const int32_t e = (int32_t)W->qn++;
     W->entry[e] = r;
     W->next[e] = -1;
-    if (W->tail[c] < 0) W->head[c] = e;
-    else W->next[W->tail[c]] = e;
+    if (W->tail[c] < 0)
+        W->head[c] = e;
+    else
+        W->next[W->tail[c]] = e;
     W->tail[c] = e;
     if (c > W->top) W->top = c;
     if (c > W->max_used) W->max_used = c;
@@ -430,7 +445,8 @@ static int32_t best_candidate(walk *W, int community, int32_t cur_comm) {
     while (W->top > 0) {
         const int64_t c = W->top;
         int32_t e = W->head[c];
-        while (e >= 0 && !entry_valid(W, e, c)) e = W->next[e];
+        while (e >= 0 && !entry_valid(W, e, c))
+            e = W->next[e];
         W->head[c] = e;
         if (e < 0) {
             W->tail[c] = -1;
@@ -479,9 +495,11 @@ static acc_status window_add(walk *W, int64_t u, int64_t window, int64_t max_sca
 
 /* Clears the window's counts and queue. */
 static void window_reset(walk *W) {
-    for (int64_t t = 0; t < W->ntouched; t++) W->cnt[W->touched[t]] = 0;
+    for (int64_t t = 0; t < W->ntouched; t++)
+        W->cnt[W->touched[t]] = 0;
     W->ntouched = 0;
-    for (int64_t c = 0; c <= W->max_used; c++) W->head[c] = W->tail[c] = -1;
+    for (int64_t c = 0; c <= W->max_used; c++)
+        W->head[c] = W->tail[c] = -1;
     W->top = W->max_used = W->qn = 0;
 }
 
@@ -525,7 +543,8 @@ static acc_status walk_order(walk *W, const acc_affinity_params *params, int32_t
     for (int64_t pos = 0; pos < W->R; pos++) {
         int32_t u = pos > 0 ? best_candidate(W, params->community, cur_comm) : -1;
         if (u < 0) {
-            while (W->placed[cursor]) cursor++;
+            while (W->placed[cursor])
+                cursor++;
             u = (int32_t)cursor;
         }
         local[pos] = u;
@@ -545,7 +564,7 @@ static acc_status order_rows(const acc_csr *A, const int32_t *dfs, int64_t n, co
     const int64_t m = A->m, *rp = A->row_offsets;
     acc_status status = ACC_SUCCESS;
     int64_t nchunks = 0, R = 0, max_rows = 0, max_nnz = 0, max_len = 0, done_rows = 0;
-    int32_t *seq = acc_malloc((size_t)m, sizeof(int32_t));       /* nonempty rows, dfs order */
+    int32_t *seq = acc_malloc((size_t)m, sizeof(int32_t));        /* nonempty rows, dfs order */
     int64_t *bounds = acc_malloc((size_t)m + 2, sizeof(int64_t)); /* chunk starts in seq */
     int32_t *local = acc_malloc((size_t)m, sizeof(int32_t));
     const int nthreads = acc_num_threads();
@@ -557,7 +576,8 @@ static acc_status order_rows(const acc_csr *A, const int32_t *dfs, int64_t n, co
         acc_free(walks);
         return ACC_ERR_OUT_OF_MEMORY;
     }
-    for (int t = 0; t < nthreads; t++) memset(&walks[t], 0, sizeof(walk));
+    for (int t = 0; t < nthreads; t++)
+        memset(&walks[t], 0, sizeof(walk));
     for (int64_t p = 0, acc = 0; p < n; p++) {
         const int32_t r = dfs[p];
         if (r >= m || rp[r + 1] == rp[r]) continue;
@@ -573,7 +593,8 @@ static acc_status order_rows(const acc_csr *A, const int32_t *dfs, int64_t n, co
     for (int64_t c = 0; c < nchunks; c++) {
         const int64_t rows = bounds[c + 1] - bounds[c];
         int64_t nz = 0;
-        for (int64_t i = bounds[c]; i < bounds[c + 1]; i++) nz += rp[seq[i] + 1] - rp[seq[i]];
+        for (int64_t i = bounds[c]; i < bounds[c + 1]; i++)
+            nz += rp[seq[i] + 1] - rp[seq[i]];
         if (rows > max_rows) max_rows = rows;
         if (nz > max_nnz) max_nnz = nz;
     }
@@ -589,7 +610,8 @@ static acc_status order_rows(const acc_csr *A, const int32_t *dfs, int64_t n, co
             walk_load(&walks[t], A, seq + b, rows, comm);
             st = walk_order(&walks[t], params, local + b);
             if (st != ACC_SUCCESS) continue;
-            for (int64_t i = 0; i < rows; i++) perm[b + i] = seq[b + local[b + i]];
+            for (int64_t i = 0; i < rows; i++)
+                perm[b + i] = seq[b + local[b + i]];
 #pragma omp atomic
             done_rows += rows;
             if (t == 0) acc_progress_set(progress, progress_base + done_rows, progress_total);
@@ -599,7 +621,8 @@ static acc_status order_rows(const acc_csr *A, const int32_t *dfs, int64_t n, co
             status = st;
         }
     }
-    for (int t = 0; t < nthreads; t++) walk_free(&walks[t]);
+    for (int t = 0; t < nthreads; t++)
+        walk_free(&walks[t]);
     int64_t pos = R;
     for (int64_t i = 0; i < m; i++)
         if (rp[i + 1] == rp[i]) perm[pos++] = i; /* empty rows go last */
@@ -610,8 +633,8 @@ static acc_status order_rows(const acc_csr *A, const int32_t *dfs, int64_t n, co
     return status;
 }
 
-acc_status acc_reorder_affinity(const acc_csr *A, const acc_affinity_params *params,
-                                int64_t *perm, int64_t *progress) {
+acc_status acc_reorder_affinity(const acc_csr *A, const acc_affinity_params *params, int64_t *perm,
+                                int64_t *progress) {
     if (!A || !params || !perm || A->m < 0 || A->k < 0 || !A->row_offsets || params->max_scan <= 0 ||
         params->chunk_nnz <= 0 || !(params->max_community > 0.0) ||
         (params->community != ACC_COMMUNITY_IGNORE && params->community != ACC_COMMUNITY_TIE))
@@ -634,8 +657,8 @@ acc_status acc_reorder_affinity(const acc_csr *A, const acc_affinity_params *par
     D.first_child = acc_malloc((size_t)n, sizeof(int32_t));
     D.last_child = acc_malloc((size_t)n, sizeof(int32_t));
     D.next_sib = acc_malloc((size_t)n, sizeof(int32_t));
-    if (!adj_offsets || !visit || !dfs || !comm || !col_offsets || !col_rows || !D.dest ||
-        !D.parent || !D.first_child || !D.last_child || !D.next_sib) {
+    if (!adj_offsets || !visit || !dfs || !comm || !col_offsets || !col_rows || !D.dest || !D.parent ||
+        !D.first_child || !D.last_child || !D.next_sib) {
         status = ACC_ERR_OUT_OF_MEMORY;
         goto done;
     }
@@ -649,11 +672,12 @@ acc_status acc_reorder_affinity(const acc_csr *A, const acc_affinity_params *par
         const double avg_degree = n > 0 ? (double)adj_offsets[n] / (double)n : 0.0;
         const double max_strength = params->max_community * (avg_degree > 1.0 ? avg_degree : 1.0);
         ACC_CHECK(acc_order_by_length(adj_offsets, n, 1, params->seed, visit));
-        ACC_CHECK(build_dendrogram(n, adj_offsets, &edges, cap, visit, max_strength, &D, progress,
-                                   total_work));
+        ACC_CHECK(
+            build_dendrogram(n, adj_offsets, &edges, cap, visit, max_strength, &D, progress, total_work));
     }
     dendrogram_dfs(n, &D, comm /* stack */, dfs);
-    for (int64_t v = 0; v < n; v++) comm[v] = find_root(D.dest, (int32_t)v);
+    for (int64_t v = 0; v < n; v++)
+        comm[v] = find_root(D.dest, (int32_t)v);
 
     /* Step II */
     acc_free(col_offsets); /* step II builds each chunk's own transposed pattern */

@@ -76,7 +76,8 @@ static acc_status row_blocks(const acc_csr *A, int64_t bw, int64_t *rb_offsets, 
         }
         rb_offsets[i + 1] = cnt;
     }
-    for (int64_t i = 0; i < m; i++) rb_offsets[i + 1] += rb_offsets[i];
+    for (int64_t i = 0; i < m; i++)
+        rb_offsets[i + 1] += rb_offsets[i];
     int32_t *rb = acc_malloc((size_t)rb_offsets[m], sizeof(int32_t));
     if (!rb) return ACC_ERR_OUT_OF_MEMORY;
 #pragma omp parallel for schedule(dynamic, 1024)
@@ -94,9 +95,8 @@ static acc_status row_blocks(const acc_csr *A, int64_t bw, int64_t *rb_offsets, 
 
 acc_status acc_reorder_jaccard(const acc_csr *A, const acc_jaccard_params *params, int64_t *perm,
                                int64_t *progress) {
-    if (!A || !params || !perm || A->m < 0 || A->k < 0 || !A->row_offsets ||
-        params->block_width < 1 || params->max_candidates <= 0 || !(params->tau >= 0.0) ||
-        !(params->tau <= 1.0))
+    if (!A || !params || !perm || A->m < 0 || A->k < 0 || !A->row_offsets || params->block_width < 1 ||
+        params->max_candidates <= 0 || !(params->tau >= 0.0) || !(params->tau <= 1.0))
         return ACC_ERR_INVALID_ARGUMENT;
     const int64_t m = A->m, nb = (A->k + params->block_width - 1) / params->block_width;
     if (m >= INT32_MAX) return ACC_ERR_TOO_LARGE;
@@ -115,8 +115,7 @@ acc_status acc_reorder_jaccard(const acc_csr *A, const acc_jaccard_params *param
     int64_t *in_p = acc_malloc((size_t)nb, sizeof(int64_t)); /* cluster whose P holds the block */
     h.a = acc_malloc((size_t)m, sizeof(int64_t));
     int32_t *blk_rows = NULL;
-    if (!rb_offsets || !order || !pos_of || !seen || !done_row || !blk_offsets || !live || !in_p ||
-        !h.a) {
+    if (!rb_offsets || !order || !pos_of || !seen || !done_row || !blk_offsets || !live || !in_p || !h.a) {
         status = ACC_ERR_OUT_OF_MEMORY;
         goto done;
     }
@@ -142,7 +141,8 @@ acc_status acc_reorder_jaccard(const acc_csr *A, const acc_jaccard_params *param
         done_row[i] = rb_offsets[i + 1] == rb_offsets[i]; /* empty rows go last */
     }
     if (params->seed != 0) acc_shuffle_i64(order, m, params->seed);
-    for (int64_t p = 0; p < m; p++) pos_of[order[p]] = p;
+    for (int64_t p = 0; p < m; p++)
+        pos_of[order[p]] = p;
 
     int64_t out = 0;
     for (int64_t sp = 0; sp < m; sp++) {
@@ -185,7 +185,8 @@ acc_status acc_reorder_jaccard(const acc_csr *A, const acc_jaccard_params *param
                 examined++;
                 int64_t inter = 0;
                 const int64_t len = rb_offsets[c + 1] - rb_offsets[c];
-                for (int64_t q = rb_offsets[c]; q < rb_offsets[c + 1]; q++) inter += in_p[rb[q]] == cluster;
+                for (int64_t q = rb_offsets[c]; q < rb_offsets[c + 1]; q++)
+                    inter += in_p[rb[q]] == cluster;
                 const double dist = 1.0 - (double)inter / (double)(p_size + len - inter);
                 if (inter > 0 && dist <= tau) {
                     r = c;

@@ -25,7 +25,8 @@ static inline void swap_u64(uint64_t *a, uint64_t *b) {
 
 void acc_sort_u64(uint64_t *a, int64_t n) {
     int sorted = 1;
-    for (int64_t i = 1; i < n && sorted; i++) sorted = a[i - 1] <= a[i];
+    for (int64_t i = 1; i < n && sorted; i++)
+        sorted = a[i - 1] <= a[i];
     if (sorted) return;
     while (n > 24) {
         int64_t mid = n / 2;
@@ -35,8 +36,10 @@ void acc_sort_u64(uint64_t *a, int64_t n) {
         uint64_t pivot = a[mid];
         int64_t i = 0, j = n - 1;
         while (i <= j) {
-            while (a[i] < pivot) i++;
-            while (a[j] > pivot) j--;
+            while (a[i] < pivot)
+                i++;
+            while (a[j] > pivot)
+                j--;
             if (i <= j) {
                 swap_u64(&a[i], &a[j]);
                 i++;

@@ -134,8 +134,8 @@ acc_status acc_indices_narrow(const int64_t *in, int64_t n, int64_t k, int32_t *
  *   out_row_offsets[m+1], out_column_indices[nnz], out_values[nnz] (A.dtype)
  *   nnz_out   out: entries of the canonical copy (<= nnz); the arrays'
  *             first nnz_out entries hold it. */
-acc_status acc_csr_canonicalize(const acc_csr *A, int64_t *out_row_offsets,
-                                int32_t *out_column_indices, void *out_values, int64_t *nnz_out);
+acc_status acc_csr_canonicalize(const acc_csr *A, int64_t *out_row_offsets, int32_t *out_column_indices,
+                                void *out_values, int64_t *nnz_out);
 
 /* Checks that perm[m] is a permutation of [0, m). */
 acc_status acc_perm_check(const int64_t *perm, int64_t m);
@@ -163,8 +163,8 @@ acc_status acc_bittcf_count(const acc_csr *A, const int64_t *perm, int64_t *wind
  *   block_cols[8*nblocks], block_mask[nblocks],
  *   block_value_offsets[nblocks+1], values[nnz] (A.dtype)  out */
 acc_status acc_bittcf_fill(const acc_csr *A, const int64_t *perm, const int64_t *window_offsets,
-                           int32_t *block_cols, uint64_t *block_mask,
-                           int64_t *block_value_offsets, void *values);
+                           int32_t *block_cols, uint64_t *block_mask, int64_t *block_value_offsets,
+                           void *values);
 
 /* Computes the statistics of a BitTCF (block arrays may be NULL except
  * window_offsets and block_value_offsets). */
@@ -214,8 +214,8 @@ typedef struct acc_affinity_params {
  * the algorithm, graph definition and complexity are in
  * acc_reorder_affinity.c.  Needs m + k < 2^31 (rectangular) or m < 2^31,
  * and 2 * nnz < 2^31 (ACC_ERR_TOO_LARGE otherwise). */
-acc_status acc_reorder_affinity(const acc_csr *A, const acc_affinity_params *params,
-                                int64_t *perm, int64_t *progress);
+acc_status acc_reorder_affinity(const acc_csr *A, const acc_affinity_params *params, int64_t *perm,
+                                int64_t *progress);
 
 /* Parameters of the Jaccard row clustering (SMaT / Sylos Labini et al.). */
 typedef struct acc_jaccard_params {

@@ -26,8 +26,8 @@ static void csr_args_release(csr_args *a) {
 }
 
 /* indptr int64 [m+1], indices int32 [*], data float32/64 [*] or None. */
-static int csr_args_parse(csr_args *a, Py_ssize_t m, Py_ssize_t k, PyObject *indptr,
-                          PyObject *indices, PyObject *data) {
+static int csr_args_parse(csr_args *a, Py_ssize_t m, Py_ssize_t k, PyObject *indptr, PyObject *indices,
+                          PyObject *data) {
     memset(a, 0, sizeof(*a));
     if (m < 0 || k < 0) {
         PyErr_SetString(PyExc_ValueError, "matrix dimensions must be non-negative");
@@ -79,8 +79,7 @@ static PyObject *py_csr_check(PyObject *self, PyObject *args) {
     if (csr_args_parse(&a, m, k, indptr, indices, NULL) < 0) goto fail;
     acc_status st;
     Py_BEGIN_ALLOW_THREADS st = acc_csr_check(&a.view, &canonical);
-    Py_END_ALLOW_THREADS
-    if (st != ACC_SUCCESS) {
+    Py_END_ALLOW_THREADS if (st != ACC_SUCCESS) {
         acc_py_raise(st, "invalid CSR matrix");
         goto fail;
     }
@@ -106,8 +105,7 @@ static PyObject *py_narrow_indices(PyObject *self, PyObject *args) {
     }
     acc_status st;
     Py_BEGIN_ALLOW_THREADS st = acc_indices_narrow(PyArray_DATA(in), n, k, PyArray_DATA(out));
-    Py_END_ALLOW_THREADS
-    Py_DECREF(in);
+    Py_END_ALLOW_THREADS Py_DECREF(in);
     if (st != ACC_SUCCESS) {
         Py_DECREF(out);
         return acc_py_raise(st, "invalid CSR matrix");
@@ -134,10 +132,9 @@ static PyObject *py_csr_canonicalize(PyObject *self, PyObject *args) {
     if (!rp || !ci || !vals) goto fail;
     int64_t nnz_out = 0;
     acc_status st;
-    Py_BEGIN_ALLOW_THREADS st = acc_csr_canonicalize(&a.view, PyArray_DATA(rp), PyArray_DATA(ci),
-                                                     PyArray_DATA(vals), &nnz_out);
-    Py_END_ALLOW_THREADS
-    if (st != ACC_SUCCESS) {
+    Py_BEGIN_ALLOW_THREADS st =
+        acc_csr_canonicalize(&a.view, PyArray_DATA(rp), PyArray_DATA(ci), PyArray_DATA(vals), &nnz_out);
+    Py_END_ALLOW_THREADS if (st != ACC_SUCCESS) {
         acc_py_raise(st, "cannot canonicalize CSR matrix");
         goto fail;
     }
@@ -161,8 +158,7 @@ static PyObject *py_perm_check(PyObject *self, PyObject *args) {
     if (!perm) return NULL;
     acc_status st;
     Py_BEGIN_ALLOW_THREADS st = acc_perm_check(PyArray_DATA(perm), m);
-    Py_END_ALLOW_THREADS
-    Py_DECREF(perm);
+    Py_END_ALLOW_THREADS Py_DECREF(perm);
     if (st != ACC_SUCCESS) return acc_py_raise(st, "invalid row permutation");
     Py_RETURN_NONE;
 }
@@ -188,8 +184,7 @@ static PyObject *py_csr_spmm(PyObject *self, PyObject *args) {
     PyArrayObject *B = NULL, *C = NULL;
     csr_args a;
     (void)self;
-    if (!PyArg_ParseTuple(args, "nnOOOOO", &m, &k, &indptr, &indices, &data, &Bobj, &Cobj))
-        return NULL;
+    if (!PyArg_ParseTuple(args, "nnOOOOO", &m, &k, &indptr, &indices, &data, &Bobj, &Cobj)) return NULL;
     if (csr_args_parse(&a, m, k, indptr, indices, data) < 0) goto fail;
     if (!a.data) {
         PyErr_SetString(PyExc_TypeError, "data is required");
@@ -199,8 +194,7 @@ static PyObject *py_csr_spmm(PyObject *self, PyObject *args) {
     acc_status st = ACC_SUCCESS;
     Py_BEGIN_ALLOW_THREADS st = acc_csr_check(&a.view, NULL);
     if (st == ACC_SUCCESS) st = acc_csr_spmm(&a.view, PyArray_DATA(B), PyArray_DIM(B, 1), PyArray_DATA(C));
-    Py_END_ALLOW_THREADS
-    if (st != ACC_SUCCESS) {
+    Py_END_ALLOW_THREADS if (st != ACC_SUCCESS) {
         acc_py_raise(st, "CSR SpMM failed");
         goto fail;
     }
@@ -238,8 +232,7 @@ static PyObject *py_bittcf_build(PyObject *self, PyObject *args) {
     if (st == ACC_SUCCESS) st = canonical ? ACC_SUCCESS : ACC_ERR_NOT_CANONICAL;
     if (st == ACC_SUCCESS) st = acc_perm_check(PyArray_DATA(perm), m);
     if (st == ACC_SUCCESS) st = acc_bittcf_count(&a.view, PyArray_DATA(perm), PyArray_DATA(wo));
-    Py_END_ALLOW_THREADS
-    if (st != ACC_SUCCESS) {
+    Py_END_ALLOW_THREADS if (st != ACC_SUCCESS) {
         acc_py_raise(st, "cannot build BitTCF");
         goto fail;
     }
@@ -250,18 +243,17 @@ static PyObject *py_bittcf_build(PyObject *self, PyObject *args) {
     vo = (PyArrayObject *)PyArray_SimpleNew(1, &nb1, NPY_INT64);
     vals = (PyArrayObject *)PyArray_SimpleNew(1, &nnz, acc_py_npy_type(a.view.dtype));
     if (!cols || !mask || !vo || !vals) goto fail;
-    Py_BEGIN_ALLOW_THREADS st = acc_bittcf_fill(&a.view, PyArray_DATA(perm), PyArray_DATA(wo),
-                                                PyArray_DATA(cols), PyArray_DATA(mask),
-                                                PyArray_DATA(vo), PyArray_DATA(vals));
-    Py_END_ALLOW_THREADS
-    if (st != ACC_SUCCESS) {
+    Py_BEGIN_ALLOW_THREADS st =
+        acc_bittcf_fill(&a.view, PyArray_DATA(perm), PyArray_DATA(wo), PyArray_DATA(cols), PyArray_DATA(mask),
+                        PyArray_DATA(vo), PyArray_DATA(vals));
+    Py_END_ALLOW_THREADS if (st != ACC_SUCCESS) {
         acc_py_raise(st, "cannot build BitTCF");
         goto fail;
     }
     Py_DECREF(perm);
     csr_args_release(&a);
-    return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N}", "window_offsets", wo, "block_cols", cols,
-                         "block_mask", mask, "block_value_offsets", vo, "values", vals);
+    return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N}", "window_offsets", wo, "block_cols", cols, "block_mask",
+                         mask, "block_value_offsets", vo, "values", vals);
 fail:
     Py_XDECREF(perm);
     Py_XDECREF(wo);
@@ -282,14 +274,14 @@ typedef struct bittcf_args {
 } bittcf_args;
 
 static void bittcf_args_release(bittcf_args *a) {
-    for (int i = 0; i < BITTCF_NARRAYS; i++) Py_XDECREF(a->arr[i]);
+    for (int i = 0; i < BITTCF_NARRAYS; i++)
+        Py_XDECREF(a->arr[i]);
 }
 
 static int bittcf_args_parse(bittcf_args *a, PyObject *fmt) {
     static const char *names[BITTCF_NARRAYS] = {"perm",       "window_offsets",      "block_cols",
                                                 "block_mask", "block_value_offsets", "values"};
-    static const int types[BITTCF_NARRAYS] = {NPY_INT64,  NPY_INT64, NPY_INT32,
-                                              NPY_UINT64, NPY_INT64, -1};
+    static const int types[BITTCF_NARRAYS] = {NPY_INT64, NPY_INT64, NPY_INT32, NPY_UINT64, NPY_INT64, -1};
     memset(a, 0, sizeof(*a));
     PyObject *shape = PyObject_GetAttrString(fmt, "shape");
     if (!shape) return -1;
@@ -323,8 +315,8 @@ static int bittcf_args_parse(bittcf_args *a, PyObject *fmt) {
     a->view.num_blocks = nb;
     a->view.nnz = PyArray_DIM(a->arr[5], 0);
     if (m < 0 || k < 0 || PyArray_DIM(a->arr[0], 0) != m ||
-        PyArray_DIM(a->arr[1], 0) != a->view.num_windows + 1 ||
-        PyArray_DIM(a->arr[2], 0) != nb * ACC_TILE || PyArray_DIM(a->arr[4], 0) != nb + 1) {
+        PyArray_DIM(a->arr[1], 0) != a->view.num_windows + 1 || PyArray_DIM(a->arr[2], 0) != nb * ACC_TILE ||
+        PyArray_DIM(a->arr[4], 0) != nb + 1) {
         PyErr_SetString(PyExc_ValueError, "BitTCF arrays have inconsistent lengths");
         return -1;
     }
@@ -333,14 +325,13 @@ static int bittcf_args_parse(bittcf_args *a, PyObject *fmt) {
 
 /* The Python dict of a BitTCF's statistics. */
 static PyObject *stats_dict(const acc_bittcf_stats *s) {
-    return Py_BuildValue("{s:L,s:L,s:L,s:d,s:d,s:L,s:d,s:d,s:L,s:L}", "tc_blocks",
-                         (long long)s->num_blocks, "windows", (long long)s->num_windows,
-                         "empty_windows", (long long)s->empty_windows, "mean_nnz_tc",
-                         s->mean_nnz_per_block, "blocks_per_window_mean", s->blocks_per_window_mean,
-                         "blocks_per_window_max", (long long)s->blocks_per_window_max,
-                         "blocks_per_window_std", s->blocks_per_window_std, "imbalance_degree",
-                         s->imbalance_degree, "bytes", (long long)s->bytes, "csr_bytes",
-                         (long long)s->csr_bytes);
+    return Py_BuildValue("{s:L,s:L,s:L,s:d,s:d,s:L,s:d,s:d,s:L,s:L}", "tc_blocks", (long long)s->num_blocks,
+                         "windows", (long long)s->num_windows, "empty_windows", (long long)s->empty_windows,
+                         "mean_nnz_tc", s->mean_nnz_per_block, "blocks_per_window_mean",
+                         s->blocks_per_window_mean, "blocks_per_window_max",
+                         (long long)s->blocks_per_window_max, "blocks_per_window_std",
+                         s->blocks_per_window_std, "imbalance_degree", s->imbalance_degree, "bytes",
+                         (long long)s->bytes, "csr_bytes", (long long)s->csr_bytes);
 }
 
 static PyObject *py_bittcf_stats(PyObject *self, PyObject *fmt) {
@@ -369,8 +360,7 @@ static PyObject *py_bittcf_spmm(PyObject *self, PyObject *args) {
     acc_status st;
     Py_BEGIN_ALLOW_THREADS st = acc_bittcf_check(&a.view);
     if (st == ACC_SUCCESS) st = acc_bittcf_spmm(&a.view, PyArray_DATA(B), PyArray_DIM(B, 1), PyArray_DATA(C));
-    Py_END_ALLOW_THREADS
-    if (st != ACC_SUCCESS) {
+    Py_END_ALLOW_THREADS if (st != ACC_SUCCESS) {
         acc_py_raise(st, "BitTCF SpMM failed");
         goto fail;
     }
@@ -387,8 +377,8 @@ fail:
 
 /* Parses (m, k, indptr, indices) of a canonical pattern and an optional
  * writeable int64[2] progress array (None allowed). */
-static int pattern_args(csr_args *a, Py_ssize_t m, Py_ssize_t k, PyObject *indptr,
-                        PyObject *indices, PyObject *progobj, PyArrayObject **progress) {
+static int pattern_args(csr_args *a, Py_ssize_t m, Py_ssize_t k, PyObject *indptr, PyObject *indices,
+                        PyObject *progobj, PyArrayObject **progress) {
     *progress = NULL;
     if (csr_args_parse(a, m, k, indptr, indices, NULL) < 0) return -1;
     if (progobj && progobj != Py_None) {
@@ -398,8 +388,7 @@ static int pattern_args(csr_args *a, Py_ssize_t m, Py_ssize_t k, PyObject *indpt
     int canonical = 0;
     acc_status st;
     Py_BEGIN_ALLOW_THREADS st = acc_csr_check(&a->view, &canonical);
-    Py_END_ALLOW_THREADS
-    if (st == ACC_SUCCESS && !canonical) st = ACC_ERR_NOT_CANONICAL;
+    Py_END_ALLOW_THREADS if (st == ACC_SUCCESS && !canonical) st = ACC_ERR_NOT_CANONICAL;
     if (st != ACC_SUCCESS) {
         acc_py_raise(st, "cannot reorder");
         return -1;
@@ -408,8 +397,7 @@ static int pattern_args(csr_args *a, Py_ssize_t m, Py_ssize_t k, PyObject *indpt
 }
 
 /* Runs one reordering with the GIL released and returns perm. */
-typedef acc_status (*reorder_fn)(const acc_csr *A, const void *params, int64_t *perm,
-                                 int64_t *progress);
+typedef acc_status (*reorder_fn)(const acc_csr *A, const void *params, int64_t *perm, int64_t *progress);
 
 static acc_status run_degree(const acc_csr *A, const void *params, int64_t *perm, int64_t *progress) {
     (void)params;
@@ -434,8 +422,7 @@ static PyObject *reorder_common(Py_ssize_t m, Py_ssize_t k, PyObject *indptr, Py
     acc_status st;
     int64_t *pr = progress ? PyArray_DATA(progress) : NULL;
     Py_BEGIN_ALLOW_THREADS st = fn(&a.view, params, PyArray_DATA(perm), pr);
-    Py_END_ALLOW_THREADS
-    if (st != ACC_SUCCESS) {
+    Py_END_ALLOW_THREADS if (st != ACC_SUCCESS) {
         acc_py_raise(st, "reordering failed");
         goto fail;
     }
@@ -466,8 +453,8 @@ static PyObject *py_reorder_affinity(PyObject *self, PyObject *args) {
     double max_community;
     long long chunk_nnz;
     (void)self;
-    if (!PyArg_ParseTuple(args, "nnOOKLidLO", &m, &k, &indptr, &indices, &seed, &max_scan,
-                          &community, &max_community, &chunk_nnz, &progobj))
+    if (!PyArg_ParseTuple(args, "nnOOKLidLO", &m, &k, &indptr, &indices, &seed, &max_scan, &community,
+                          &max_community, &chunk_nnz, &progobj))
         return NULL;
     const acc_affinity_params p = {seed, max_scan, community, max_community, chunk_nnz};
     return reorder_common(m, k, indptr, indices, progobj, run_affinity, &p);
@@ -512,12 +499,11 @@ static PyObject *py_bittcf_count_stats(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS st = acc_perm_check(PyArray_DATA(perm), m);
     if (st == ACC_SUCCESS) st = acc_bittcf_count(&a.view, PyArray_DATA(perm), wo);
     if (st == ACC_SUCCESS) {
-        const acc_bittcf F = {m, k, W, wo[W], a.view.row_offsets[m], PyArray_DATA(perm), wo,
-                              NULL, NULL, NULL, NULL, f64 ? ACC_FLOAT64 : ACC_FLOAT32};
+        const acc_bittcf F = {m,    k,    W,    wo[W], a.view.row_offsets[m],          PyArray_DATA(perm), wo,
+                              NULL, NULL, NULL, NULL,  f64 ? ACC_FLOAT64 : ACC_FLOAT32};
         st = acc_bittcf_get_stats(&F, &s);
     }
-    Py_END_ALLOW_THREADS
-    free(wo);
+    Py_END_ALLOW_THREADS free(wo);
     if (st != ACC_SUCCESS) {
         acc_py_raise(st, "cannot count TC blocks");
         goto fail;
@@ -557,7 +543,8 @@ static PyMethodDef core_methods[] = {
     {"reorder_degree", py_reorder_degree, METH_VARARGS,
      "reorder_degree(m, k, indptr, indices) -> perm (rows by nnz, descending)"},
     {"reorder_affinity", py_reorder_affinity, METH_VARARGS,
-     "reorder_affinity(m, k, indptr, indices, seed, max_scan, community, max_community, chunk_nnz, progress) -> perm"},
+     "reorder_affinity(m, k, indptr, indices, seed, max_scan, community, max_community, chunk_nnz, progress) "
+     "-> perm"},
     {"reorder_jaccard", py_reorder_jaccard, METH_VARARGS,
      "reorder_jaccard(m, k, indptr, indices, seed, tau, block_width, max_candidates, progress) -> perm"},
     {"bittcf_count_stats", py_bittcf_count_stats, METH_VARARGS,
@@ -565,9 +552,8 @@ static PyMethodDef core_methods[] = {
     {"num_threads", py_num_threads, METH_NOARGS, "OpenMP threads the core uses"},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef core_module = {PyModuleDef_HEAD_INIT, "accspmm._core",
-                                         "accspmm C core (CPU)", -1, core_methods,
-                                         NULL, NULL, NULL, NULL};
+static struct PyModuleDef core_module = {
+    PyModuleDef_HEAD_INIT, "accspmm._core", "accspmm C core (CPU)", -1, core_methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__core(void) {
     import_array();

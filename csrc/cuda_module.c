@@ -18,9 +18,12 @@
 static PyObject *cuda_raise(int st, const char *context, int cusparse) {
     const char *detail = cusparse ? acc_cusparse_last_error() : acc_cuda_last_error();
     PyObject *type = PyExc_RuntimeError;
-    if (st == ACC_ERR_DEVICE_MEMORY || st == ACC_ERR_OUT_OF_MEMORY) type = PyExc_MemoryError;
-    else if (st == ACC_ERR_UNSUPPORTED) type = PyExc_NotImplementedError;
-    else if (st == ACC_ERR_INVALID_ARGUMENT || st == ACC_ERR_TOO_LARGE) type = PyExc_ValueError;
+    if (st == ACC_ERR_DEVICE_MEMORY || st == ACC_ERR_OUT_OF_MEMORY)
+        type = PyExc_MemoryError;
+    else if (st == ACC_ERR_UNSUPPORTED)
+        type = PyExc_NotImplementedError;
+    else if (st == ACC_ERR_INVALID_ARGUMENT || st == ACC_ERR_TOO_LARGE)
+        type = PyExc_ValueError;
     PyErr_Format(type, "%s: %s [%s]", context, acc_status_string(st), detail);
     return NULL;
 }
@@ -32,10 +35,9 @@ static PyObject *py_probe(PyObject *self, PyObject *noargs) {
     (void)self;
     (void)noargs;
     Py_BEGIN_ALLOW_THREADS st = acc_cuda_probe(&drv, &rt, &count);
-    Py_END_ALLOW_THREADS
-    return Py_BuildValue("{s:i,s:i,s:i,s:i,s:s}", "status", st, "driver_version", drv,
-                         "runtime_version", rt, "device_count", count, "message",
-                         st ? acc_cuda_last_error() : "");
+    Py_END_ALLOW_THREADS return Py_BuildValue("{s:i,s:i,s:i,s:i,s:s}", "status", st, "driver_version", drv,
+                                              "runtime_version", rt, "device_count", count, "message",
+                                              st ? acc_cuda_last_error() : "");
 }
 
 static PyObject *py_device_info(PyObject *self, PyObject *args) {
@@ -44,12 +46,10 @@ static PyObject *py_device_info(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "i", &dev)) return NULL;
     Py_BEGIN_ALLOW_THREADS st = acc_cuda_get_device_info(dev, &info);
-    Py_END_ALLOW_THREADS
-    if (st) return cuda_raise(st, "device query failed", 0);
-    return Py_BuildValue("{s:s,s:(ii),s:i,s:i,s:i,s:K,s:K}", "name", info.name,
-                         "compute_capability", info.major, info.minor, "multiprocessors",
-                         info.multiprocessors, "l2_bytes", info.l2_bytes, "max_shared_per_block",
-                         info.max_shared_per_block, "total_memory",
+    Py_END_ALLOW_THREADS if (st) return cuda_raise(st, "device query failed", 0);
+    return Py_BuildValue("{s:s,s:(ii),s:i,s:i,s:i,s:K,s:K}", "name", info.name, "compute_capability",
+                         info.major, info.minor, "multiprocessors", info.multiprocessors, "l2_bytes",
+                         info.l2_bytes, "max_shared_per_block", info.max_shared_per_block, "total_memory",
                          (unsigned long long)info.total_memory, "free_memory",
                          (unsigned long long)info.free_memory);
 }
@@ -79,8 +79,7 @@ static PyObject *py_malloc(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "K", &bytes)) return NULL;
     Py_BEGIN_ALLOW_THREADS st = acc_cuda_malloc(&p, (size_t)bytes);
-    Py_END_ALLOW_THREADS
-    if (st) {
+    Py_END_ALLOW_THREADS if (st) {
         if (st == ACC_ERR_DEVICE_MEMORY) {
             PyErr_Format(PyExc_MemoryError, "out of GPU memory allocating %llu bytes [%s]", bytes,
                          acc_cuda_last_error());
@@ -120,8 +119,7 @@ static PyObject *py_memcpy(PyObject *args, int to_device) {
     int st;
     Py_BEGIN_ALLOW_THREADS st = to_device ? acc_cuda_memcpy_htod(d, PyArray_DATA(h), bytes, stream)
                                           : acc_cuda_memcpy_dtoh(PyArray_DATA(h), d, bytes, stream);
-    Py_END_ALLOW_THREADS
-    if (st) return cuda_raise(st, "memcpy failed", 0);
+    Py_END_ALLOW_THREADS if (st) return cuda_raise(st, "memcpy failed", 0);
     Py_RETURN_NONE;
 }
 static PyObject *py_memcpy_htod(PyObject *self, PyObject *args) {
@@ -164,8 +162,7 @@ static PyObject *py_synchronize(PyObject *self, PyObject *s) {
     if (PyErr_Occurred()) return NULL;
     int st;
     Py_BEGIN_ALLOW_THREADS st = acc_cuda_stream_synchronize(stream);
-    Py_END_ALLOW_THREADS
-    if (st) return cuda_raise(st, "stream synchronize failed", 0);
+    Py_END_ALLOW_THREADS if (st) return cuda_raise(st, "stream synchronize failed", 0);
     Py_RETURN_NONE;
 }
 
@@ -192,8 +189,8 @@ static PyObject *py_cusparse_create(PyObject *self, PyObject *args) {
     PyObject *rp, *ci, *v, *B, *C, *s;
     acc_cusparse_spmm *plan = NULL;
     (void)self;
-    if (!PyArg_ParseTuple(args, "LLLOOOiiLiOOO", &m, &k, &nnz, &rp, &ci, &v, &index_bits, &dtype,
-                          &n, &alg, &B, &C, &s))
+    if (!PyArg_ParseTuple(args, "LLLOOOiiLiOOO", &m, &k, &nnz, &rp, &ci, &v, &index_bits, &dtype, &n, &alg,
+                          &B, &C, &s))
         return NULL;
     void *prp = as_ptr(rp), *pci = as_ptr(ci), *pv = as_ptr(v), *pB = as_ptr(B), *pC = as_ptr(C);
     void *stream = s == Py_None ? NULL : as_ptr(s);
@@ -204,8 +201,7 @@ static PyObject *py_cusparse_create(PyObject *self, PyObject *args) {
     }
     Py_BEGIN_ALLOW_THREADS st = acc_cusparse_spmm_create(&plan, m, k, nnz, prp, pci, pv, index_bits,
                                                          (acc_dtype)dtype, n, alg, pB, pC, stream);
-    Py_END_ALLOW_THREADS
-    if (st) return cuda_raise(st, "cuSPARSE SpMM setup failed", 1);
+    Py_END_ALLOW_THREADS if (st) return cuda_raise(st, "cuSPARSE SpMM setup failed", 1);
     PyObject *cap = PyCapsule_New(plan, CUSPARSE_CAPSULE, cusparse_capsule_free);
     if (!cap) acc_cusparse_spmm_destroy(plan);
     return cap;
@@ -221,8 +217,7 @@ static PyObject *py_cusparse_run(PyObject *self, PyObject *args) {
     void *pB = as_ptr(B), *pC = as_ptr(C), *stream = s == Py_None ? NULL : as_ptr(s);
     if (PyErr_Occurred()) return NULL;
     Py_BEGIN_ALLOW_THREADS st = acc_cusparse_spmm_run(plan, pB, pC, stream);
-    Py_END_ALLOW_THREADS
-    if (st) return cuda_raise(st, "cuSPARSE SpMM failed", 1);
+    Py_END_ALLOW_THREADS if (st) return cuda_raise(st, "cuSPARSE SpMM failed", 1);
     Py_RETURN_NONE;
 }
 
@@ -239,8 +234,8 @@ static int parse_tf32(PyObject *tup, PyObject *vtup, tf32_call *c) {
     acc_tf32_args *a = &c->args;
     acc_tf32_variant *v = &c->variant;
     memset(c, 0, sizeof(*c));
-    if (!PyArg_ParseTuple(tup, "LLLLKKKKKKKLKKKK;tf32 args", &m, &k, &n, &nw, &perm, &wo, &cols, &mask,
-                          &vo, &vals, &tasks, &ntasks, &ws, &cnt, &B, &C))
+    if (!PyArg_ParseTuple(tup, "LLLLKKKKKKKLKKKK;tf32 args", &m, &k, &n, &nw, &perm, &wo, &cols, &mask, &vo,
+                          &vals, &tasks, &ntasks, &ws, &cnt, &B, &C))
         return -1;
     if (!PyArg_ParseTuple(vtup, "iiiii;tf32 variant", &v->slice_s, &v->depth, &v->cache_l1, &v->slice_major,
                           &v->staged))
@@ -274,15 +269,15 @@ static PyObject *py_tf32_spmm(PyObject *self, PyObject *args) {
     void *stream = s == Py_None ? NULL : as_ptr(s);
     if (PyErr_Occurred()) return NULL;
     Py_BEGIN_ALLOW_THREADS st = acc_tf32_spmm(&c.args, &c.variant, stream);
-    Py_END_ALLOW_THREADS
-    if (st) return cuda_raise(st, "TF32 SpMM launch failed", 0);
+    Py_END_ALLOW_THREADS if (st) return cuda_raise(st, "TF32 SpMM launch failed", 0);
     Py_RETURN_NONE;
 }
 
 static PyObject *py_tf32_shared_bytes(PyObject *self, PyObject *vtup) {
     acc_tf32_variant v;
     (void)self;
-    if (!PyArg_ParseTuple(vtup, "iiiii;tf32 variant", &v.slice_s, &v.depth, &v.cache_l1, &v.slice_major, &v.staged))
+    if (!PyArg_ParseTuple(vtup, "iiiii;tf32 variant", &v.slice_s, &v.depth, &v.cache_l1, &v.slice_major,
+                          &v.staged))
         return NULL;
     return PyLong_FromLong(acc_tf32_shared_bytes(&v));
 }
@@ -304,8 +299,8 @@ static int run_cusparse(void *ctx, void *stream) {
 }
 
 /* Times `reps` runs; returns a list of milliseconds. */
-static PyObject *time_runs(acc_run_fn fn, void *ctx, int reps, PyObject *flush, unsigned long long flush_bytes,
-                           PyObject *s, int cusparse) {
+static PyObject *time_runs(acc_run_fn fn, void *ctx, int reps, PyObject *flush,
+                           unsigned long long flush_bytes, PyObject *s, int cusparse) {
     void *d_flush = flush == Py_None ? NULL : as_ptr(flush);
     void *stream = s == Py_None ? NULL : as_ptr(s);
     if (PyErr_Occurred()) return NULL;
@@ -317,13 +312,13 @@ static PyObject *time_runs(acc_run_fn fn, void *ctx, int reps, PyObject *flush, 
     if (!ms) return PyErr_NoMemory();
     int st;
     Py_BEGIN_ALLOW_THREADS st = acc_time_runs(fn, ctx, reps, d_flush, (size_t)flush_bytes, stream, ms);
-    Py_END_ALLOW_THREADS
-    if (st) {
+    Py_END_ALLOW_THREADS if (st) {
         PyMem_Free(ms);
         return cuda_raise(st, "timed run failed", cusparse);
     }
     PyObject *list = PyList_New(reps);
-    for (int i = 0; list && i < reps; i++) PyList_SET_ITEM(list, i, PyFloat_FromDouble(ms[i]));
+    for (int i = 0; list && i < reps; i++)
+        PyList_SET_ITEM(list, i, PyFloat_FromDouble(ms[i]));
     PyMem_Free(ms);
     return list;
 }
@@ -376,9 +371,8 @@ static PyMethodDef cuda_methods[] = {
      "time_cusparse(plan, B, C, reps, flush, flush_bytes, stream) -> [ms]"},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef cuda_module = {PyModuleDef_HEAD_INIT, "accspmm._cuda",
-                                         "accspmm CUDA layer", -1, cuda_methods,
-                                         NULL, NULL, NULL, NULL};
+static struct PyModuleDef cuda_module = {
+    PyModuleDef_HEAD_INIT, "accspmm._cuda", "accspmm CUDA layer", -1, cuda_methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__cuda(void) {
     import_array();

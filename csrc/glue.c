@@ -5,20 +5,28 @@ PyObject *acc_py_raise(int status, const char *context) {
     PyObject *type;
     switch (status) {
     case ACC_ERR_OUT_OF_MEMORY:
-    case ACC_ERR_DEVICE_MEMORY: type = PyExc_MemoryError; break;
+    case ACC_ERR_DEVICE_MEMORY:
+        type = PyExc_MemoryError;
+        break;
     case ACC_ERR_NO_DEVICE:
     case ACC_ERR_CUDA:
     case ACC_ERR_CUSPARSE_LOAD:
-    case ACC_ERR_CUSPARSE: type = PyExc_RuntimeError; break;
-    case ACC_ERR_UNSUPPORTED: type = PyExc_NotImplementedError; break;
-    default: type = PyExc_ValueError; break;
+    case ACC_ERR_CUSPARSE:
+        type = PyExc_RuntimeError;
+        break;
+    case ACC_ERR_UNSUPPORTED:
+        type = PyExc_NotImplementedError;
+        break;
+    default:
+        type = PyExc_ValueError;
+        break;
     }
     PyErr_Format(type, "%s: %s (status %d)", context, acc_status_string(status), status);
     return NULL;
 }
 
-PyArrayObject *acc_py_array(PyObject *obj, int type, int ndim, npy_intp len0, npy_intp len1,
-                            int writeable, const char *name) {
+PyArrayObject *acc_py_array(PyObject *obj, int type, int ndim, npy_intp len0, npy_intp len1, int writeable,
+                            const char *name) {
     if (!PyArray_Check(obj)) {
         PyErr_Format(PyExc_TypeError, "%s must be a numpy.ndarray", name);
         return NULL;
@@ -57,8 +65,11 @@ int acc_py_npy_type(acc_dtype dtype) { return dtype == ACC_FLOAT64 ? NPY_FLOAT64
 
 int acc_py_dtype_of(PyArrayObject *arr) {
     switch (PyArray_TYPE(arr)) {
-    case NPY_FLOAT32: return ACC_FLOAT32;
-    case NPY_FLOAT64: return ACC_FLOAT64;
-    default: return -1;
+    case NPY_FLOAT32:
+        return ACC_FLOAT32;
+    case NPY_FLOAT64:
+        return ACC_FLOAT64;
+    default:
+        return -1;
     }
 }

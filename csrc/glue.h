@@ -27,8 +27,8 @@ PyObject *acc_py_raise(int status, const char *context);
  * `writeable`); otherwise sets TypeError/ValueError naming `name` and
  * returns NULL. len0 >= 0 also requires shape[0] == len0, len1 >= 0
  * shape[1] == len1. */
-PyArrayObject *acc_py_array(PyObject *obj, int type, int ndim, npy_intp len0, npy_intp len1,
-                            int writeable, const char *name);
+PyArrayObject *acc_py_array(PyObject *obj, int type, int ndim, npy_intp len0, npy_intp len1, int writeable,
+                            const char *name);
 
 /* NumPy type number of an acc_dtype, and back (-1 when unsupported). */
 int acc_py_npy_type(acc_dtype dtype);

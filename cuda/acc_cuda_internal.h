@@ -9,10 +9,10 @@
 extern "C" int acc_cuda_status(cudaError_t err, const char *what);
 
 /* Returns the mapped status of a CUDA call from the enclosing function. */
-#define ACC_CUDA_TRY(call)                                                                         \
-    do {                                                                                           \
-        int acc_st_ = acc_cuda_status((call), #call);                                              \
-        if (acc_st_ != ACC_SUCCESS) return acc_st_;                                                \
+#define ACC_CUDA_TRY(call)                                                                                   \
+    do {                                                                                                     \
+        int acc_st_ = acc_cuda_status((call), #call);                                                        \
+        if (acc_st_ != ACC_SUCCESS) return acc_st_;                                                          \
     } while (0)
 
 #endif

@@ -20,10 +20,10 @@ extern "C" {
 
 typedef struct acc_cuda_device_info {
     char name[256];
-    int major, minor;           /* compute capability */
+    int major, minor; /* compute capability */
     int multiprocessors;
     int l2_bytes;
-    int max_shared_per_block;   /* opt-in maximum, bytes */
+    int max_shared_per_block; /* opt-in maximum, bytes */
     size_t total_memory, free_memory;
 } acc_cuda_device_info;
 
@@ -62,9 +62,9 @@ typedef struct acc_cusparse_spmm acc_cusparse_spmm;
  * descriptor shapes; run() rebinds them. ACC_ERR_UNSUPPORTED when cuSPARSE
  * rejects the algorithm for this layout. */
 int acc_cusparse_spmm_create(acc_cusparse_spmm **plan, int64_t m, int64_t k, int64_t nnz,
-                             const void *d_row_offsets, const void *d_column_indices,
-                             const void *d_values, int index_bits, acc_dtype dtype, int64_t n,
-                             int alg, const void *d_B, void *d_C, void *stream);
+                             const void *d_row_offsets, const void *d_column_indices, const void *d_values,
+                             int index_bits, acc_dtype dtype, int64_t n, int alg, const void *d_B, void *d_C,
+                             void *stream);
 int acc_cusparse_spmm_run(acc_cusparse_spmm *plan, const void *d_B, void *d_C, void *stream);
 void acc_cusparse_spmm_destroy(acc_cusparse_spmm *plan);
 

@@ -21,18 +21,18 @@
 
 namespace {
 
-#define ACC_CUSPARSE_FUNCS(X)                                                                      \
-    X(cusparseCreate)                                                                              \
-    X(cusparseDestroy)                                                                             \
-    X(cusparseSetStream)                                                                           \
-    X(cusparseGetErrorString)                                                                      \
-    X(cusparseCreateCsr)                                                                           \
-    X(cusparseDestroySpMat)                                                                        \
-    X(cusparseCreateDnMat)                                                                         \
-    X(cusparseDestroyDnMat)                                                                        \
-    X(cusparseDnMatSetValues)                                                                      \
-    X(cusparseSpMM_bufferSize)                                                                     \
-    X(cusparseSpMM_preprocess)                                                                     \
+#define ACC_CUSPARSE_FUNCS(X)                                                                                \
+    X(cusparseCreate)                                                                                        \
+    X(cusparseDestroy)                                                                                       \
+    X(cusparseSetStream)                                                                                     \
+    X(cusparseGetErrorString)                                                                                \
+    X(cusparseCreateCsr)                                                                                     \
+    X(cusparseDestroySpMat)                                                                                  \
+    X(cusparseCreateDnMat)                                                                                   \
+    X(cusparseDestroyDnMat)                                                                                  \
+    X(cusparseDnMatSetValues)                                                                                \
+    X(cusparseSpMM_bufferSize)                                                                               \
+    X(cusparseSpMM_preprocess)                                                                               \
     X(cusparseSpMM)
 
 struct cusparse_api {
@@ -56,13 +56,13 @@ int cusparse_status(cusparseStatus_t s, const char *what) {
     return ACC_ERR_CUSPARSE;
 }
 
-#define CUSPARSE_TRY(call)                                                                         \
-    do {                                                                                           \
-        st = cusparse_status((call), #call);                                                       \
-        if (st != ACC_SUCCESS) goto fail;                                                          \
+#define CUSPARSE_TRY(call)                                                                                   \
+    do {                                                                                                     \
+        st = cusparse_status((call), #call);                                                                 \
+        if (st != ACC_SUCCESS) goto fail;                                                                    \
     } while (0)
 
-}  // namespace
+} // namespace
 
 struct acc_cusparse_spmm {
     cusparseHandle_t handle = nullptr;
@@ -84,12 +84,12 @@ extern "C" int acc_cusparse_load(const char *path) {
         return ACC_ERR_CUSPARSE_LOAD;
     }
     cusparse_api api;
-#define X(name)                                                                                    \
-    api.name = reinterpret_cast<decltype(&::name)>(dlsym(lib, #name));                             \
-    if (!api.name) {                                                                               \
-        snprintf(g_error, sizeof g_error, "%s: symbol %s missing", path, #name);                   \
-        dlclose(lib);                                                                              \
-        return ACC_ERR_CUSPARSE_LOAD;                                                              \
+#define X(name)                                                                                              \
+    api.name = reinterpret_cast<decltype(&::name)>(dlsym(lib, #name));                                       \
+    if (!api.name) {                                                                                         \
+        snprintf(g_error, sizeof g_error, "%s: symbol %s missing", path, #name);                             \
+        dlclose(lib);                                                                                        \
+        return ACC_ERR_CUSPARSE_LOAD;                                                                        \
     }
     ACC_CUSPARSE_FUNCS(X)
 #undef X
@@ -110,11 +110,10 @@ extern "C" void acc_cusparse_spmm_destroy(acc_cusparse_spmm *p) {
     delete p;
 }
 
-extern "C" int acc_cusparse_spmm_create(acc_cusparse_spmm **plan, int64_t m, int64_t k,
-                                        int64_t nnz, const void *d_row_offsets,
-                                        const void *d_column_indices, const void *d_values,
-                                        int index_bits, acc_dtype dtype, int64_t n, int alg,
-                                        const void *d_B, void *d_C, void *stream) {
+extern "C" int acc_cusparse_spmm_create(acc_cusparse_spmm **plan, int64_t m, int64_t k, int64_t nnz,
+                                        const void *d_row_offsets, const void *d_column_indices,
+                                        const void *d_values, int index_bits, acc_dtype dtype, int64_t n,
+                                        int alg, const void *d_B, void *d_C, void *stream) {
     *plan = nullptr;
     if (!g_lib) return ACC_ERR_CUSPARSE_LOAD;
     if (m < 0 || k < 0 || n <= 0 || nnz < 0 || (index_bits != 32 && index_bits != 64))
@@ -132,22 +131,21 @@ extern "C" int acc_cusparse_spmm_create(acc_cusparse_spmm **plan, int64_t m, int
     CUSPARSE_TRY(g_api.cusparseCreate(&p->handle));
     CUSPARSE_TRY(g_api.cusparseSetStream(p->handle, (cudaStream_t)stream));
     CUSPARSE_TRY(g_api.cusparseCreateCsr(&p->A, m, k, nnz, const_cast<void *>(d_row_offsets),
-                                         const_cast<void *>(d_column_indices),
-                                         const_cast<void *>(d_values), it, it,
-                                         CUSPARSE_INDEX_BASE_ZERO, p->type));
-    CUSPARSE_TRY(g_api.cusparseCreateDnMat(&p->B, k, n, n, const_cast<void *>(d_B), p->type,
-                                           CUSPARSE_ORDER_ROW));
+                                         const_cast<void *>(d_column_indices), const_cast<void *>(d_values),
+                                         it, it, CUSPARSE_INDEX_BASE_ZERO, p->type));
+    CUSPARSE_TRY(
+        g_api.cusparseCreateDnMat(&p->B, k, n, n, const_cast<void *>(d_B), p->type, CUSPARSE_ORDER_ROW));
     CUSPARSE_TRY(g_api.cusparseCreateDnMat(&p->C, m, n, n, d_C, p->type, CUSPARSE_ORDER_ROW));
     CUSPARSE_TRY(g_api.cusparseSpMM_bufferSize(p->handle, CUSPARSE_OPERATION_NON_TRANSPOSE,
-                                               CUSPARSE_OPERATION_NON_TRANSPOSE, alpha, p->A, p->B,
-                                               beta, p->C, p->type, p->alg, &bytes));
+                                               CUSPARSE_OPERATION_NON_TRANSPOSE, alpha, p->A, p->B, beta,
+                                               p->C, p->type, p->alg, &bytes));
     if (bytes > 0) {
         st = acc_cuda_status(cudaMalloc(&p->workspace, bytes), "cudaMalloc(cuSPARSE workspace)");
         if (st) goto fail;
     }
     CUSPARSE_TRY(g_api.cusparseSpMM_preprocess(p->handle, CUSPARSE_OPERATION_NON_TRANSPOSE,
-                                               CUSPARSE_OPERATION_NON_TRANSPOSE, alpha, p->A, p->B,
-                                               beta, p->C, p->type, p->alg, p->workspace));
+                                               CUSPARSE_OPERATION_NON_TRANSPOSE, alpha, p->A, p->B, beta,
+                                               p->C, p->type, p->alg, p->workspace));
     *plan = p;
     return ACC_SUCCESS;
 fail:
@@ -155,8 +153,7 @@ fail:
     return st;
 }
 
-extern "C" int acc_cusparse_spmm_run(acc_cusparse_spmm *p, const void *d_B, void *d_C,
-                                     void *stream) {
+extern "C" int acc_cusparse_spmm_run(acc_cusparse_spmm *p, const void *d_B, void *d_C, void *stream) {
     int st = ACC_SUCCESS;
     const bool f64 = p->type == CUDA_R_64F;
     const void *alpha = f64 ? (const void *)&p->alpha : (const void *)&p->alpha_f;
@@ -165,8 +162,8 @@ extern "C" int acc_cusparse_spmm_run(acc_cusparse_spmm *p, const void *d_B, void
     CUSPARSE_TRY(g_api.cusparseDnMatSetValues(p->B, const_cast<void *>(d_B)));
     CUSPARSE_TRY(g_api.cusparseDnMatSetValues(p->C, d_C));
     CUSPARSE_TRY(g_api.cusparseSpMM(p->handle, CUSPARSE_OPERATION_NON_TRANSPOSE,
-                                    CUSPARSE_OPERATION_NON_TRANSPOSE, alpha, p->A, p->B, beta,
-                                    p->C, p->type, p->alg, p->workspace));
+                                    CUSPARSE_OPERATION_NON_TRANSPOSE, alpha, p->A, p->B, beta, p->C, p->type,
+                                    p->alg, p->workspace));
     return acc_cuda_status(cudaGetLastError(), "cusparseSpMM launch");
 fail:
     return st;

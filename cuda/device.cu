@@ -20,11 +20,14 @@ extern "C" int acc_cuda_status(cudaError_t err, const char *what) {
              cudaGetErrorName(err));
     cudaGetLastError(); /* clear sticky-free errors so the next call starts clean */
     switch (err) {
-    case cudaErrorMemoryAllocation: return ACC_ERR_DEVICE_MEMORY;
+    case cudaErrorMemoryAllocation:
+        return ACC_ERR_DEVICE_MEMORY;
     case cudaErrorNoDevice:
     case cudaErrorInsufficientDriver:
-    case cudaErrorInitializationError: return ACC_ERR_NO_DEVICE;
-    default: return ACC_ERR_CUDA;
+    case cudaErrorInitializationError:
+        return ACC_ERR_NO_DEVICE;
+    default:
+        return ACC_ERR_CUDA;
     }
 }
 

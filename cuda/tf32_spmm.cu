@@ -58,8 +58,9 @@
  *
  * Cache operators: B through L1 and L2 (cache_l1 = 1: B rows are re-read by neighbouring
  * windows and, in slice-major order, by the next task) or L2 only; the metadata ring through
- * cp.async.ca; window offsets, perm and the schedule through ld.global.nc; C written with st.global.cs (streaming: never read again here); split tiles
- * written with st.global.cg and read with ld.global.cg (another SM wrote them).
+ * cp.async.ca; window offsets, perm and the schedule through ld.global.nc; C written with st.global.cs
+ * (streaming: never read again here); split tiles written with st.global.cg and read with ld.global.cg
+ * (another SM wrote them).
  *
  * Write-back: window row r goes to C[perm[8w + r]] (the plan's row permutation, fused: no
  * permuted copy of C or B); rows >= m are skipped, columns >= n neither read nor written.
@@ -97,8 +98,8 @@ __device__ __forceinline__ uint32_t to_tf32(float x) {
     return r;
 }
 
-__device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
                  "{%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -127,8 +128,7 @@ __device__ __forceinline__ void cp_async4(void *dst, const void *src, int src_by
 
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;"); }
 
-template <int N>
-__device__ __forceinline__ void cp_wait() {
+template <int N> __device__ __forceinline__ void cp_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N));
 }
 
@@ -137,9 +137,12 @@ __device__ __forceinline__ void cp_wait() {
 template <int S, int DEPTH>
 __device__ __forceinline__ void copy_meta(const acc_tf32_args &p, int *sM, int lane, int64_t b, int slot) {
     int *dst = sM + slot * 16;
-    if (lane < 2) cp_async16<true>(dst + 4 * lane, p.block_cols + b * 8 + 4 * lane, 16);
-    else if (lane == 2) cp_async8(dst + 8, p.block_mask + b);
-    else if (lane == 3) cp_async8(dst + 10, p.block_value_offsets + b);
+    if (lane < 2)
+        cp_async16<true>(dst + 4 * lane, p.block_cols + b * 8 + 4 * lane, 16);
+    else if (lane == 2)
+        cp_async8(dst + 8, p.block_mask + b);
+    else if (lane == 3)
+        cp_async8(dst + 10, p.block_value_offsets + b);
 }
 
 /* Lane t's metadata of the block in ring slot `slot` (landed and published by __syncwarp). */
@@ -158,9 +161,8 @@ __device__ __forceinline__ Meta read_meta(const int *sM, int t, int slot) {
  * block's 8 column ids, its 64-bit mask, its 64-bit value offset); SPLIT partials
  * (8 x 32S floats per warp) reuse the B stages once the pipeline has drained.  Register
  * pipeline (!STAGED): the SPLIT partials, then the metadata rings. */
-template <int S, int DEPTH, bool STAGED>
-struct Smem {
-    static constexpr int kPart = 8 * 32 * S * 4;              /* bytes of one warp's partial */
+template <int S, int DEPTH, bool STAGED> struct Smem {
+    static constexpr int kPart = 8 * 32 * S * 4;               /* bytes of one warp's partial */
     static constexpr int kB = STAGED ? DEPTH * 2 * S * 32 : 0; /* float4 per warp */
     static constexpr int kV = STAGED ? DEPTH * 2 * 32 : 0;     /* floats per warp */
     static constexpr int kM = DEPTH * 16;                      /* 32-bit words per warp */
@@ -229,8 +231,8 @@ __device__ __forceinline__ void consume_block(const Warp &W, int stage, float (&
  * from the ring, copies its B rows and values, then (after every lane has read the slot)
  * refills the slot with the metadata of block j + DEPTH.  j and b_end are warp-uniform. */
 template <int S, int DEPTH, bool CACHE_L1, bool VEC>
-__device__ __forceinline__ void refill(const acc_tf32_args &p, const Warp &W, int64_t j,
-                                       int64_t b_end, int slot) {
+__device__ __forceinline__ void refill(const acc_tf32_args &p, const Warp &W, int64_t j, int64_t b_end,
+                                       int slot) {
     if (j >= b_end) return;
     const Meta mt = read_meta(W.sM, W.t, slot);
     issue_block<S, DEPTH, CACHE_L1, VEC>(p, W, mt, slot);
@@ -270,12 +272,12 @@ __device__ __forceinline__ void window_rows(const acc_tf32_args &p, int64_t w, i
     }
 }
 
-template <int S>
-__device__ __forceinline__ void zero(float (&acc)[S][2][4]) {
+template <int S> __device__ __forceinline__ void zero(float (&acc)[S][2][4]) {
 #pragma unroll
     for (int s = 0; s < S; s++)
 #pragma unroll
-        for (int q = 0; q < 4; q++) acc[s][0][q] = acc[s][1][q] = 0.f;
+        for (int q = 0; q < 4; q++)
+            acc[s][0][q] = acc[s][1][q] = 0.f;
 }
 
 template <int S, bool VEC>
@@ -316,19 +318,17 @@ __device__ __forceinline__ void after_block(const acc_tf32_args &p, int64_t i, P
 }
 
 /* Register pipeline: one block's operands of lane (g, t), loaded straight into registers. */
-template <int S>
-struct Ops {
+template <int S> struct Ops {
     float4 f[2 * S]; /* B[col_t][...] and B[col_{t+4}][...] per 32-column step */
     uint32_t a0, a1; /* A_block[g][t], A_block[g][t+4] */
 };
 
-template <bool CACHE_L1>
-__device__ __forceinline__ float4 ldb4(const float *q) {
-    return CACHE_L1 ? __ldg(reinterpret_cast<const float4 *>(q)) : __ldcg(reinterpret_cast<const float4 *>(q));
+template <bool CACHE_L1> __device__ __forceinline__ float4 ldb4(const float *q) {
+    return CACHE_L1 ? __ldg(reinterpret_cast<const float4 *>(q))
+                    : __ldcg(reinterpret_cast<const float4 *>(q));
 }
 
-template <bool CACHE_L1>
-__device__ __forceinline__ float ldb1(const float *q) {
+template <bool CACHE_L1> __device__ __forceinline__ float ldb1(const float *q) {
     return CACHE_L1 ? __ldg(q) : __ldcg(q);
 }
 
@@ -361,8 +361,7 @@ __device__ __forceinline__ void load_ops(const acc_tf32_args &p, const Warp &W, 
     o.a1 = has1 ? __float_as_uint(__ldg(p.values + mt.voff + off1)) : 0u;
 }
 
-template <int S>
-__device__ __forceinline__ void consume_ops(const Ops<S> &o, float (&acc)[S][2][4]) {
+template <int S> __device__ __forceinline__ void consume_ops(const Ops<S> &o, float (&acc)[S][2][4]) {
 #pragma unroll
     for (int s = 0; s < S; s++) {
         const float4 f0 = o.f[2 * s], f1 = o.f[2 * s + 1];
@@ -516,7 +515,8 @@ __global__ void __launch_bounds__(kThreads, STAGED ? (S == 1 ? 4 : 3) : (S == 1 
         const int e = threadIdx.x + q * kThreads;
         sum[q] = tile[e];
 #pragma unroll
-        for (int k = 1; k < kWarps; k++) sum[q] += tile[k * 8 * kCols + e];
+        for (int k = 1; k < kWarps; k++)
+            sum[q] += tile[k * 8 * kCols + e];
     }
     if (parts > 1) {
         /* publish this part's tile; the last part to arrive sums all tiles in part order */
@@ -524,7 +524,8 @@ __global__ void __launch_bounds__(kThreads, STAGED ? (S == 1 ? 4 : 3) : (S == 1 
         const int64_t base = __ldg(row + 4), id = (int64_t)__ldg(row + 3) * slices + slice;
         float *ws = p.workspace + ((base + part) * slices + slice) * (8 * kCols);
 #pragma unroll
-        for (int q = 0; q < kPer; q++) __stcg(ws + threadIdx.x + q * kThreads, sum[q]);
+        for (int q = 0; q < kPer; q++)
+            __stcg(ws + threadIdx.x + q * kThreads, sum[q]);
         __threadfence();
         __syncthreads();
         if (threadIdx.x == 0) last = atomicAdd(p.counters + id, 1) == parts - 1;
@@ -536,7 +537,8 @@ __global__ void __launch_bounds__(kThreads, STAGED ? (S == 1 ? 4 : 3) : (S == 1 
         for (int q = 0; q < kPer; q++) {
             const int e = threadIdx.x + q * kThreads;
             sum[q] = __ldcg(ws0 + e);
-            for (int j = 1; j < parts; j++) sum[q] += __ldcg(ws0 + (int64_t)j * slices * (8 * kCols) + e);
+            for (int j = 1; j < parts; j++)
+                sum[q] += __ldcg(ws0 + (int64_t)j * slices * (8 * kCols) + e);
         }
         if (threadIdx.x == 0) p.counters[id] = 0; /* ready for the next launch */
     }
@@ -589,12 +591,18 @@ int dispatch_cache(const acc_tf32_args &p, const acc_tf32_variant &v, bool vec, 
 template <bool STAGED>
 int dispatch(const acc_tf32_args &p, const acc_tf32_variant &v, bool vec, cudaStream_t s) {
     switch (v.slice_s * 10 + v.depth) {
-    case 12: return dispatch_cache<1, 2, STAGED>(p, v, vec, s);
-    case 13: return dispatch_cache<1, 3, STAGED>(p, v, vec, s);
-    case 14: return dispatch_cache<1, 4, STAGED>(p, v, vec, s);
-    case 22: return dispatch_cache<2, 2, STAGED>(p, v, vec, s);
-    case 23: return dispatch_cache<2, 3, STAGED>(p, v, vec, s);
-    default: return dispatch_cache<2, 4, STAGED>(p, v, vec, s);
+    case 12:
+        return dispatch_cache<1, 2, STAGED>(p, v, vec, s);
+    case 13:
+        return dispatch_cache<1, 3, STAGED>(p, v, vec, s);
+    case 14:
+        return dispatch_cache<1, 4, STAGED>(p, v, vec, s);
+    case 22:
+        return dispatch_cache<2, 2, STAGED>(p, v, vec, s);
+    case 23:
+        return dispatch_cache<2, 3, STAGED>(p, v, vec, s);
+    default:
+        return dispatch_cache<2, 4, STAGED>(p, v, vec, s);
     }
 }
 
@@ -604,8 +612,7 @@ bool variant_ok(const acc_tf32_variant *v) {
            (v->staged == 0 || v->staged == 1);
 }
 
-template <bool STAGED>
-int shared_bytes(int slice_s, int depth) {
+template <bool STAGED> int shared_bytes(int slice_s, int depth) {
     static const int bytes[2][3] = {
         {Smem<1, 2, STAGED>::kBytes, Smem<1, 3, STAGED>::kBytes, Smem<1, 4, STAGED>::kBytes},
         {Smem<2, 2, STAGED>::kBytes, Smem<2, 3, STAGED>::kBytes, Smem<2, 4, STAGED>::kBytes}};
@@ -623,12 +630,14 @@ extern "C" int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *
     if (!args || !variant_ok(variant)) return ACC_ERR_INVALID_ARGUMENT;
     const acc_tf32_args &p = *args;
     const cudaStream_t stream = (cudaStream_t)stream_ptr;
-    if (p.m < 0 || p.n < 0 || p.num_windows != (p.m + 7) / 8 || p.num_tasks < 0) return ACC_ERR_INVALID_ARGUMENT;
+    if (p.m < 0 || p.n < 0 || p.num_windows != (p.m + 7) / 8 || p.num_tasks < 0)
+        return ACC_ERR_INVALID_ARGUMENT;
     if (p.num_windows > 0x7fffffffLL) return ACC_ERR_TOO_LARGE;
     if (p.m == 0 || p.n == 0) return ACC_SUCCESS;
     if (!p.C || !p.B || !p.perm || !p.window_offsets || !p.tasks || !p.values || p.num_tasks == 0)
         return ACC_ERR_INVALID_ARGUMENT;
     if ((p.workspace == NULL) != (p.counters == NULL)) return ACC_ERR_INVALID_ARGUMENT;
     const bool vec = p.n % 4 == 0 && (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;
-    return variant->staged ? dispatch<true>(p, *variant, vec, stream) : dispatch<false>(p, *variant, vec, stream);
+    return variant->staged ? dispatch<true>(p, *variant, vec, stream)
+                           : dispatch<false>(p, *variant, vec, stream);
 }

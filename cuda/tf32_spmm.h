@@ -51,8 +51,8 @@ typedef struct acc_tf32_args {
     int64_t num_tasks;
     float *workspace;  /* [slots * slices * 8 * 32 * slice_s], NULL when no split has parts > 1 */
     int32_t *counters; /* [splits * slices], zero before the first launch; left zero by every launch */
-    const float *B; /* [k * n] */
-    float *C;       /* [m * n] */
+    const float *B;    /* [k * n] */
+    float *C;          /* [m * n] */
 } acc_tf32_args;
 
 /* Launches C = A @ B on `stream` (cudaStream_t, NULL = default); asynchronous.

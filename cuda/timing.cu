@@ -16,9 +16,10 @@ namespace {
 __global__ void spin_kernel(long long ns) {
     const long long start = clock64();
     // ~1 GHz or more: cycles >= ns keeps the stream busy long enough on any current GPU.
-    while (clock64() - start < ns) __nanosleep(1000);
+    while (clock64() - start < ns)
+        __nanosleep(1000);
 }
-}  // namespace
+} // namespace
 
 extern "C" int acc_time_runs(acc_run_fn run, void *ctx, int reps, void *d_flush, size_t flush_bytes,
                              void *stream_ptr, float *times_ms) {
@@ -46,7 +47,8 @@ extern "C" int acc_time_runs(acc_run_fn run, void *ctx, int reps, void *d_flush,
     st = acc_cuda_status(cudaStreamSynchronize(s), "cudaStreamSynchronize");
     if (st) goto done;
     for (int i = 0; i < reps; i++) {
-        st = acc_cuda_status(cudaEventElapsedTime(&times_ms[i], ev[2 * i], ev[2 * i + 1]), "cudaEventElapsedTime");
+        st = acc_cuda_status(cudaEventElapsedTime(&times_ms[i], ev[2 * i], ev[2 * i + 1]),
+                             "cudaEventElapsedTime");
         if (st) goto done;
     }
 done:

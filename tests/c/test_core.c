@@ -13,12 +13,12 @@
 #include "../../csrc/acc_internal.h"
 
 static int failures = 0;
-#define EXPECT(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);              \
-            failures++;                                                                            \
-        }                                                                                          \
+#define EXPECT(cond)                                                                                         \
+    do {                                                                                                     \
+        if (!(cond)) {                                                                                       \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                         \
+            failures++;                                                                                      \
+        }                                                                                                    \
     } while (0)
 
 static unsigned long long rng_state = 88172645463325252ull;
@@ -39,7 +39,8 @@ typedef struct {
 
 static csr_t random_csr(int64_t m, int64_t k, int per_row_max) {
     csr_t A = {m, k, 0, calloc((size_t)m + 1, 8), NULL, NULL};
-    for (int64_t i = 0; i < m; i++) A.rp[i + 1] = A.rp[i] + (k ? (int64_t)(rnd() % (per_row_max + 1)) : 0);
+    for (int64_t i = 0; i < m; i++)
+        A.rp[i + 1] = A.rp[i] + (k ? (int64_t)(rnd() % (per_row_max + 1)) : 0);
     A.nnz = A.rp[m];
     A.ci = malloc((size_t)(A.nnz ? A.nnz : 1) * 4);
     A.v = malloc((size_t)(A.nnz ? A.nnz : 1) * 4);
@@ -66,7 +67,8 @@ static void reference(const csr_t *A, const float *B, int64_t n, double *C) {
     memset(C, 0, (size_t)(A->m * n) * sizeof(double));
     for (int64_t i = 0; i < A->m; i++)
         for (int64_t p = A->rp[i]; p < A->rp[i + 1]; p++)
-            for (int64_t j = 0; j < n; j++) C[i * n + j] += (double)A->v[p] * B[(int64_t)A->ci[p] * n + j];
+            for (int64_t j = 0; j < n; j++)
+                C[i * n + j] += (double)A->v[p] * B[(int64_t)A->ci[p] * n + j];
 }
 
 /* Builds the BitTCF of canonical A under perm; returns status; fills *F (arrays malloc'ed). */
@@ -103,13 +105,15 @@ static void test_round_trip(int64_t m, int64_t k, int per_row, int64_t n) {
     int canonical = -1;
     EXPECT(acc_csr_check(&a, &canonical) == ACC_SUCCESS);
     float *B = malloc((size_t)(k * n ? k * n : 1) * 4);
-    for (int64_t q = 0; q < k * n; q++) B[q] = (float)((int)(rnd() % 17) - 8);
+    for (int64_t q = 0; q < k * n; q++)
+        B[q] = (float)((int)(rnd() % 17) - 8);
     double *ref = malloc((size_t)(m * n ? m * n : 1) * 8);
     float *C = malloc((size_t)(m * n ? m * n : 1) * 4);
     reference(&A, B, n, ref);
 
     EXPECT(acc_csr_spmm(&a, B, n, C) == ACC_SUCCESS);
-    for (int64_t q = 0; q < m * n; q++) EXPECT(C[q] == (float)ref[q]);
+    for (int64_t q = 0; q < m * n; q++)
+        EXPECT(C[q] == (float)ref[q]);
 
     /* canonicalize, then BitTCF with a random permutation */
     int64_t *rp2 = malloc((size_t)(m + 1) * 8), nnz2 = -1;
@@ -120,7 +124,8 @@ static void test_round_trip(int64_t m, int64_t k, int per_row, int64_t n) {
     EXPECT(acc_csr_check(&c, &canonical) == ACC_SUCCESS && canonical == 1);
     EXPECT(nnz2 == rp2[m] && nnz2 <= A.nnz);
     int64_t *perm = malloc((size_t)(m ? m : 1) * 8);
-    for (int64_t i = 0; i < m; i++) perm[i] = i;
+    for (int64_t i = 0; i < m; i++)
+        perm[i] = i;
     for (int64_t i = m - 1; i > 0; i--) {
         int64_t j = rnd() % (unsigned)(i + 1), t = perm[i];
         perm[i] = perm[j];
@@ -133,9 +138,11 @@ static void test_round_trip(int64_t m, int64_t k, int per_row, int64_t n) {
     acc_bittcf_stats s;
     EXPECT(acc_bittcf_get_stats(&F, &s) == ACC_SUCCESS);
     EXPECT(s.num_blocks == F.num_blocks);
-    for (int64_t q = 0; q < m * n; q++) C[q] = -12345.0f;
+    for (int64_t q = 0; q < m * n; q++)
+        C[q] = -12345.0f;
     EXPECT(acc_bittcf_spmm(&F, B, n, C) == ACC_SUCCESS);
-    for (int64_t q = 0; q < m * n; q++) EXPECT(C[q] == (float)ref[q]);
+    for (int64_t q = 0; q < m * n; q++)
+        EXPECT(C[q] == (float)ref[q]);
     /* non-canonical input is refused by the builder */
     if (A.nnz > 1 && nnz2 < A.nnz) {
         int64_t *wo = malloc((size_t)((m + 7) / 8 + 1) * 8);
@@ -193,7 +200,8 @@ static void test_out_of_memory(void) {
         acc_set_alloc_countdown(countdown);
         int st1 = acc_csr_canonicalize(&a, rp2, ci2, v2, &nnz2);
         int64_t perm[50];
-        for (int i = 0; i < 50; i++) perm[i] = 49 - i;
+        for (int i = 0; i < 50; i++)
+            perm[i] = 49 - i;
         int st2 = acc_perm_check(perm, 50);
         acc_set_alloc_countdown(0);
         EXPECT(st1 == ACC_SUCCESS || st1 == ACC_ERR_OUT_OF_MEMORY);
@@ -204,7 +212,8 @@ static void test_out_of_memory(void) {
     EXPECT(saw_oom && saw_success);
     /* the fill pass's workspace allocation fails cleanly too */
     int64_t perm[50];
-    for (int i = 0; i < 50; i++) perm[i] = i;
+    for (int i = 0; i < 50; i++)
+        perm[i] = i;
     EXPECT(acc_csr_canonicalize(&a, rp2, ci2, v2, &nnz2) == ACC_SUCCESS);
     acc_csr c = {50, 40, rp2, ci2, v2, ACC_FLOAT32};
     int64_t wo[8];
@@ -231,7 +240,11 @@ static void test_out_of_memory(void) {
 /* Canonical copy of a random CSR (reorderings need canonical input). */
 static csr_t canonical_csr(int64_t m, int64_t k, int per_row_max) {
     csr_t A = random_csr(m, k, per_row_max);
-    csr_t C = {m, k, 0, malloc((size_t)(m + 1) * 8), malloc((size_t)(A.nnz ? A.nnz : 1) * 4),
+    csr_t C = {m,
+               k,
+               0,
+               malloc((size_t)(m + 1) * 8),
+               malloc((size_t)(A.nnz ? A.nnz : 1) * 4),
                malloc((size_t)(A.nnz ? A.nnz : 1) * 4)};
     acc_csr a = view(&A);
     EXPECT(acc_csr_canonicalize(&a, C.rp, C.ci, C.v, &C.nnz) == ACC_SUCCESS);
@@ -242,13 +255,17 @@ static csr_t canonical_csr(int64_t m, int64_t k, int per_row_max) {
 /* Runs one reordering method (0 degree, 1 affinity, 2 affinity ignoring
  * communities, 3 jaccard) with small chunks so the parallel path runs. */
 static int run_reorder(const acc_csr *a, int method, uint64_t seed, int64_t *perm, int64_t *progress) {
-    const acc_affinity_params ap = {seed, 64, method == 1 ? ACC_COMMUNITY_TIE : ACC_COMMUNITY_IGNORE, 4.0, 40};
+    const acc_affinity_params ap = {seed, 64, method == 1 ? ACC_COMMUNITY_TIE : ACC_COMMUNITY_IGNORE, 4.0,
+                                    40};
     const acc_jaccard_params jp = {seed, 0.7, 2, 16};
     switch (method) {
-    case 0: return acc_reorder_degree(a, perm);
+    case 0:
+        return acc_reorder_degree(a, perm);
     case 1:
-    case 2: return acc_reorder_affinity(a, &ap, perm, progress);
-    default: return acc_reorder_jaccard(a, &jp, perm, progress);
+    case 2:
+        return acc_reorder_affinity(a, &ap, perm, progress);
+    default:
+        return acc_reorder_jaccard(a, &jp, perm, progress);
     }
 }
 
@@ -302,11 +319,12 @@ static void test_reorders(int64_t m, int64_t k, int per_row_max) {
 }
 
 int main(void) {
-    static const int64_t shapes[][4] = {{0, 0, 0, 3},  {1, 1, 1, 1},    {7, 5, 3, 9},  {8, 8, 8, 8},
-                                        {37, 19, 6, 33}, {64, 300, 40, 17}, {129, 70, 2, 5}, {5, 1000, 200, 4}};
+    static const int64_t shapes[][4] = {{0, 0, 0, 3},    {1, 1, 1, 1},     {7, 5, 3, 9},
+                                        {8, 8, 8, 8},    {37, 19, 6, 33},  {64, 300, 40, 17},
+                                        {129, 70, 2, 5}, {5, 1000, 200, 4}};
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++)
         test_round_trip(shapes[t][0], shapes[t][1], (int)shapes[t][2], shapes[t][3]);
-    static const int64_t rshapes[][3] = {{0, 0, 3}, {1, 1, 1}, {13, 13, 4}, {200, 200, 9},
+    static const int64_t rshapes[][3] = {{0, 0, 3},    {1, 1, 1},     {13, 13, 4}, {200, 200, 9},
                                          {300, 40, 6}, {40, 300, 20}, {64, 64, 0}};
     for (size_t t = 0; t < sizeof rshapes / sizeof rshapes[0]; t++)
         test_reorders(rshapes[t][0], rshapes[t][1], (int)rshapes[t][2]);
