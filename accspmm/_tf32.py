@@ -189,6 +189,7 @@ class TF32Runner:
             put(name, np.asarray(getattr(fmt, name)))
         put("values", round_tf32(fmt.values))
         self._tasks = {}  # cap -> (host tasks, task cost)
+        self._split_counts = {}  # cap -> (workspace slots, multi-part splits)
         self._decisions = {}
         self._stats = stats
         nb = np.diff(self._window_offsets).astype(np.float64)
@@ -244,12 +245,13 @@ class TF32Runner:
         (0, 0 when it has none).  One pair per stream: launches on one stream run in order, so
         they may share it; launches on different streams must not (counters and slots are
         reused).  The counters start at zero and every launch leaves them at zero."""
-        tasks = self._schedule(cap)[0]
-        multi = (tasks[:, 0] < 0) & (tasks[:, 2] > 1) if tasks.size else np.zeros(0, bool)
-        if not multi.any():
+        if cap not in self._split_counts:  # once per schedule, not per launch
+            tasks = self._schedule(cap)[0]
+            multi = (tasks[:, 0] < 0) & (tasks[:, 2] > 1) if tasks.size else np.zeros(0, bool)
+            self._split_counts[cap] = (int(multi.sum()), int((multi & (tasks[:, 1] == 0)).sum()))
+        slots, splits = self._split_counts[cap]
+        if slots == 0:
             return 0, 0
-        slots = int(multi.sum())
-        splits = int((multi & (tasks[:, 1] == 0)).sum())
         key = ("workspace", int(stream or 0), cap, slices, slice_s)
         if key not in self.dev:
             while len(self._ws_keys) >= MAX_WORKSPACES:  # bounded: a new stream per call must not grow memory
