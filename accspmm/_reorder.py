@@ -13,8 +13,8 @@ Methods (the heavy ones are C, in ``csrc/acc_reorder_*.c``, with the GIL release
   ``max_candidates``).
 - ``"affinity"``: Acc-SpMM's data-affinity reordering: modularity dendrogram, then a greedy walk
   to the row sharing most columns with the current window (parameters ``max_scan``,
-  ``community`` = "tie" | "ignore", ``max_community``, ``chunk_nnz``; csrc/acc_reorder_affinity.c
-  documents each).
+  ``community`` = "tie" | "ignore", ``max_community``, ``chunk_nnz``, ``part_edges``;
+  csrc/acc_reorder_affinity.c documents each).
 - ``"auto"``: runs the candidates in ``AUTO_CANDIDATES`` and keeps the one with the fewest TC
   blocks (ties: the earlier candidate, "none" first).  Why it chose is in the returned info and
   in ``plan.stats["reorder"]``.
@@ -42,7 +42,8 @@ REPORT_METHODS = ("none", "rcm", "degree", "jaccard", "affinity")
 
 #: Defaults, chosen on the real matrices (benchmarks/reorder_quality.py).
 DEFAULT_PARAMS = {
-    "affinity": {"max_scan": 1024, "community": "tie", "max_community": 16.0, "chunk_nnz": 1 << 19},
+    "affinity": {"max_scan": 1024, "community": "tie", "max_community": 16.0, "chunk_nnz": 1 << 19,
+                 "part_edges": 1 << 20},
     "jaccard": {"tau": 0.8, "block_width": 1, "max_candidates": 1024},
 }
 #: How the affinity walk ranks candidates of the current row's community (csrc/accspmm.h).
@@ -65,8 +66,9 @@ def _params(method: str, params: dict) -> dict:
             raise ValueError(f"community must be one of {tuple(_COMMUNITY)}, got {merged['community']!r}")
         if not float(merged["max_community"]) > 0:
             raise ValueError("max_community must be positive")
-        if int(merged["chunk_nnz"]) <= 0:
-            raise ValueError("chunk_nnz must be positive")
+        for name in ("chunk_nnz", "part_edges"):
+            if int(merged[name]) <= 0:
+                raise ValueError(f"{name} must be positive")
     if method == "jaccard":
         tau = float(merged["tau"])
         if not 0.0 <= tau <= 1.0:
@@ -149,7 +151,8 @@ def _run_method(csr: CSR, method: str, seed: int, params: dict, progress) -> np.
         return _run_with_progress(
             lambda c: _core.reorder_affinity(m, k, csr.indptr, csr.indices, seed, int(params["max_scan"]),
                                              _COMMUNITY[params["community"]],
-                                             float(params["max_community"]), int(params["chunk_nnz"]), c),
+                                             float(params["max_community"]), int(params["chunk_nnz"]),
+                                             int(params["part_edges"]), c),
             csr.nnz, "affinity reordering", progress)
     if method == "jaccard":
         return _run_with_progress(

@@ -208,6 +208,7 @@ typedef struct acc_affinity_params {
     int community;        /* ACC_COMMUNITY_* */
     double max_community; /* cap on a community's strength, in average degrees (> 0) */
     int64_t chunk_nnz;    /* nonzeros per independently ordered chunk of step II (> 0) */
+    int64_t part_edges;   /* graph edges per independently built part of step I (> 0) */
 } acc_affinity_params;
 
 /* Data-affinity reordering: modularity dendrogram + greedy affinity walk;

@@ -451,12 +451,12 @@ static PyObject *py_reorder_affinity(PyObject *self, PyObject *args) {
     long long max_scan;
     int community;
     double max_community;
-    long long chunk_nnz;
+    long long chunk_nnz, part_edges;
     (void)self;
-    if (!PyArg_ParseTuple(args, "nnOOKLidLO", &m, &k, &indptr, &indices, &seed, &max_scan, &community,
-                          &max_community, &chunk_nnz, &progobj))
+    if (!PyArg_ParseTuple(args, "nnOOKLidLLO", &m, &k, &indptr, &indices, &seed, &max_scan, &community,
+                          &max_community, &chunk_nnz, &part_edges, &progobj))
         return NULL;
-    const acc_affinity_params p = {seed, max_scan, community, max_community, chunk_nnz};
+    const acc_affinity_params p = {seed, max_scan, community, max_community, chunk_nnz, part_edges};
     return reorder_common(m, k, indptr, indices, progobj, run_affinity, &p);
 }
 
@@ -543,7 +543,8 @@ static PyMethodDef core_methods[] = {
     {"reorder_degree", py_reorder_degree, METH_VARARGS,
      "reorder_degree(m, k, indptr, indices) -> perm (rows by nnz, descending)"},
     {"reorder_affinity", py_reorder_affinity, METH_VARARGS,
-     "reorder_affinity(m, k, indptr, indices, seed, max_scan, community, max_community, chunk_nnz, progress) "
+     "reorder_affinity(m, k, indptr, indices, seed, max_scan, community, max_community, chunk_nnz, "
+     "part_edges, progress) "
      "-> perm"},
     {"reorder_jaccard", py_reorder_jaccard, METH_VARARGS,
      "reorder_jaccard(m, k, indptr, indices, seed, tau, block_width, max_candidates, progress) -> perm"},

@@ -12,8 +12,9 @@ from accspmm import _reorder
 from conftest import assert_bit_exact, int_dense, load_int_matrix, real_matrix_params, with_int_values
 
 METHODS = ["none", "rcm", "degree", "jaccard", "affinity", "auto"]
-#: small chunks and short scans so generated matrices run the parallel multi-chunk path
-SMALL = {"affinity": {"chunk_nnz": 64, "max_scan": 32}, "jaccard": {"max_candidates": 16}}
+#: small chunks, parts and short scans so generated matrices run the parallel multi-chunk and
+#: multi-part paths
+SMALL = {"affinity": {"chunk_nnz": 64, "part_edges": 48, "max_scan": 32}, "jaccard": {"max_candidates": 16}}
 
 
 def check_perm(perm, A):
@@ -39,10 +40,13 @@ def test_bundled_plan_exact(bundled_int, method):
         assert_bit_exact(p(B), np.asarray(A @ B))
 
 
-def test_affinity_beats_identity_on_bundled(bundled_int):
-    """wiki-Vote: affinity must give fewer TC blocks than the original order (measured 7932 vs 11437)."""
+@pytest.mark.parametrize("part_edges", [None, 8192])
+def test_affinity_beats_identity_on_bundled(bundled_int, part_edges):
+    """wiki-Vote: affinity must give fewer TC blocks than the original order (measured 7932 vs
+    11437), also with step I cut into parts (8192 edges: about 25 parts)."""
+    params = {} if part_edges is None else {"part_edges": part_edges}
     none = _reorder.block_stats(bundled_int, accspmm.reorder(bundled_int, "none"))["tc_blocks"]
-    aff = _reorder.block_stats(bundled_int, accspmm.reorder(bundled_int, "affinity"))["tc_blocks"]
+    aff = _reorder.block_stats(bundled_int, accspmm.reorder(bundled_int, "affinity", **params))["tc_blocks"]
     assert aff < 0.8 * none
 
 
@@ -55,12 +59,13 @@ def test_deterministic(bundled_int, method):
 
 
 def test_affinity_independent_of_threads(bundled_int):
-    """The chunked step II runs in parallel; the result must not depend on the thread count."""
+    """Step I's parts and step II's chunks run in parallel; the result must not depend on the
+    thread count."""
     import subprocess
     import sys
 
     code = ("import numpy as np, accspmm, sys; A = accspmm.datasets.load_bundled(np.float32); "
-            "p = accspmm.reorder(A, 'affinity', chunk_nnz=4096); sys.stdout.write(str(int((p * np.arange(len(p))).sum())))")
+            "p = accspmm.reorder(A, 'affinity', chunk_nnz=4096, part_edges=8192); sys.stdout.write(str(int((p * np.arange(len(p))).sum())))")
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={**__import__("os").environ, "OMP_NUM_THREADS": t}).stdout for t in ("1", "2", "3")}
     assert len(outs) == 1, outs
@@ -162,6 +167,7 @@ def test_plan_reorder_defaults(bundled_int):
     ({"method": "affinity", "community": "strict"}, ValueError),
     ({"method": "affinity", "max_community": 0.0}, ValueError),
     ({"method": "affinity", "chunk_nnz": 0}, ValueError),
+    ({"method": "affinity", "part_edges": -1}, ValueError),
     ({"method": "affinity", "tau": 0.5}, TypeError),
     ({"method": "jaccard", "tau": 1.5}, ValueError),
     ({"method": "jaccard", "block_width": 0}, ValueError),

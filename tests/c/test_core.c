@@ -253,10 +253,11 @@ static csr_t canonical_csr(int64_t m, int64_t k, int per_row_max) {
 }
 
 /* Runs one reordering method (0 degree, 1 affinity, 2 affinity ignoring
- * communities, 3 jaccard) with small chunks so the parallel path runs. */
+ * communities, 3 jaccard) with small chunks and parts so the parallel
+ * paths run. */
 static int run_reorder(const acc_csr *a, int method, uint64_t seed, int64_t *perm, int64_t *progress) {
-    const acc_affinity_params ap = {seed, 64, method == 1 ? ACC_COMMUNITY_TIE : ACC_COMMUNITY_IGNORE, 4.0,
-                                    40};
+    const acc_affinity_params ap = {seed, 64, method == 1 ? ACC_COMMUNITY_TIE : ACC_COMMUNITY_IGNORE,
+                                    4.0,  40, 300};
     const acc_jaccard_params jp = {seed, 0.7, 2, 16};
     switch (method) {
     case 0:
@@ -291,7 +292,7 @@ static void test_reorders(int64_t m, int64_t k, int per_row_max) {
             }
         }
     }
-    acc_affinity_params bad = {0, 0, ACC_COMMUNITY_TIE, 4.0, 40};
+    acc_affinity_params bad = {0, 0, ACC_COMMUNITY_TIE, 4.0, 40, 300};
     EXPECT(acc_reorder_affinity(&a, &bad, p1, NULL) == ACC_ERR_INVALID_ARGUMENT);
     bad.max_scan = 8;
     bad.community = 7;
@@ -299,12 +300,15 @@ static void test_reorders(int64_t m, int64_t k, int per_row_max) {
     bad.community = ACC_COMMUNITY_TIE;
     bad.chunk_nnz = 0;
     EXPECT(acc_reorder_affinity(&a, &bad, p1, NULL) == ACC_ERR_INVALID_ARGUMENT);
+    bad.chunk_nnz = 40;
+    bad.part_edges = 0;
+    EXPECT(acc_reorder_affinity(&a, &bad, p1, NULL) == ACC_ERR_INVALID_ARGUMENT);
     acc_jaccard_params jbad = {0, 1.5, 2, 16};
     EXPECT(acc_reorder_jaccard(&a, &jbad, p1, NULL) == ACC_ERR_INVALID_ARGUMENT);
     /* every allocation of each method fails in turn: OOM or success, no leak */
     for (int method = 0; method < 4; method++) {
         int succeeded = 0;
-        for (long countdown = 1; countdown < 200 && !succeeded; countdown++) {
+        for (long countdown = 1; countdown < 1000 && !succeeded; countdown++) {
             acc_set_alloc_countdown(countdown);
             const int st = run_reorder(&a, method, 1, p1, NULL);
             acc_set_alloc_countdown(0);
