@@ -141,7 +141,6 @@ class Plan:
             else:
                 self.stats["reorder"] = {"method": "perm", "chosen": "perm (given)", "seconds": 0.0}
             self._bittcf = BitTCF.from_csr(csr, perm)
-            self._csr_for_gpu = csr if self.device == "gpu" and self.precision == "tf32" else None
             self.stats.update(self._bittcf.stats)
         else:
             if perm is not None:
@@ -207,8 +206,7 @@ class Plan:
         from ._tf32 import TF32Runner
 
         self._tf32 = TF32Runner(self._bittcf, put, self._dev, self._device_id, self.stats, self.balance,
-                                self._tuning, self._csr_for_gpu)
-        self._csr_for_gpu = None  # the runner keeps it (or not)
+                                self._tuning)
 
     # ---- execution ------------------------------------------------------------------------
 

@@ -61,10 +61,7 @@ REF_SMS = 132
 BLOCKS_PER_SM = {(1, 0): 3, (2, 0): 2, (1, 1): 4, (2, 1): 3}
 CAPS = (0, 2, 4, 8, 16, 32, 64, 128, 256)
 MAX_WORKSPACES = 4  # per plan: split workspaces kept (by stream, schedule, slice layout)
-VARIANT_KEYS = ("slice_s", "depth", "cache_l1", "slice_major", "staged", "csr")
-#: The FP32 CUDA-core CSR kernel (variant csr = 1) runs instead of the Tensor-Core kernel when
-#: the reordered matrix has fewer nonzeros per TC block than this (measured: CSR_RULE_NOTE).
-CSR_MAX_MEAN_NNZTC = 14.0
+VARIANT_KEYS = ("slice_s", "depth", "cache_l1", "slice_major", "staged")
 
 
 def round_tf32(x: np.ndarray) -> np.ndarray:
@@ -157,7 +154,7 @@ def choose_variant(n: int, k: int, l2_bytes: int, override: dict | None = None) 
     b_bytes = k * n * 4
     v = {"slice_s": s, "depth": 2, "cache_l1": 1,
          "slice_major": int(slices > 1 and b_bytes > l2_bytes and b_bytes // slices <= l2_bytes // 2),
-         "staged": int(b_bytes > l2_bytes // 2), "csr": 0}
+         "staged": int(b_bytes > l2_bytes // 2)}
     if override:
         unknown = set(override) - set(VARIANT_KEYS)
         if unknown:
@@ -169,11 +166,9 @@ def choose_variant(n: int, k: int, l2_bytes: int, override: dict | None = None) 
 class TF32Runner:
     """Device-resident BitTCF, schedules by cap, and the per-n choice of schedule and variant."""
 
-    def __init__(self, fmt, put, dev: dict, dev_id: int, stats, balance="auto", tuning=None, csr=None):
+    def __init__(self, fmt, put, dev: dict, dev_id: int, stats, balance="auto", tuning=None):
         """put(name, host_array) uploads into dev (the plan's dict of DeviceArrays).
-        tuning: optional {"cap": int, plus VARIANT_KEYS} for experiments and tests.
-        csr: the plan's canonical CSR in the original row order, for the csr variant (uploaded
-        in the reordered row order on its first use); None: the csr variant is unavailable."""
+        tuning: optional {"cap": int, plus VARIANT_KEYS} for experiments and tests."""
         from . import _cuda
 
         self._cuda = _cuda
@@ -193,9 +188,6 @@ class TF32Runner:
         for name in ("perm", "window_offsets", "block_cols", "block_mask", "block_value_offsets"):
             put(name, np.asarray(getattr(fmt, name)))
         put("values", round_tf32(fmt.values))
-        self._csr = csr
-        self._perm = np.asarray(fmt.perm)
-        self._mean_nnz_tc = float(fmt.stats["mean_nnz_tc"])
         self._tasks = {}  # cap -> (host tasks, task cost)
         self._split_counts = {}  # cap -> (workspace slots, multi-part splits)
         self._decisions = {}
@@ -231,14 +223,7 @@ class TF32Runner:
             # less than one wave of thread blocks: 32-column slices double the parallelism
             variant = dict(variant, slice_s=1)
             why += "; S = 1 (under one wave of thread blocks at S = 2)"
-        if "csr" not in self.tuning and self._csr is not None and self._mean_nnz_tc < CSR_MAX_MEAN_NNZTC:
-            variant = dict(variant, csr=1)
-            why += (f"; FP32 CUDA-core CSR kernel instead (MeanNNZTC {self._mean_nnz_tc:.1f} < "
-                    f"{CSR_MAX_MEAN_NNZTC:g}: TC blocks too sparse to pay)")
-        if variant["csr"] and self._csr is None:
-            raise ValueError("the csr variant needs the plan's CSR (TF32Runner(csr=...))")
         report = {"cap": best, "tasks": int(tasks.shape[0]),
-                  "kernel": "csr_fp32" if variant["csr"] else "tf32_tensor_core",
                   "split_windows": int((tasks[:, 0] < 0).sum()) if tasks.size else 0,
                   "predicted": {str(c): round(v, 1) for c, v in pred.items()},
                   "reason": f"{why}: cap {best} ({'identity' if best == 0 else 'packed/split'}) "
@@ -278,22 +263,6 @@ class TF32Runner:
             self._ws_keys.append(key)
         return self.dev[key].ptr, self.dev[("workspace_counters",) + key[1:]].ptr
 
-    def _device_csr(self) -> tuple:
-        """Device pointers of the CSR in the reordered row order (uploaded on first use)."""
-        if "csr_offsets" not in self.dev:
-            if self._csr is None:
-                raise ValueError("the csr variant needs the plan's CSR (TF32Runner(csr=...))")
-            self._csr = self._csr.canonicalized()  # duplicates summed, as the TC kernel does
-            indptr = np.asarray(self._csr.indptr, dtype=np.int64)
-            lengths = np.diff(indptr)[self._perm]
-            offsets = np.zeros(lengths.size + 1, np.int64)
-            np.cumsum(lengths, out=offsets[1:])
-            src = np.repeat(indptr[:-1][self._perm] - offsets[:-1], lengths) + np.arange(offsets[-1])
-            self._put("csr_offsets", offsets)
-            self._put("csr_cols", np.asarray(self._csr.indices)[src].astype(np.int32))
-            self._put("csr_values", np.asarray(self._csr.data)[src].astype(np.float32))
-        return tuple(self.dev[name].ptr for name in ("csr_offsets", "csr_cols", "csr_values"))
-
     def args(self, d_B: int, d_C: int, n: int, stream=None, cap=None, variant=None) -> tuple:
         """(argument tuple, variant tuple) of _cuda.tf32_spmm for width n on ``stream``; ``cap``
         and ``variant`` (a dict of VARIANT_KEYS) override the decision (benchmarks)."""
@@ -304,11 +273,9 @@ class TF32Runner:
         d_tasks, ntasks = self._device_tasks(cap)
         ws, cnt = self._workspace(cap, -(-n // (32 * v["slice_s"])), v["slice_s"], stream)
         d = self.dev
-        csr = self._device_csr() if v.get("csr") else (0, 0, 0)
         a = (m, k, n, self.num_windows, d["perm"].ptr, d["window_offsets"].ptr, d["block_cols"].ptr,
-             d["block_mask"].ptr, d["block_value_offsets"].ptr, d["values"].ptr, d_tasks, ntasks, ws, cnt, d_B, d_C,
-             *csr)
-        return a, tuple(int(v.get(key, 0)) for key in VARIANT_KEYS)
+             d["block_mask"].ptr, d["block_value_offsets"].ptr, d["values"].ptr, d_tasks, ntasks, ws, cnt, d_B, d_C)
+        return a, tuple(v[key] for key in VARIANT_KEYS)
 
     def run(self, d_B: int, d_C: int, n: int, stream):
         a, v = self.args(d_B, d_C, n, stream)

@@ -38,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import accspmm  # noqa: E402
-from accspmm import _cuda, _tf32, datasets  # noqa: E402
+from accspmm import _cuda, datasets  # noqa: E402
 from accspmm._validate import as_csr  # noqa: E402
 
 ALGS = ["default", "alg1", "alg2", "alg3"]
@@ -142,10 +142,6 @@ def bench_matrix(name, A, ns, reps, flush, cp, bw, sweep):
                            "reason": rep["reason"], "variant": rep["variant"]}
         rec["tf32_ms"] = time_tf32(call, reps)
         rec["tf32_cold_ms"] = time_tf32(call, reps, flush)
-        for tag, flag in (("tc", 0), ("csr", 1)):  # both kernels, whichever the rule chose
-            c2 = tf32_call(ours, B, C, n, variant=dict(rep["variant"], csr=flag))
-            err, ok = check(cp, C, Cref, c2)
-            rec[f"tf32_{tag}_ms"] = time_tf32(c2, reps) if ok and err < 1e-3 else None
         for r, p in others.items():
             c2 = tf32_call(p, B, C, n)
             err, ok = check(cp, C, Cref, c2)
@@ -255,24 +251,20 @@ def main():
              f"copy bandwidth {bw / 1e12:.2f} TB/s.", "",
              "TF32 = `accspmm.plan(A)` defaults (reordering: chosen method; schedule: cap, S = 2 unless "
              "N <= 32, `sm` = slice-major grid). `none` / `aff` = the same kernel on the original order / the "
-             "affinity order. `TC` / `CSR` = the Tensor-Core kernel / the FP32 CUDA-core CSR kernel, each "
-             "forced (TF32 runs the CSR kernel when MeanNNZTC < "
-             f"{_tf32.CSR_MAX_MEAN_NNZTC:g}; `csr` in the order column).", "",
-             "| matrix | nnz | N | cuSPARSE ms (alg) | TF32 ms (order, cap) | none ms | aff ms | TC ms | CSR ms "
-             "| GFLOP/s | speedup | cold speedup | roofline | rel err | break-even calls |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "affinity order.", "",
+             "| matrix | nnz | N | cuSPARSE ms (alg) | TF32 ms (order, cap) | none ms | aff ms | GFLOP/s | speedup "
+             "| cold speedup | roofline | rel err | break-even calls |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     chosen = {mt["matrix"]: mt["preprocess"]["reorder_chosen"] for mt in mats}
     for r in rows:
         be = f"{r['break_even_calls']:.0f}" if r["break_even_calls"] else "never"
         ok = "" if (r["all_written"] and r["rel_error_vs_cusparse"] < 1e-3) else " WRONG"
         sch = r["schedule"]
-        tag = f"{chosen[r['matrix']]}, {sch['cap']}{', sm' if sch['variant']['slice_major'] else ''}" \
-            f"{', csr' if sch['variant'].get('csr') else ''}"
+        tag = f"{chosen[r['matrix']]}, {sch['cap']}{', sm' if sch['variant']['slice_major'] else ''}"
         fmt = lambda x: f"{x:.4f}" if x else "-"  # noqa: E731
         lines.append(f"| {r['matrix']} | {r['nnz']} | {r['n']} | {r['cusparse_ms']:.4f} ({r['cusparse_alg']}) | "
                      f"{r['tf32_ms']:.4f} ({tag}) | {fmt(r['tf32_reorder_none_ms'])} | "
-                     f"{fmt(r['tf32_reorder_affinity_ms'])} | {fmt(r['tf32_tc_ms'])} | {fmt(r['tf32_csr_ms'])} | "
-                     f"{r['gflops']:.0f} | {r['speedup']:.2f}x | "
+                     f"{fmt(r['tf32_reorder_affinity_ms'])} | {r['gflops']:.0f} | {r['speedup']:.2f}x | "
                      f"{r['speedup_cold']:.2f}x | {r['roofline_fraction']:.2f} | {r['rel_error_vs_cusparse']:.1e}{ok} | {be} |")
     lines += ["", f"Summary over matrices with nnz >= {args.min_nnz} (correct runs only):", "",
               "| N | runs (wrong) | geomean speedup | min | max | geomean cold | total-time ratio "

@@ -221,24 +221,24 @@ static PyObject *py_cusparse_run(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* Parses the 19-tuple of acc_tf32_args (sizes as ints, device pointers as ints, 0 = NULL)
- * and the 6-tuple of acc_tf32_variant. */
+/* Parses the 16-tuple of acc_tf32_args (sizes as ints, device pointers as ints, 0 = NULL)
+ * and the 5-tuple of acc_tf32_variant. */
 typedef struct tf32_call {
     acc_tf32_args args;
     acc_tf32_variant variant;
 } tf32_call;
 
 static int parse_tf32(PyObject *tup, PyObject *vtup, tf32_call *c) {
-    unsigned long long perm, wo, cols, mask, vo, vals, tasks, ws, cnt, B, C, co, cc, cv;
+    unsigned long long perm, wo, cols, mask, vo, vals, tasks, ws, cnt, B, C;
     long long m, k, n, nw, ntasks;
     acc_tf32_args *a = &c->args;
     acc_tf32_variant *v = &c->variant;
     memset(c, 0, sizeof(*c));
-    if (!PyArg_ParseTuple(tup, "LLLLKKKKKKKLKKKKKKK;tf32 args", &m, &k, &n, &nw, &perm, &wo, &cols, &mask,
-                          &vo, &vals, &tasks, &ntasks, &ws, &cnt, &B, &C, &co, &cc, &cv))
+    if (!PyArg_ParseTuple(tup, "LLLLKKKKKKKLKKKK;tf32 args", &m, &k, &n, &nw, &perm, &wo, &cols, &mask, &vo,
+                          &vals, &tasks, &ntasks, &ws, &cnt, &B, &C))
         return -1;
-    if (!PyArg_ParseTuple(vtup, "iiiiii;tf32 variant", &v->slice_s, &v->depth, &v->cache_l1, &v->slice_major,
-                          &v->staged, &v->csr))
+    if (!PyArg_ParseTuple(vtup, "iiiii;tf32 variant", &v->slice_s, &v->depth, &v->cache_l1, &v->slice_major,
+                          &v->staged))
         return -1;
     a->m = m;
     a->k = k;
@@ -256,9 +256,6 @@ static int parse_tf32(PyObject *tup, PyObject *vtup, tf32_call *c) {
     a->counters = (int32_t *)(uintptr_t)cnt;
     a->B = (const float *)(uintptr_t)B;
     a->C = (float *)(uintptr_t)C;
-    a->csr_offsets = (const int64_t *)(uintptr_t)co;
-    a->csr_cols = (const int32_t *)(uintptr_t)cc;
-    a->csr_values = (const float *)(uintptr_t)cv;
     return 0;
 }
 
@@ -279,8 +276,8 @@ static PyObject *py_tf32_spmm(PyObject *self, PyObject *args) {
 static PyObject *py_tf32_shared_bytes(PyObject *self, PyObject *vtup) {
     acc_tf32_variant v;
     (void)self;
-    if (!PyArg_ParseTuple(vtup, "iiiiii;tf32 variant", &v.slice_s, &v.depth, &v.cache_l1, &v.slice_major,
-                          &v.staged, &v.csr))
+    if (!PyArg_ParseTuple(vtup, "iiiii;tf32 variant", &v.slice_s, &v.depth, &v.cache_l1, &v.slice_major,
+                          &v.staged))
         return NULL;
     return PyLong_FromLong(acc_tf32_shared_bytes(&v));
 }
@@ -366,10 +363,10 @@ static PyMethodDef cuda_methods[] = {
     {"cusparse_spmm_create", py_cusparse_create, METH_VARARGS, "-> capsule"},
     {"cusparse_spmm_run", py_cusparse_run, METH_VARARGS, "cusparse_spmm_run(plan, B, C, stream)"},
     {"tf32_spmm", py_tf32_spmm, METH_VARARGS,
-     "tf32_spmm(args19, variant6, stream): launch the TF32 BitTCF kernel"},
-    {"tf32_shared_bytes", py_tf32_shared_bytes, METH_O, "tf32_shared_bytes(variant6) -> bytes (-1: invalid)"},
+     "tf32_spmm(args16, variant5, stream): launch the TF32 BitTCF kernel"},
+    {"tf32_shared_bytes", py_tf32_shared_bytes, METH_O, "tf32_shared_bytes(variant5) -> bytes (-1: invalid)"},
     {"time_tf32", py_time_tf32, METH_VARARGS,
-     "time_tf32(args19, variant6, reps, flush, flush_bytes, stream) -> [ms]"},
+     "time_tf32(args16, variant5, reps, flush, flush_bytes, stream) -> [ms]"},
     {"time_cusparse", py_time_cusparse, METH_VARARGS,
      "time_cusparse(plan, B, C, reps, flush, flush_bytes, stream) -> [ms]"},
     {NULL, NULL, 0, NULL}};

@@ -609,7 +609,7 @@ int dispatch(const acc_tf32_args &p, const acc_tf32_variant &v, bool vec, cudaSt
 bool variant_ok(const acc_tf32_variant *v) {
     return v && (v->slice_s == 1 || v->slice_s == 2) && (v->depth >= 2 && v->depth <= 4) &&
            (v->cache_l1 == 0 || v->cache_l1 == 1) && (v->slice_major == 0 || v->slice_major == 1) &&
-           (v->staged == 0 || v->staged == 1) && (v->csr == 0 || v->csr == 1);
+           (v->staged == 0 || v->staged == 1);
 }
 
 template <bool STAGED> int shared_bytes(int slice_s, int depth) {
@@ -623,7 +623,6 @@ template <bool STAGED> int shared_bytes(int slice_s, int depth) {
 
 extern "C" int acc_tf32_shared_bytes(const acc_tf32_variant *v) {
     if (!variant_ok(v)) return -1;
-    if (v->csr) return 0;
     return v->staged ? shared_bytes<true>(v->slice_s, v->depth) : shared_bytes<false>(v->slice_s, v->depth);
 }
 
@@ -635,9 +634,8 @@ extern "C" int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *
         return ACC_ERR_INVALID_ARGUMENT;
     if (p.num_windows > 0x7fffffffLL) return ACC_ERR_TOO_LARGE;
     if (p.m == 0 || p.n == 0) return ACC_SUCCESS;
-    if (!p.C || !p.B || !p.perm) return ACC_ERR_INVALID_ARGUMENT;
-    if (variant->csr) return acc_csr_cuda_spmm(&p, stream);
-    if (!p.window_offsets || !p.tasks || !p.values || p.num_tasks == 0) return ACC_ERR_INVALID_ARGUMENT;
+    if (!p.C || !p.B || !p.perm || !p.window_offsets || !p.tasks || !p.values || p.num_tasks == 0)
+        return ACC_ERR_INVALID_ARGUMENT;
     if ((p.workspace == NULL) != (p.counters == NULL)) return ACC_ERR_INVALID_ARGUMENT;
     const bool vec = p.n % 4 == 0 && (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;
     return variant->staged ? dispatch<true>(p, *variant, vec, stream)

@@ -21,17 +21,13 @@ extern "C" {
  * with cp.async (staged = 1) or loaded into a double set of registers (0), and the grid order
  * (slice_major = 1: every task of column slice 0, then slice 1, ...; 0: all slices of
  * task 0, then task 1, ...).  No variant changes a result bit: the schedule alone fixes
- * the order of every sum.  csr = 1 selects instead the FP32 CUDA-core CSR kernel (csr_spmm.cu),
- * for matrices whose TC blocks are too sparse to pay; it reads only the csr_* arrays, perm, B
- * and C, ignores the other fields, and computes in FP32 (its result bits differ from the
- * Tensor-Core variants': no TF32 rounding). */
+ * the order of every sum. */
 typedef struct acc_tf32_variant {
     int slice_s;
     int depth;
     int cache_l1;
     int slice_major;
     int staged;
-    int csr;
 } acc_tf32_variant;
 
 typedef struct acc_tf32_args {
@@ -57,19 +53,11 @@ typedef struct acc_tf32_args {
     int32_t *counters; /* [splits * slices], zero before the first launch; left zero by every launch */
     const float *B;    /* [k * n] */
     float *C;          /* [m * n] */
-    /* A as CSR with rows in the reordered order (row i = original row perm[i]), FP32 values;
-     * read by the csr variant only (NULL otherwise) */
-    const int64_t *csr_offsets; /* [m + 1] */
-    const int32_t *csr_cols;    /* [nnz] */
-    const float *csr_values;    /* [nnz] */
 } acc_tf32_args;
 
 /* Launches C = A @ B on `stream` (cudaStream_t, NULL = default); asynchronous.
  * ACC_ERR_INVALID_ARGUMENT for an unknown variant or inconsistent sizes. */
 int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *variant, void *stream);
-
-/* The csr variant's launcher (csr_spmm.cu), called by acc_tf32_spmm. */
-int acc_csr_cuda_spmm(const acc_tf32_args *args, void *stream);
 
 /* Shared memory (bytes) a variant's thread block uses. */
 int acc_tf32_shared_bytes(const acc_tf32_variant *variant);
