@@ -112,10 +112,10 @@ static inline int32_t find_root(int32_t *dest, int32_t x) {
 /* ---- graph ------------------------------------------------------------- */
 
 /* Merges row i of A with column i of A (the transposed pattern) without
- * the diagonal; counts when out == NULL, else writes the targets.
- * Returns the number of entries. */
+ * the diagonal, keeping the targets in [lo, hi); counts when out == NULL,
+ * else writes the targets minus lo.  Returns the number of entries. */
 static int64_t sym_row(const acc_csr *A, const int64_t *col_offsets, const int32_t *col_rows, int64_t i,
-                       edge *out) {
+                       int64_t lo, int64_t hi, edge *out) {
     const int32_t *ci = A->column_indices;
     int64_t p = A->row_offsets[i], q = col_offsets[i], cnt = 0;
     const int64_t pe = A->row_offsets[i + 1], qe = col_offsets[i + 1];
@@ -127,25 +127,22 @@ static int64_t sym_row(const acc_csr *A, const int64_t *col_offsets, const int32
             c = col_rows[q++];
         else
             c = ci[p++], q++;
-        if (c == i) continue;
-        if (out) out[cnt] = (edge){(int32_t)c, 1};
+        if (c == i || c < lo || c >= hi) continue;
+        if (out) out[cnt] = (edge){(int32_t)(c - lo), 1};
         cnt++;
     }
     return cnt;
 }
 
-/* Adjacency of the graph defined in the header: adj_offsets[n+1] and
- * edges (allocated here, capacity *cap >= adj_offsets[n]). */
-static acc_status build_graph(const acc_csr *A, const int64_t *col_offsets, const int32_t *col_rows,
-                              int64_t n, int64_t *adj_offsets, edge **edges_out, int64_t *cap) {
+/* Offsets of the graph defined in the header: adj_offsets[n+1]. */
+static acc_status graph_offsets(const acc_csr *A, const int64_t *col_offsets, const int32_t *col_rows,
+                                int64_t n, int64_t *adj_offsets) {
     const int64_t m = A->m, *rp = A->row_offsets;
-    const int32_t *ci = A->column_indices;
-    const int square = A->m == A->k;
     adj_offsets[0] = 0;
-    if (square) {
+    if (A->m == A->k) {
 #pragma omp parallel for schedule(dynamic, 1024)
         for (int64_t i = 0; i < m; i++)
-            adj_offsets[i + 1] = sym_row(A, col_offsets, col_rows, i, NULL);
+            adj_offsets[i + 1] = sym_row(A, col_offsets, col_rows, i, 0, m, NULL);
     } else {
         for (int64_t i = 0; i < m; i++)
             adj_offsets[i + 1] = rp[i + 1] - rp[i];
@@ -154,15 +151,22 @@ static acc_status build_graph(const acc_csr *A, const int64_t *col_offsets, cons
     }
     for (int64_t v = 0; v < n; v++)
         adj_offsets[v + 1] += adj_offsets[v];
-    const int64_t total = adj_offsets[n];
-    if (total > INT32_MAX) return ACC_ERR_TOO_LARGE;
-    *cap = total + total / 2 + 1024;
+    return adj_offsets[n] > INT32_MAX ? ACC_ERR_TOO_LARGE : ACC_SUCCESS;
+}
+
+/* Edges of the graph for the offsets of graph_offsets: allocated here with
+ * capacity *cap >= adj_offsets[n] (step I appends to the buffer). */
+static acc_status graph_edges(const acc_csr *A, const int64_t *col_offsets, const int32_t *col_rows,
+                              const int64_t *adj_offsets, int64_t n, edge **edges_out, int64_t *cap) {
+    const int64_t m = A->m, *rp = A->row_offsets;
+    const int32_t *ci = A->column_indices;
+    *cap = adj_offsets[n] + adj_offsets[n] / 2 + 1024;
     edge *e = acc_malloc((size_t)*cap, sizeof(edge));
     if (!e) return ACC_ERR_OUT_OF_MEMORY;
-    if (square) {
+    if (A->m == A->k) {
 #pragma omp parallel for schedule(dynamic, 1024)
         for (int64_t i = 0; i < m; i++)
-            sym_row(A, col_offsets, col_rows, i, e + adj_offsets[i]);
+            sym_row(A, col_offsets, col_rows, i, 0, m, e + adj_offsets[i]);
     } else {
         for (int64_t i = 0; i < m; i++)
             for (int64_t p = rp[i]; p < rp[i + 1]; p++)
@@ -315,22 +319,17 @@ done:
     return status;
 }
 
-/* Step I in parts (header): vertex ranges [lo, hi) of about part_edges
- * graph edges each, every range's dendrogram built on its induced subgraph,
- * in parallel.  A single part (small or rectangular graphs) uses the whole
- * graph as it is.  visit[n] is workspace; D gets global vertex ids. */
-static acc_status build_dendrogram_parts(int64_t n, const int64_t *adj_offsets, edge **edges_io, int64_t cap,
-                                         int square, const acc_affinity_params *params, int64_t *visit,
-                                         dendrogram *D, int64_t *progress, int64_t progress_total) {
-    const double avg_degree = n > 0 ? (double)adj_offsets[n] / (double)n : 0.0;
-    const double max_strength = params->max_community * (avg_degree > 1.0 ? avg_degree : 1.0);
-    if (!square || adj_offsets[n] <= params->part_edges) {
-        acc_status st = acc_order_by_length(adj_offsets, n, 1, params->seed, visit);
-        if (st != ACC_SUCCESS) return st;
-        return build_dendrogram(n, adj_offsets, edges_io, cap, visit, max_strength, D, progress,
-                                progress_total);
-    }
-    const edge *edges = *edges_io;
+/* Step I in parts (header) for a square A whose graph (offsets adj_offsets[m+1])
+ * has more than part_edges edges: vertex ranges [lo, hi) of about part_edges
+ * edges each, every range's dendrogram built on its induced subgraph (made
+ * from A and its transposed pattern), in parallel.  visit[m] is workspace;
+ * D gets global vertex ids. */
+static acc_status build_dendrogram_parts(const acc_csr *A, const int64_t *col_offsets,
+                                         const int32_t *col_rows, const int64_t *adj_offsets,
+                                         const acc_affinity_params *params, double max_strength,
+                                         int64_t *visit, dendrogram *D, int64_t *progress,
+                                         int64_t progress_total) {
+    const int64_t n = A->m;
     int64_t nparts = 0;
     int64_t *bounds = acc_malloc((size_t)n + 1, sizeof(int64_t));
     if (!bounds) return ACC_ERR_OUT_OF_MEMORY;
@@ -346,35 +345,29 @@ static acc_status build_dendrogram_parts(int64_t n, const int64_t *adj_offsets, 
     int64_t done = 0;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t part = 0; part < nparts; part++) {
-        const int64_t lo = bounds[part], np = bounds[part + 1] - lo;
+        const int64_t lo = bounds[part], hi = bounds[part + 1], np = hi - lo;
         int64_t *off = acc_malloc((size_t)np + 1, sizeof(int64_t));
         int64_t pcap = 0;
         edge *pe = NULL;
         acc_status st = off ? ACC_SUCCESS : ACC_ERR_OUT_OF_MEMORY;
         if (st == ACC_SUCCESS) { /* induced subgraph, local ids */
             off[0] = 0;
-            for (int64_t v = 0; v < np; v++) {
-                int64_t c = 0;
-                for (int64_t q = adj_offsets[lo + v]; q < adj_offsets[lo + v + 1]; q++)
-                    c += edges[q].target >= lo && edges[q].target < lo + np;
-                off[v + 1] = off[v] + c;
-            }
+            for (int64_t v = 0; v < np; v++)
+                off[v + 1] = off[v] + sym_row(A, col_offsets, col_rows, lo + v, lo, hi, NULL);
             pcap = off[np] + off[np] / 2 + 1024;
             pe = acc_malloc((size_t)pcap, sizeof(edge));
             if (!pe) st = ACC_ERR_OUT_OF_MEMORY;
         }
         if (st == ACC_SUCCESS) {
-            for (int64_t v = 0, w = 0; v < np; v++)
-                for (int64_t q = adj_offsets[lo + v]; q < adj_offsets[lo + v + 1]; q++)
-                    if (edges[q].target >= lo && edges[q].target < lo + np)
-                        pe[w++] = (edge){(int32_t)(edges[q].target - lo), 1};
+            for (int64_t v = 0; v < np; v++)
+                sym_row(A, col_offsets, col_rows, lo + v, lo, hi, pe + off[v]);
             st = acc_order_by_length(off, np, 1, params->seed, visit + lo);
         }
         if (st == ACC_SUCCESS) {
             dendrogram Dp = {D->dest + lo, D->parent + lo, D->first_child + lo, D->last_child + lo,
                              D->next_sib + lo};
             st = build_dendrogram(np, off, &pe, pcap, visit + lo, max_strength, &Dp, NULL, 0);
-            for (int64_t v = lo; st == ACC_SUCCESS && v < lo + np; v++) { /* local -> global ids */
+            for (int64_t v = lo; st == ACC_SUCCESS && v < hi; v++) { /* local -> global ids */
                 D->dest[v] += (int32_t)lo;
                 if (D->parent[v] >= 0) D->parent[v] += (int32_t)lo;
                 if (D->first_child[v] >= 0) D->first_child[v] += (int32_t)lo;
@@ -758,13 +751,22 @@ acc_status acc_reorder_affinity(const acc_csr *A, const acc_affinity_params *par
     const int64_t total_work = n + m;
     acc_progress_set(progress, 0, total_work);
     ACC_CHECK(acc_pattern_transpose(A, col_offsets, col_rows));
-    ACC_CHECK(build_graph(A, col_offsets, col_rows, n, adj_offsets, &edges, &cap));
+    ACC_CHECK(graph_offsets(A, col_offsets, col_rows, n, adj_offsets));
 
     /* Step I */
-    ACC_CHECK(
-        build_dendrogram_parts(n, adj_offsets, &edges, cap, m == k, params, visit, &D, progress, total_work));
-    acc_free(edges); /* step I's lists are no longer needed */
-    edges = NULL;
+    {
+        const double avg_degree = n > 0 ? (double)adj_offsets[n] / (double)n : 0.0;
+        const double max_strength = params->max_community * (avg_degree > 1.0 ? avg_degree : 1.0);
+        if (m == k && adj_offsets[n] > params->part_edges) {
+            ACC_CHECK(build_dendrogram_parts(A, col_offsets, col_rows, adj_offsets, params, max_strength,
+                                             visit, &D, progress, total_work));
+        } else { /* one part: the whole graph (always for the bipartite graph, see header) */
+            ACC_CHECK(graph_edges(A, col_offsets, col_rows, adj_offsets, n, &edges, &cap));
+            ACC_CHECK(acc_order_by_length(adj_offsets, n, 1, params->seed, visit));
+            ACC_CHECK(build_dendrogram(n, adj_offsets, &edges, cap, visit, max_strength, &D, progress,
+                                       total_work)); /* frees edges */
+        }
+    }
     dendrogram_dfs(n, &D, comm /* stack */, dfs);
     for (int64_t v = 0; v < n; v++)
         comm[v] = find_root(D.dest, (int32_t)v);
