@@ -57,11 +57,34 @@ REDUCE = 2.0
 TASK = 4.0
 MERGE = 2.0
 REF_SMS = 132
-# concurrent thread blocks per SM by (S, staged): the kernel's __launch_bounds__ (registers)
-BLOCKS_PER_SM = {(1, 0): 3, (2, 0): 2, (1, 1): 4, (2, 1): 3}
+
+
+def blocks_per_sm(variant: dict) -> int:
+    """Concurrent thread blocks per SM of a variant: the kernel's __launch_bounds__ (registers)."""
+    if variant["staged"]:
+        return 4 if variant["slice_s"] == 1 else 3
+    return 3 if variant["slice_s"] == 1 and variant["depth"] == 2 else 2
+
+
 CAPS = (0, 2, 4, 8, 16, 32, 64, 128, 256)
 MAX_WORKSPACES = 4  # per plan: split workspaces kept (by stream, schedule, slice layout)
 VARIANT_KEYS = ("slice_s", "depth", "cache_l1", "slice_major", "staged")
+
+
+def pack_meta(fmt) -> np.ndarray:
+    """The kernel's metadata of each TC block as one 48-byte record (12 int32, see
+    ``block_meta`` in cuda/tf32_spmm.h): the 8 columns interleaved (c0, c4, c1, c5, ...), the
+    64-bit mask, the 64-bit value offset, each low word first."""
+    nb = fmt.num_blocks
+    meta = np.empty((nb, 12), np.int32)
+    cols = np.asarray(fmt.block_cols, np.int32).reshape(nb, 8)
+    meta[:, 0:8:2] = cols[:, 0:4]
+    meta[:, 1:8:2] = cols[:, 4:8]
+    for at, words in ((8, fmt.block_mask), (10, fmt.block_value_offsets[:nb])):
+        w = np.asarray(words).astype("<u8", copy=False)
+        meta[:, at] = (w & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+        meta[:, at + 1] = (w >> 32).astype(np.uint32).view(np.int32)
+    return meta.reshape(-1)
 
 
 def round_tf32(x: np.ndarray) -> np.ndarray:
@@ -143,7 +166,7 @@ def predict(task_cost: np.ndarray, slices: int, variant: dict) -> float:
     """Predicted time of a schedule in model units (module docstring) for a kernel variant."""
     if task_cost.size == 0:
         return 0.0
-    P = REF_SMS * BLOCKS_PER_SM[variant["slice_s"], variant["staged"]]
+    P = REF_SMS * blocks_per_sm(variant)
     return float(task_cost.sum() * slices / P + task_cost.max())
 
 
@@ -152,7 +175,7 @@ def choose_variant(n: int, k: int, l2_bytes: int, override: dict | None = None) 
     s = 2 if n > 32 else 1
     slices = -(-n // (32 * s))
     b_bytes = k * n * 4
-    v = {"slice_s": s, "depth": 2, "cache_l1": 1,
+    v = {"slice_s": s, "depth": 2 if b_bytes > l2_bytes // 2 else 3, "cache_l1": 1,
          "slice_major": int(slices > 1 and b_bytes > l2_bytes and b_bytes // slices <= l2_bytes // 2),
          "staged": int(b_bytes > l2_bytes // 2)}
     if override:
@@ -185,8 +208,9 @@ class TF32Runner:
         self.dev = dev  # the plan's: freed with it
         self._device = dev_id
         self._ws_keys = []
-        for name in ("perm", "window_offsets", "block_cols", "block_mask", "block_value_offsets"):
+        for name in ("perm", "window_offsets"):
             put(name, np.asarray(getattr(fmt, name)))
+        put("block_meta", pack_meta(fmt))
         put("values", round_tf32(fmt.values))
         self._tasks = {}  # cap -> (host tasks, task cost)
         self._split_counts = {}  # cap -> (workspace slots, multi-part splits)
@@ -218,10 +242,10 @@ class TF32Runner:
         pred = {c: predict(self._schedule(c)[1], slices, variant) for c in caps}
         best = min(caps, key=lambda c: (pred[c], -c))
         tasks = self._schedule(best)[0]
-        wave = REF_SMS * BLOCKS_PER_SM[variant["slice_s"], variant["staged"]]
+        wave = REF_SMS * blocks_per_sm(variant)
         if variant["slice_s"] == 2 and "slice_s" not in self.tuning and tasks.shape[0] * slices < wave:
             # less than one wave of thread blocks: 32-column slices double the parallelism
-            variant = dict(variant, slice_s=1)
+            variant = dict(variant, slice_s=1, depth=variant["depth"] if "depth" in self.tuning else 2)
             why += "; S = 1 (under one wave of thread blocks at S = 2)"
         report = {"cap": best, "tasks": int(tasks.shape[0]),
                   "split_windows": int((tasks[:, 0] < 0).sum()) if tasks.size else 0,
@@ -273,8 +297,8 @@ class TF32Runner:
         d_tasks, ntasks = self._device_tasks(cap)
         ws, cnt = self._workspace(cap, -(-n // (32 * v["slice_s"])), v["slice_s"], stream)
         d = self.dev
-        a = (m, k, n, self.num_windows, d["perm"].ptr, d["window_offsets"].ptr, d["block_cols"].ptr,
-             d["block_mask"].ptr, d["block_value_offsets"].ptr, d["values"].ptr, d_tasks, ntasks, ws, cnt, d_B, d_C)
+        a = (m, k, n, self.num_windows, d["perm"].ptr, d["window_offsets"].ptr, d["block_meta"].ptr,
+             d["values"].ptr, d_tasks, ntasks, ws, cnt, d_B, d_C)
         return a, tuple(v[key] for key in VARIANT_KEYS)
 
     def run(self, d_B: int, d_C: int, n: int, stream):

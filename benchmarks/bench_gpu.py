@@ -85,9 +85,10 @@ def check(cp, C, Cref, call):
     return float(cp.linalg.norm(C - Cref)) / max(float(cp.linalg.norm(Cref)), 1e-30), ok
 
 
-SWEEP_VARIANTS = [dict(slice_s=s, depth=d, cache_l1=1, slice_major=o, staged=g)
-                  for g in (0, 1) for s in (1, 2) for d in (2, 3) for o in (0, 1)] + \
-                 [dict(slice_s=2, depth=2, cache_l1=0, slice_major=0, staged=g) for g in (0, 1)]
+SWEEP_VARIANTS = [dict(slice_s=s, depth=d, cache_l1=1, slice_major=0, staged=g)
+                  for g in (0, 1) for s in (1, 2) for d in ((2, 3, 4) if g else (2, 3))] + \
+                 [dict(slice_s=2, depth=3, cache_l1=c, slice_major=o, staged=g)
+                  for g in (0, 1) for c, o in ((1, 1), (0, 0))]
 SWEEP_CAPS = [0, 2, 4, 8, 16, 32, 64, 128]
 
 

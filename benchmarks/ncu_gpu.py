@@ -16,9 +16,10 @@ STALLS = ("long_scoreboard", "short_scoreboard", "lg_throttle", "mio_throttle", 
           "membar", "math_pipe_throttle", "no_instruction", "not_selected", "selected", "dispatch_stall",
           "drain", "imc_miss", "branch_resolving", "sleeping")
 METRICS = ["sm__cycles_active.avg", "sm__cycles_active.max", "gpc__cycles_elapsed.max",
-           "launch__grid_size", "sm__warps_active.avg.pct_of_peak_sustained_active"] + \
+           "launch__grid_size", "sm__warps_active.avg.pct_of_peak_sustained_active", "smsp__inst_executed.sum",
+           "lts__t_sectors_srcunit_tex_op_read.sum", "lts__throughput.avg.pct_of_peak_sustained_elapsed"] + \
           [f"smsp__average_warps_issue_stalled_{s}_per_issue_active.ratio" for s in STALLS]
-KEYS = ("tf32_spmm_kernel", "cycles_active", "cycles_elapsed", "grid_size", "warps_active", "issue_stalled", "Duration", "DRAM Throughput", "Memory Throughput", "L1/TEX Hit Rate",
+KEYS = ("tf32_spmm_kernel", "inst_executed", "lts__t", "cycles_active", "cycles_elapsed", "grid_size", "warps_active", "issue_stalled", "Duration", "DRAM Throughput", "Memory Throughput", "L1/TEX Hit Rate",
         "L2 Hit Rate", "Achieved Occupancy", "Registers Per Thread", "Mem Busy", "Max Bandwidth",
         "Warp Cycles Per Issued Instruction", "Compute (SM) Throughput", "  void ", "  spmm", "  csr")
 

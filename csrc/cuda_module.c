@@ -229,13 +229,13 @@ typedef struct tf32_call {
 } tf32_call;
 
 static int parse_tf32(PyObject *tup, PyObject *vtup, tf32_call *c) {
-    unsigned long long perm, wo, cols, mask, vo, vals, tasks, ws, cnt, B, C;
+    unsigned long long perm, wo, meta, vals, tasks, ws, cnt, B, C;
     long long m, k, n, nw, ntasks;
     acc_tf32_args *a = &c->args;
     acc_tf32_variant *v = &c->variant;
     memset(c, 0, sizeof(*c));
-    if (!PyArg_ParseTuple(tup, "LLLLKKKKKKKLKKKK;tf32 args", &m, &k, &n, &nw, &perm, &wo, &cols, &mask, &vo,
-                          &vals, &tasks, &ntasks, &ws, &cnt, &B, &C))
+    if (!PyArg_ParseTuple(tup, "LLLLKKKKKLKKKK;tf32 args", &m, &k, &n, &nw, &perm, &wo, &meta, &vals, &tasks,
+                          &ntasks, &ws, &cnt, &B, &C))
         return -1;
     if (!PyArg_ParseTuple(vtup, "iiiii;tf32 variant", &v->slice_s, &v->depth, &v->cache_l1, &v->slice_major,
                           &v->staged))
@@ -246,9 +246,7 @@ static int parse_tf32(PyObject *tup, PyObject *vtup, tf32_call *c) {
     a->num_windows = nw;
     a->perm = (const int64_t *)(uintptr_t)perm;
     a->window_offsets = (const int64_t *)(uintptr_t)wo;
-    a->block_cols = (const int32_t *)(uintptr_t)cols;
-    a->block_mask = (const uint64_t *)(uintptr_t)mask;
-    a->block_value_offsets = (const int64_t *)(uintptr_t)vo;
+    a->block_meta = (const int32_t *)(uintptr_t)meta;
     a->values = (const float *)(uintptr_t)vals;
     a->tasks = (const int32_t *)(uintptr_t)tasks;
     a->num_tasks = ntasks;

@@ -81,20 +81,43 @@ namespace {
 constexpr int kWarps = ACC_TF32_WARPS;
 constexpr int kThreads = kWarps * 32;
 constexpr int kMaxDevices = 64;
+constexpr int kMetaWords = 12; /* one block's record in block_meta and in the ring (48 bytes) */
+constexpr int kMetaAhead = 2;  /* register path: metadata copied this many blocks before use */
 
+/* Lane t's view of a block's record: columns t and t+4, the mask, the value offset. */
 struct Meta {
-    uint64_t mask;
+    int col0, col1; /* ACC_PAD_COL (-1) = padding */
+    uint32_t mlo, mhi;
     int64_t voff;
-    int col0, col1; /* compacted columns t and t+4 (ACC_PAD_COL = padding) */
+};
+
+/* Per-lane constants, computed once per thread block, that make the per-block decode a few
+ * instructions: the address of B[0][ncol] as an integer (it may lie past the end of a row;
+ * it is only dereferenced where in range), the row pitch in bytes, the columns left from
+ * each 32-column step, and where lane (g, t)'s bits g*8+t and g*8+t+4 sit in the mask. */
+template <int S> struct Lane {
+    uint64_t bl;
+    uint32_t row_bytes;
+    int nrem[S];     /* min(4, max(0, n - (ncol + 32 s))): columns of step s in range */
+    uint32_t bit0;   /* bit g*8+t within its 32-bit word (bit g*8+t+4 is bit0 << 4) */
+    uint32_t below0; /* the word's bits below bit0 */
+    uint32_t below1; /* the word's bits below bit0 << 4 */
+    bool high;       /* g >= 4: the bits are in the mask's high word */
 };
 
 __device__ __forceinline__ int64_t ldg64(const int64_t *p) {
     return __ldg(reinterpret_cast<const long long *>(p));
 }
 
+/* FP32 -> TF32, round to nearest: one F2FP instruction (ties to even) on sm_90 and later,
+ * cvt.rna (ties away, three instructions) on sm_80.  Same error bound, 2^-11. */
 __device__ __forceinline__ uint32_t to_tf32(float x) {
     uint32_t r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+#else
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+#endif
     return r;
 }
 
@@ -116,11 +139,6 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_b
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(src_bytes));
 }
 
-__device__ __forceinline__ void cp_async8(void *dst, const void *src) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(s), "l"(src));
-}
-
 __device__ __forceinline__ void cp_async4(void *dst, const void *src, int src_bytes) {
     const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(s), "l"(src), "r"(src_bytes));
@@ -132,43 +150,65 @@ template <int N> __device__ __forceinline__ void cp_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N));
 }
 
-/* Lanes 0..3 copy block b's metadata into ring slot `slot`: column ids 0-3, 4-7, the mask,
- * the value offset (the other lanes copy nothing). */
-template <int S, int DEPTH>
-__device__ __forceinline__ void copy_meta(const acc_tf32_args &p, int *sM, int lane, int64_t b, int slot) {
-    int *dst = sM + slot * 16;
-    if (lane < 2)
-        cp_async16<true>(dst + 4 * lane, p.block_cols + b * 8 + 4 * lane, 16);
-    else if (lane == 2)
-        cp_async8(dst + 8, p.block_mask + b);
-    else if (lane == 3)
-        cp_async8(dst + 10, p.block_value_offsets + b);
+/* Lanes 0..2 copy block b's 48-byte record into ring slot `slot` (one code path, no branch
+ * per field: the record was packed on the host for this). */
+__device__ __forceinline__ void copy_meta(const acc_tf32_args &p, int *ring, int lane, int64_t b, int slot) {
+    if (lane < 3)
+        cp_async16<true>(ring + slot * kMetaWords + 4 * lane, p.block_meta + b * kMetaWords + 4 * lane, 16);
 }
 
-/* Lane t's metadata of the block in ring slot `slot` (landed and published by __syncwarp). */
-__device__ __forceinline__ Meta read_meta(const int *sM, int t, int slot) {
-    const int *m = sM + slot * 16;
+/* Lane t's metadata of the block in ring slot `slot` (landed and published by __syncwarp):
+ * the columns are stored interleaved (c0, c4, c1, c5, ...), so one 8-byte read gets t and t+4. */
+__device__ __forceinline__ Meta read_meta(const int *ring, int t, int slot) {
+    const int *m = ring + slot * kMetaWords;
+    const int2 c = *reinterpret_cast<const int2 *>(m + 2 * t);
+    const int4 w = *reinterpret_cast<const int4 *>(m + 8);
     Meta r;
-    r.col0 = m[t];
-    r.col1 = m[t + 4];
-    r.mask = *reinterpret_cast<const unsigned long long *>(m + 8);
-    r.voff = *reinterpret_cast<const long long *>(m + 10);
+    r.col0 = c.x;
+    r.col1 = c.y;
+    r.mlo = (uint32_t)w.x;
+    r.mhi = (uint32_t)w.y;
+    r.voff = (int64_t)(((uint64_t)(uint32_t)w.w << 32) | (uint32_t)w.z);
     return r;
 }
 
+/* Where lane (g, t)'s two values of a block are: has0/has1 (stored?) and their indices into
+ * values[] (ascending bit order: the popcount of the mask below the bit). */
+struct ValueIdx {
+    bool has0, has1;
+    int64_t i0, i1;
+};
+
+template <int S> __device__ __forceinline__ ValueIdx value_idx(const Lane<S> &L, const Meta &mt) {
+    const uint32_t w = L.high ? mt.mhi : mt.mlo;
+    const int base = L.high ? __popc(mt.mlo) : 0;
+    ValueIdx v;
+    v.has0 = (w & L.bit0) != 0;
+    v.has1 = (w & (L.bit0 << 4)) != 0;
+    v.i0 = mt.voff + base + __popc(w & L.below0);
+    v.i1 = mt.voff + base + __popc(w & L.below1);
+    return v;
+}
+
+/* Address of B[col][ncol] + 128 s bytes for lane L (col >= 0). */
+template <int S> __device__ __forceinline__ const float *b_row(const Lane<S> &L, int col) {
+    return reinterpret_cast<const float *>(L.bl + (uint64_t)(uint32_t)col * L.row_bytes);
+}
+
 /* Shared memory of one thread block.  STAGED, per warp: DEPTH stages of 2*S*32 float4 (B),
- * DEPTH stages of 2*32 floats (values), and a ring of DEPTH metadata slots of 16 words (the
- * block's 8 column ids, its 64-bit mask, its 64-bit value offset); SPLIT partials
+ * DEPTH stages of 2*32 floats (values), and a ring of DEPTH metadata slots; SPLIT partials
  * (8 x 32S floats per warp) reuse the B stages once the pipeline has drained.  Register
- * pipeline (!STAGED): the SPLIT partials, then the metadata rings. */
+ * pipeline (!STAGED): the SPLIT partials, then the metadata rings of kMetaAhead + 1 slots. */
 template <int S, int DEPTH, bool STAGED> struct Smem {
-    static constexpr int kPart = 8 * 32 * S * 4;               /* bytes of one warp's partial */
-    static constexpr int kB = STAGED ? DEPTH * 2 * S * 32 : 0; /* float4 per warp */
-    static constexpr int kV = STAGED ? DEPTH * 2 * 32 : 0;     /* floats per warp */
-    static constexpr int kM = DEPTH * 16;                      /* 32-bit words per warp */
+    static constexpr int kRing = STAGED ? DEPTH : kMetaAhead + 1; /* metadata slots per warp */
+    static constexpr int kPart = 8 * 32 * S * 4;                  /* bytes of one warp's partial */
+    static constexpr int kB = STAGED ? DEPTH * 2 * S * 32 : 0;    /* float4 per warp */
+    static constexpr int kV = STAGED ? DEPTH * 2 * 32 : 0;        /* floats per warp */
+    static constexpr int kM = kRing * kMetaWords;                 /* 32-bit words per warp */
     static constexpr int kHead = STAGED ? kWarps * (kB * 16 + kV * 4) : kWarps * kPart;
     static constexpr int kBytes = kHead + kWarps * kM * 4;
     static_assert(!STAGED || kB * 16 >= kPart, "SPLIT partials must fit in the B stages");
+    static_assert(kHead % 16 == 0, "the rings must be 16-byte aligned");
 };
 
 /* Per-warp state of the stream of TC blocks. */
@@ -180,38 +220,33 @@ struct Warp {
     int64_t ncol; /* first column this lane loads: slice * 32S + 4g */
 };
 
-template <int S, int DEPTH, bool CACHE_L1, bool VEC>
-__device__ __forceinline__ void issue_block(const acc_tf32_args &p, const Warp &W, const Meta &mt,
-                                            int stage) {
+template <int S, bool CACHE_L1, bool VEC>
+__device__ __forceinline__ void issue_block(const acc_tf32_args &p, const Warp &W, const Lane<S> &L,
+                                            const Meta &mt, int stage) {
     float4 *dst = W.sB + stage * (2 * S * 32) + W.lane;
+    const int cols[2] = {mt.col0, mt.col1};
 #pragma unroll
-    for (int s = 0; s < S; s++) {
-        const int64_t c = W.ncol + 32 * s;
-        const int cols[2] = {mt.col0, mt.col1};
+    for (int h = 0; h < 2; h++) {
+        const float *row = b_row(L, cols[h] < 0 ? 0 : cols[h]);
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
+        for (int s = 0; s < S; s++) {
             float4 *d = dst + (2 * s + h) * 32;
             if (VEC) {
-                const bool ok = cols[h] >= 0 && c < p.n;
-                const float *src = ok ? p.B + (int64_t)cols[h] * p.n + c : p.B;
-                cp_async16<CACHE_L1>(d, src, ok ? 16 : 0);
+                const bool ok = cols[h] >= 0 && L.nrem[s] > 0;
+                cp_async16<CACHE_L1>(d, ok ? row + 32 * s : p.B, ok ? 16 : 0);
             } else {
 #pragma unroll
                 for (int q = 0; q < 4; q++) {
-                    const bool ok = cols[h] >= 0 && c + q < p.n;
-                    const float *src = ok ? p.B + (int64_t)cols[h] * p.n + c + q : p.B;
-                    cp_async4(reinterpret_cast<float *>(d) + q, src, ok ? 4 : 0);
+                    const bool ok = cols[h] >= 0 && q < L.nrem[s];
+                    cp_async4(reinterpret_cast<float *>(d) + q, ok ? row + 32 * s + q : p.B, ok ? 4 : 0);
                 }
             }
         }
     }
-    const int bit0 = W.g * 8 + W.t, bit1 = bit0 + 4;
-    const bool has0 = (mt.mask >> bit0) & 1, has1 = (mt.mask >> bit1) & 1;
-    const int off0 = __popcll(mt.mask & ((1ull << bit0) - 1));
-    const int off1 = __popcll(mt.mask & ((1ull << bit1) - 1));
+    const ValueIdx vi = value_idx(L, mt);
     float *v = W.sV + stage * 64 + W.lane;
-    cp_async4(v, has0 ? p.values + mt.voff + off0 : p.values, has0 ? 4 : 0);
-    cp_async4(v + 32, has1 ? p.values + mt.voff + off1 : p.values, has1 ? 4 : 0);
+    cp_async4(v, vi.has0 ? p.values + vi.i0 : p.values, vi.has0 ? 4 : 0);
+    cp_async4(v + 32, vi.has1 ? p.values + vi.i1 : p.values, vi.has1 ? 4 : 0);
 }
 
 template <int S, int DEPTH>
@@ -227,17 +262,17 @@ __device__ __forceinline__ void consume_block(const Warp &W, int stage, float (&
     }
 }
 
-/* Issues the copies of block j into `slot` (its stage and metadata slot): reads j's metadata
- * from the ring, copies its B rows and values, then (after every lane has read the slot)
- * refills the slot with the metadata of block j + DEPTH.  j and b_end are warp-uniform. */
+/* STAGED: issues the copies of block j into `slot` (its stage and metadata slot): reads j's
+ * metadata from the ring, copies its B rows and values, then (after every lane has read the
+ * slot) refills the slot with the metadata of block j + DEPTH.  j and b_end are warp-uniform. */
 template <int S, int DEPTH, bool CACHE_L1, bool VEC>
-__device__ __forceinline__ void refill(const acc_tf32_args &p, const Warp &W, int64_t j, int64_t b_end,
-                                       int slot) {
+__device__ __forceinline__ void refill(const acc_tf32_args &p, const Warp &W, const Lane<S> &L, int64_t j,
+                                       int64_t b_end, int slot) {
     if (j >= b_end) return;
     const Meta mt = read_meta(W.sM, W.t, slot);
-    issue_block<S, DEPTH, CACHE_L1, VEC>(p, W, mt, slot);
+    issue_block<S, CACHE_L1, VEC>(p, W, L, mt, slot);
     __syncwarp();
-    if (j + DEPTH < b_end) copy_meta<S, DEPTH>(p, W.sM, W.lane, j + DEPTH, slot);
+    if (j + DEPTH < b_end) copy_meta(p, W.sM, W.lane, j + DEPTH, slot);
 }
 
 /* Writes lane (g, t)'s rows 2t and 2t+1 (original rows prow[0], prow[1]; < 0 = beyond m). */
@@ -333,32 +368,29 @@ template <bool CACHE_L1> __device__ __forceinline__ float ldb1(const float *q) {
 }
 
 template <int S, bool CACHE_L1, bool VEC>
-__device__ __forceinline__ void load_ops(const acc_tf32_args &p, const Warp &W, const Meta &mt, Ops<S> &o) {
+__device__ __forceinline__ void load_ops(const acc_tf32_args &p, const Lane<S> &L, const Meta &mt,
+                                         Ops<S> &o) {
     const int cols[2] = {mt.col0, mt.col1};
 #pragma unroll
-    for (int s = 0; s < S; s++) {
-        const int64_t c = W.ncol + 32 * s;
+    for (int h = 0; h < 2; h++) {
+        const float *row = b_row(L, cols[h]);
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
+        for (int s = 0; s < S; s++) {
             float4 &f = o.f[2 * s + h];
             f = make_float4(0.f, 0.f, 0.f, 0.f);
-            const float *row = p.B + (int64_t)cols[h] * p.n;
             if (VEC) {
-                if (cols[h] >= 0 && c < p.n) f = ldb4<CACHE_L1>(row + c);
+                if (cols[h] >= 0 && L.nrem[s] > 0) f = ldb4<CACHE_L1>(row + 32 * s);
             } else if (cols[h] >= 0) {
-                if (c < p.n) f.x = ldb1<CACHE_L1>(row + c);
-                if (c + 1 < p.n) f.y = ldb1<CACHE_L1>(row + c + 1);
-                if (c + 2 < p.n) f.z = ldb1<CACHE_L1>(row + c + 2);
-                if (c + 3 < p.n) f.w = ldb1<CACHE_L1>(row + c + 3);
+                if (L.nrem[s] > 0) f.x = ldb1<CACHE_L1>(row + 32 * s);
+                if (L.nrem[s] > 1) f.y = ldb1<CACHE_L1>(row + 32 * s + 1);
+                if (L.nrem[s] > 2) f.z = ldb1<CACHE_L1>(row + 32 * s + 2);
+                if (L.nrem[s] > 3) f.w = ldb1<CACHE_L1>(row + 32 * s + 3);
             }
         }
     }
-    const int bit0 = W.g * 8 + W.t, bit1 = bit0 + 4;
-    const bool has0 = (mt.mask >> bit0) & 1, has1 = (mt.mask >> bit1) & 1;
-    const int off0 = __popcll(mt.mask & ((1ull << bit0) - 1));
-    const int off1 = __popcll(mt.mask & ((1ull << bit1) - 1));
-    o.a0 = has0 ? __float_as_uint(__ldg(p.values + mt.voff + off0)) : 0u;
-    o.a1 = has1 ? __float_as_uint(__ldg(p.values + mt.voff + off1)) : 0u;
+    const ValueIdx vi = value_idx(L, mt);
+    o.a0 = vi.has0 ? __float_as_uint(__ldg(p.values + vi.i0)) : 0u;
+    o.a1 = vi.has1 ? __float_as_uint(__ldg(p.values + vi.i1)) : 0u;
 }
 
 template <int S> __device__ __forceinline__ void consume_ops(const Ops<S> &o, float (&acc)[S][2][4]) {
@@ -370,30 +402,28 @@ template <int S> __device__ __forceinline__ void consume_ops(const Ops<S> &o, fl
     }
 }
 
-/* One step of the register pipeline: block i + 1's operands are loaded into `nxt` (its
- * metadata from ring slot `slot` + 1, landed DEPTH - 1 steps ago; the slot is then refilled
- * with block i + 1 + DEPTH), block i's MMAs run on `cur`.  Two register sets alternate
- * (the caller swaps the roles), so no register copy waits on a load in flight. */
+/* One step of the register pipeline with F = DEPTH - 1 blocks of operands loaded ahead:
+ * block i + F's operands go into `nxt` (its metadata from ring slot `sl`, copied kMetaAhead
+ * steps ago; the slot before `sl`, read in the previous step, is refilled with block
+ * i + F + kMetaAhead), block i's MMAs run on `cur`.  DEPTH register sets rotate (the caller
+ * unrolls the rotation), so no register copy waits on a load in flight. */
 template <int S, int DEPTH, bool CACHE_L1, bool VEC>
-__device__ __forceinline__ void reg_step(const acc_tf32_args &p, const Warp &W, int64_t i, int64_t b_end,
-                                         int &slot, const Ops<S> &cur, Ops<S> &nxt, float (&acc)[S][2][4],
-                                         Pack &P) {
-    const int ns = slot + 1 == DEPTH ? 0 : slot + 1;
-    cp_wait<DEPTH - 1>(); /* block i + 1's metadata has landed ... */
-    __syncwarp();         /* ... and is visible to every lane */
-    if (i + 1 < b_end) {
-        load_ops<S, CACHE_L1, VEC>(p, W, read_meta(W.sM, W.t, ns), nxt);
-        __syncwarp();
-        if (i + 1 + DEPTH < b_end) copy_meta<S, DEPTH>(p, W.sM, W.lane, i + 1 + DEPTH, ns);
-    }
+__device__ __forceinline__ void reg_step(const acc_tf32_args &p, const Warp &W, const Lane<S> &L, int64_t i,
+                                         int64_t b_end, int &sl, const Ops<S> &cur, Ops<S> &nxt,
+                                         float (&acc)[S][2][4], Pack &P) {
+    constexpr int F = DEPTH - 1, R = kMetaAhead + 1;
+    cp_wait<kMetaAhead - 1>(); /* block i + F's metadata has landed ... */
+    __syncwarp();              /* ... is visible to every lane, and slot sl - 1 was read by all */
+    if (i + F < b_end) load_ops<S, CACHE_L1, VEC>(p, L, read_meta(W.sM, W.t, sl), nxt);
+    if (i + F + kMetaAhead < b_end) copy_meta(p, W.sM, W.lane, i + F + kMetaAhead, sl == 0 ? R - 1 : sl - 1);
     cp_commit();
     consume_ops<S>(cur, acc);
     after_block<S, VEC>(p, i, P, acc, W.t, W.ncol);
-    slot = ns;
+    sl = sl + 1 == R ? 0 : sl + 1;
 }
 
 template <int S, int DEPTH, bool CACHE_L1, bool VEC, bool STAGED>
-__global__ void __launch_bounds__(kThreads, STAGED ? (S == 1 ? 4 : 3) : (S == 1 ? 3 : 2))
+__global__ void __launch_bounds__(kThreads, STAGED ? (S == 1 ? 4 : 3) : (S == 1 && DEPTH == 2 ? 3 : 2))
     tf32_spmm_kernel(const acc_tf32_args p, int slices, int slice_major) {
     extern __shared__ __align__(16) unsigned char smem[];
     using SM = Smem<S, DEPTH, STAGED>;
@@ -415,6 +445,18 @@ __global__ void __launch_bounds__(kThreads, STAGED ? (S == 1 ? 4 : 3) : (S == 1 
         slice = bid - task * slices;
     }
     W.ncol = slice * (32 * S) + 4 * W.g;
+    Lane<S> L;
+    L.bl = (uint64_t)(uintptr_t)p.B + (uint64_t)W.ncol * 4;
+    L.row_bytes = (uint32_t)(p.n * 4);
+#pragma unroll
+    for (int s = 0; s < S; s++) {
+        const int64_t left = p.n - (W.ncol + 32 * s);
+        L.nrem[s] = left < 0 ? 0 : left > 4 ? 4 : (int)left;
+    }
+    L.high = W.g >= 4;
+    L.bit0 = 1u << ((W.g & 3) * 8 + W.t);
+    L.below0 = L.bit0 - 1;
+    L.below1 = (L.bit0 << 4) - 1;
 
     const int32_t *row = p.tasks + task * (kWarps + 1);
     const int32_t e0 = __ldg(row);
@@ -452,44 +494,62 @@ __global__ void __launch_bounds__(kThreads, STAGED ? (S == 1 ? 4 : 3) : (S == 1 
 
     float acc[S][2][4];
     zero<S>(acc);
-    /* prologue: metadata of blocks b .. b+DEPTH-1 into the ring (waited for once).  Block j
-     * uses ring slot (and stage) (j - b) % DEPTH. */
-#pragma unroll
-    for (int s = 0; s < DEPTH; s++)
-        if (b + s < b_end) copy_meta<S, DEPTH>(p, W.sM, W.lane, b + s, s);
-    cp_commit();
-    cp_wait<0>();
-    __syncwarp();
     if (STAGED) {
-        /* copies of blocks b .. b+DEPTH-2, then one block issued and one consumed per step */
+        /* prologue: metadata of blocks b .. b+DEPTH-1 into the ring (waited for once), block j
+         * in ring slot (and stage) (j - b) % DEPTH; then the copies of blocks b .. b+DEPTH-2,
+         * and one block issued and one consumed per step */
+#pragma unroll
+        for (int s = 0; s < DEPTH; s++)
+            if (b + s < b_end) copy_meta(p, W.sM, W.lane, b + s, s);
+        cp_commit();
+        cp_wait<0>();
+        __syncwarp();
 #pragma unroll
         for (int s = 0; s < DEPTH - 1; s++) {
-            refill<S, DEPTH, CACHE_L1, VEC>(p, W, b + s, b_end, s);
+            refill<S, DEPTH, CACHE_L1, VEC>(p, W, L, b + s, b_end, s);
             cp_commit();
         }
         int stage = 0;
         for (int64_t i = b; i < b_end; i++) {
-            refill<S, DEPTH, CACHE_L1, VEC>(p, W, i + DEPTH - 1, b_end, stage == 0 ? DEPTH - 1 : stage - 1);
+            refill<S, DEPTH, CACHE_L1, VEC>(p, W, L, i + DEPTH - 1, b_end,
+                                            stage == 0 ? DEPTH - 1 : stage - 1);
             cp_commit();
             cp_wait<DEPTH - 1>(); /* block i's copies (and metadata DEPTH blocks ahead) have landed */
-            __syncwarp();         /* ... and the metadata copied by lanes 0-3 is visible to all */
+            __syncwarp();         /* ... and the metadata copied by lanes 0-2 is visible to all */
             consume_block<S, DEPTH>(W, stage, acc);
             stage = stage + 1 == DEPTH ? 0 : stage + 1;
             after_block<S, VEC>(p, i, P, acc, W.t, W.ncol);
         }
     } else if (b < b_end) {
-        /* block b's operands, its slot refilled with block b + DEPTH; then two steps per
-         * iteration with the register sets x and y in alternating roles */
-        Ops<S> x, y;
-        load_ops<S, CACHE_L1, VEC>(p, W, read_meta(W.sM, W.t, 0), x);
-        __syncwarp();
-        if (b + DEPTH < b_end) copy_meta<S, DEPTH>(p, W.sM, W.lane, b + DEPTH, 0);
+        /* F = DEPTH - 1 blocks' operands in flight.  Prologue: metadata of blocks b .. b+F-1
+         * (waited for), their operands, then the metadata of the next kMetaAhead blocks.  Block j
+         * uses ring slot (j - b) % (kMetaAhead + 1) and register set (j - b) % DEPTH. */
+        constexpr int F = DEPTH - 1, R = kMetaAhead + 1;
+        static_assert(F <= R, "the prologue's metadata must fit in the ring");
+        Ops<S> o[DEPTH];
+#pragma unroll
+        for (int f = 0; f < F; f++)
+            if (b + f < b_end) copy_meta(p, W.sM, W.lane, b + f, f);
         cp_commit();
-        int slot = 0;
-        for (int64_t i = b; i < b_end; i += 2) {
-            reg_step<S, DEPTH, CACHE_L1, VEC>(p, W, i, b_end, slot, x, y, acc, P);
-            if (i + 1 >= b_end) break;
-            reg_step<S, DEPTH, CACHE_L1, VEC>(p, W, i + 1, b_end, slot, y, x, acc, P);
+        cp_wait<0>();
+        __syncwarp();
+#pragma unroll
+        for (int f = 0; f < F; f++)
+            if (b + f < b_end) load_ops<S, CACHE_L1, VEC>(p, L, read_meta(W.sM, W.t, f), o[f]);
+        __syncwarp();
+#pragma unroll
+        for (int a = 0; a < kMetaAhead; a++) { /* one group each: reg_step waits group by group */
+            if (b + F + a < b_end) copy_meta(p, W.sM, W.lane, b + F + a, (F + a) % R);
+            cp_commit();
+        }
+        int sl = F % R;
+        for (int64_t i = b; i < b_end; i += DEPTH) {
+#pragma unroll
+            for (int r = 0; r < DEPTH; r++) {
+                if (i + r >= b_end) break;
+                reg_step<S, DEPTH, CACHE_L1, VEC>(p, W, L, i + r, b_end, sl, o[r], o[(r + F) % DEPTH], acc,
+                                                  P);
+            }
         }
     }
     cp_wait<0>();
@@ -632,9 +692,10 @@ extern "C" int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *
     const cudaStream_t stream = (cudaStream_t)stream_ptr;
     if (p.m < 0 || p.n < 0 || p.num_windows != (p.m + 7) / 8 || p.num_tasks < 0)
         return ACC_ERR_INVALID_ARGUMENT;
-    if (p.num_windows > 0x7fffffffLL) return ACC_ERR_TOO_LARGE;
+    if (p.num_windows > 0x7fffffffLL || p.n >= (1LL << 30)) return ACC_ERR_TOO_LARGE;
     if (p.m == 0 || p.n == 0) return ACC_SUCCESS;
-    if (!p.C || !p.B || !p.perm || !p.window_offsets || !p.tasks || !p.values || p.num_tasks == 0)
+    if (!p.C || !p.B || !p.perm || !p.window_offsets || !p.block_meta || !p.tasks || !p.values ||
+        p.num_tasks == 0)
         return ACC_ERR_INVALID_ARGUMENT;
     if ((p.workspace == NULL) != (p.counters == NULL)) return ACC_ERR_INVALID_ARGUMENT;
     const bool vec = p.n % 4 == 0 && (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;

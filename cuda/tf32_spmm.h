@@ -31,14 +31,17 @@ typedef struct acc_tf32_variant {
 } acc_tf32_variant;
 
 typedef struct acc_tf32_args {
-    int64_t m, k, n;                    /* A is m x k, B k x n, C m x n (row-major) */
-    int64_t num_windows;                /* ceil(m / 8), <= INT32_MAX */
-    const int64_t *perm;                /* [m] new -> old row */
-    const int64_t *window_offsets;      /* [num_windows + 1] */
-    const int32_t *block_cols;          /* [8 * blocks], -1 = padding */
-    const uint64_t *block_mask;         /* [blocks] */
-    const int64_t *block_value_offsets; /* [blocks + 1] */
-    const float *values;                /* [nnz], TF32-rounded */
+    int64_t m, k, n;               /* A is m x k, B k x n, C m x n (row-major) */
+    int64_t num_windows;           /* ceil(m / 8), <= INT32_MAX */
+    const int64_t *perm;           /* [m] new -> old row */
+    const int64_t *window_offsets; /* [num_windows + 1] */
+    /* [12 * blocks]: block b's 48-byte record at 12 b: its 8 columns interleaved
+     * (c0, c4, c1, c5, c2, c6, c3, c7; -1 = padding), its 64-bit mask and its 64-bit value
+     * offset (both little-endian: low word first).  Packed from BitTCF by the plan
+     * (accspmm._tf32.pack_meta) so that 3 lanes copy a block's metadata with one 16-byte
+     * cp.async each. */
+    const int32_t *block_meta;
+    const float *values; /* [nnz], TF32-rounded */
     /* Schedule: task t is tasks[t * (ACC_TF32_WARPS + 1) ..] (int32):
      *   PACK  (entry 0 >= 0): warp i runs windows entry[i] .. entry[i+1]-1, whole;
      *   SPLIT (entry 0 <  0): part entry[1] of entry[2] parts of window -entry[0]-1: the

@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 import accspmm
-from accspmm._tf32 import CAPS, WARPS, WB, build_tasks, choose_variant, predict, round_tf32
+from accspmm._tf32 import CAPS, WARPS, WB, build_tasks, choose_variant, pack_meta, predict, round_tf32
 from conftest import int_dense, with_int_values
 
 COUNTS = [[], [0], [0, 0, 3], [1] * 50, [500, 0, 2, 33, 64, 65, 0, 1000, 7],
@@ -115,10 +115,43 @@ def test_emulated_kernel_matches_scipy(cap):
     np.testing.assert_array_equal(C, A.toarray().astype(np.float64) @ B)
 
 
+def test_packed_metadata_lane_decode():
+    """pack_meta's 48-byte records, decoded per lane (g, t) exactly as the kernel does (columns
+    t and t+4 from the interleaved words, the mask word of row g, popcounts below the bit),
+    give every block entry A_block[g][t] and A_block[g][t+4] with its column."""
+    rng = np.random.default_rng(5)
+    d = (rng.random((70, 300)) < 0.2) * rng.integers(1, 9, (70, 300))
+    d[16:32] = 0
+    fmt = accspmm.BitTCF.from_csr(sp.csr_matrix(d.astype(np.float32)), rng.permutation(70))
+    assert fmt.num_blocks > 50
+    rec = pack_meta(fmt).reshape(-1, 12)
+    assert rec.shape == (fmt.num_blocks, 12)
+    u = rec.view(np.uint32).astype(np.uint64)
+    cols = np.asarray(fmt.block_cols).reshape(-1, 8)
+    for b in range(fmt.num_blocks):
+        mask, voff = int(fmt.block_mask[b]), int(fmt.block_value_offsets[b])
+        assert int(u[b, 8] | (u[b, 9] << 32)) == mask and int(u[b, 10] | (u[b, 11] << 32)) == voff
+        for g in range(8):
+            for t in range(4):
+                high = g >= 4
+                word = int(u[b, 9] if high else u[b, 8])
+                base = bin(int(u[b, 8])).count("1") if high else 0
+                bit0 = 1 << ((g & 3) * 8 + t)
+                for c, below, bit in ((rec[b, 2 * t], bit0 - 1, bit0), (rec[b, 2 * t + 1], (bit0 << 4) - 1, bit0 << 4)):
+                    col = t if bit == bit0 else t + 4
+                    assert c == cols[b, col]
+                    want = (mask >> (g * 8 + col)) & 1
+                    assert bool(word & bit) == bool(want)
+                    if want:
+                        idx = voff + base + bin(word & below).count("1")
+                        row = fmt.perm[8 * np.searchsorted(fmt.window_offsets, b, side="right") - 8 + g]
+                        assert fmt.values[idx] == d[row, c]
+
+
 def test_cost_model():
     even = np.arange(0, 4 * 10001, 4, dtype=np.int64)  # 10,000 windows x 4 blocks
     skew = np.concatenate([[0], np.cumsum([2] * 2000 + [3000])]).astype(np.int64)
-    v = {"slice_s": 2, "staged": 0}
+    v = {"slice_s": 2, "staged": 0, "depth": 2}
     p_even = {c: predict(build_tasks(even, c)[1], 2, v) for c in CAPS}
     p_skew = {c: predict(build_tasks(skew, c)[1], 2, v) for c in CAPS}
     # the 3000-block window dominates the identity schedule; splitting it wins by a wide margin
