@@ -46,11 +46,14 @@ measured winner in benchmarks/NOTES.md.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ._device import DeviceArray
 
 WARPS = 8  # ACC_TF32_WARPS in cuda/tf32_spmm.h
+TASK_WORDS = 1 + 2 * WARPS  # ACC_TF32_TASK_WORDS: int32 per task row
 WB = 2.0
 FILL = 2.0
 REDUCE = 2.0
@@ -67,6 +70,7 @@ def blocks_per_sm(variant: dict) -> int:
 
 
 CAPS = (0, 2, 4, 8, 16, 32, 64, 128, 256)
+TUNE_REPS = 3  # timed launches per candidate variant on the first call for each n
 MAX_WORKSPACES = 4  # per plan: split workspaces kept (by stream, schedule, slice layout)
 VARIANT_KEYS = ("slice_s", "depth", "cache_l1", "slice_major", "staged")
 
@@ -96,13 +100,13 @@ def round_tf32(x: np.ndarray) -> np.ndarray:
 
 
 def build_tasks(window_offsets, cap: int):
-    """The schedule for ``cap`` (module docstring): ``tasks`` int32 [T, WARPS + 1] in the kernel's
-    encoding and ``task_cost`` float64 [T] in model units (one column slice)."""
+    """The schedule for ``cap`` (module docstring): ``tasks`` int32 [T, TASK_WORDS] in the kernel's
+    encoding (cuda/tf32_spmm.h) and ``task_cost`` float64 [T] in model units (one column slice)."""
     wo = np.asarray(window_offsets, dtype=np.int64)
     nb = np.diff(wo)
     nw = nb.shape[0]
     if nw == 0:
-        return np.zeros((0, WARPS + 1), np.int32), np.zeros(0)
+        return np.zeros((0, TASK_WORDS), np.int32), np.zeros(0)
     if nw > np.iinfo(np.int32).max - 1:
         raise ValueError("too many row windows for the TF32 kernel (limit 2^31 - 2)")
     idx = np.arange(nw, dtype=np.int64)
@@ -137,29 +141,69 @@ def build_tasks(window_offsets, cap: int):
     pack_cost = np.zeros(npack)
     np.maximum.at(pack_cost, task_of, w_cost)
     pack_cost += TASK
-    # SPLIT tasks: Q = ceil(nb / (WARPS cap)) parts of about cap blocks per warp; more than one
-    # part: a split id (counter) and workspace slots, one per part
+    pack_tasks = np.zeros((npack, TASK_WORDS), np.int64)
+    pack_tasks[:, 1::2] = pack_rows[:, :-1]
+    pack_tasks[:, 2::2] = pack_rows[:, 1:]
+    # split windows: Q = ceil(nb / (WARPS cap)) parts of about cap blocks per warp
     sw = idx[split]
     q = -(-nb[sw] // (WARPS * max(cap, 1))) if sw.size else np.zeros(0, np.int64)
     multi = q > 1
-    split_id = np.cumsum(multi) - 1
-    slot_base = np.cumsum(np.where(multi, q, 0)) - np.where(multi, q, 0)
-    rep = np.repeat(np.arange(sw.size), q)
-    part = np.arange(rep.size) - np.repeat(np.cumsum(q) - q, q)
-    split_rows = np.zeros((rep.size, WARPS + 1), np.int64)
-    split_rows[:, 0] = -(sw[rep] + 1)
-    split_rows[:, 1] = part
-    split_rows[:, 2] = q[rep]
-    split_rows[:, 3] = np.where(multi[rep], split_id[rep], 0)
-    split_rows[:, 4] = np.where(multi[rep], slot_base[rep], 0)
-    split_cost = (np.ceil(nb[sw][rep] / q[rep] / WARPS) + FILL + REDUCE + TASK
-                  + np.where(multi[rep], MERGE * (1 + q[rep]), 0.0))
+    # Q = 1 (cap < nb <= WARPS cap): a GROUP of g = ceil(nb / cap) warps, about cap blocks each;
+    # groups packed greedily, in window order, into GROUP tasks of up to WARPS warps
+    group_rows, group_cost, group_key = [], [], []
+    row, used, worst = None, 0, 0.0
+    for w, n_w in zip(sw[~multi].tolist(), nb[sw[~multi]].tolist()):
+        g = -(-n_w // cap)
+        if row is None or used + g > WARPS:
+            if row is not None:
+                group_rows.append(row)
+                group_cost.append(worst + TASK)
+            row, used, worst = np.zeros(TASK_WORDS, np.int64), 0, 0.0
+            row[0] = 1
+            row[1::2] = -1
+            group_key.append(w)
+        for j in range(g):
+            row[1 + 2 * (used + j)] = w
+            row[2 + 2 * (used + j)] = (j << 4) | g
+        used += g
+        worst = max(worst, -(-n_w // g) + FILL + REDUCE)
+    if row is not None:
+        group_rows.append(row)
+        group_cost.append(worst + TASK)
+    group_tasks = np.array(group_rows, np.int64).reshape(-1, TASK_WORDS)
+    # Q > 1: one task per part, all WARPS warps; a split id (counter) and workspace slots, one per part
+    sm, qm = sw[multi], q[multi]
+    split_id = np.arange(sm.size)
+    slot_base = np.cumsum(qm) - qm
+    rep = np.repeat(np.arange(sm.size), qm)
+    part = np.arange(rep.size) - np.repeat(np.cumsum(qm) - qm, qm)
+    split_tasks = np.zeros((rep.size, TASK_WORDS), np.int64)
+    split_tasks[:, 0] = -(sm[rep] + 1)
+    split_tasks[:, 1] = part
+    split_tasks[:, 2] = qm[rep]
+    split_tasks[:, 3] = split_id[rep]
+    split_tasks[:, 4] = slot_base[rep]
+    split_cost = (np.ceil(nb[sm][rep] / qm[rep] / WARPS) + FILL + REDUCE + TASK + MERGE * (1 + qm[rep]))
     # all tasks in window order
-    keys = np.r_[pack_rows[:, 0], sw[rep]]
+    keys = np.r_[pack_rows[:, 0], np.array(group_key, np.int64), sm[rep]]
     order = np.argsort(keys, kind="stable")
-    tasks = np.concatenate([pack_rows, split_rows])[order].astype(np.int32)
-    task_cost = np.concatenate([pack_cost, split_cost])[order]
+    tasks = np.concatenate([pack_tasks, group_tasks, split_tasks])[order].astype(np.int32)
+    task_cost = np.concatenate([pack_cost, np.array(group_cost), split_cost])[order]
     return tasks, task_cost
+
+
+def variant_tag(v: dict) -> str:
+    """Short name of a kernel variant, e.g. reg-s2d3-o0 (register pipeline, S = 2, depth 3)."""
+    return "{}-s{slice_s}d{depth}-o{slice_major}{}".format("stg" if v["staged"] else "reg",
+                                                         "" if v["cache_l1"] else "-l2", **v)
+
+
+def split_windows(tasks: np.ndarray) -> int:
+    """Windows of a schedule cut over several warps (GROUP members or multi-part SPLIT)."""
+    if tasks.size == 0:
+        return 0
+    grp = tasks[tasks[:, 0] == 1][:, 1::2]
+    return int(np.unique(grp[grp >= 0]).size + np.unique(tasks[tasks[:, 0] < 0, 0]).size)
 
 
 def predict(task_cost: np.ndarray, slices: int, variant: dict) -> float:
@@ -198,7 +242,7 @@ class TF32Runner:
         self.shape = fmt.shape
         self.balance = balance
         self.tuning = dict(tuning or {})
-        unknown = set(self.tuning) - {"cap", *VARIANT_KEYS}
+        unknown = set(self.tuning) - {"cap", "autotune", *VARIANT_KEYS}
         if unknown:
             raise ValueError(f"unknown tuning key(s) {sorted(unknown)}")
         self.num_windows = fmt.num_windows
@@ -215,6 +259,9 @@ class TF32Runner:
         self._tasks = {}  # cap -> (host tasks, task cost)
         self._split_counts = {}  # cap -> (workspace slots, multi-part splits)
         self._decisions = {}
+        # first call per n times the candidate variants, unless a variant field is forced
+        self._autotune = bool(self.tuning.get("autotune", True)) and not (set(self.tuning) & set(VARIANT_KEYS))
+        self._tuned = set()
         self._stats = stats
         nb = np.diff(self._window_offsets).astype(np.float64)
         self._ibd = float(np.abs(nb - nb.mean()).mean()) if nb.size else 0.0
@@ -229,7 +276,8 @@ class TF32Runner:
         """(cap, variant) for width n, recorded in stats['schedule_by_n'][n]."""
         if n in self._decisions:
             return self._decisions[n]
-        variant = choose_variant(n, self.shape[1], self._l2, {k: v for k, v in self.tuning.items() if k != "cap"})
+        variant = choose_variant(n, self.shape[1], self._l2,
+                                 {k: v for k, v in self.tuning.items() if k in VARIANT_KEYS})
         slices = -(-n // (32 * variant["slice_s"]))
         if "cap" in self.tuning:
             caps, why = (int(self.tuning["cap"]),), "forced by tuning['cap']"
@@ -248,7 +296,7 @@ class TF32Runner:
             variant = dict(variant, slice_s=1, depth=variant["depth"] if "depth" in self.tuning else 2)
             why += "; S = 1 (under one wave of thread blocks at S = 2)"
         report = {"cap": best, "tasks": int(tasks.shape[0]),
-                  "split_windows": int((tasks[:, 0] < 0).sum()) if tasks.size else 0,
+                  "split_windows": split_windows(tasks),
                   "predicted": {str(c): round(v, 1) for c, v in pred.items()},
                   "reason": f"{why}: cap {best} ({'identity' if best == 0 else 'packed/split'}) "
                             f"predicts {pred[best]:.1f} units",
@@ -261,7 +309,7 @@ class TF32Runner:
         name = f"tasks_cap{cap}"
         if name not in self.dev:
             tasks = self._schedule(cap)[0]
-            self._put(name, tasks.reshape(-1) if tasks.size else np.zeros(WARPS + 1, np.int32))
+            self._put(name, tasks.reshape(-1) if tasks.size else np.zeros(TASK_WORDS, np.int32))
         return self.dev[name].ptr, self._schedule(cap)[0].shape[0]
 
     def _workspace(self, cap: int, slices: int, slice_s: int, stream) -> tuple:
@@ -301,6 +349,46 @@ class TF32Runner:
              d["values"].ptr, d_tasks, ntasks, ws, cnt, d_B, d_C)
         return a, tuple(v[key] for key in VARIANT_KEYS)
 
+    def candidates(self, n: int) -> list:
+        """Variants timed on the first call for width n: the model's choice first, then the
+        register pipeline (depth 3; 2 at S = 1) and the staged one (depths 2 and 3), each in both
+        grid orders when there is more than one column slice.  Same S as the choice, same
+        schedule: every candidate gives the same result bits."""
+        v = self.decide(n)[1]
+        slices = -(-n // (32 * v["slice_s"]))
+        out = [v]
+        for staged, depth in ((0, 3 if v["slice_s"] == 2 else 2), (1, 2), (1, 3)):
+            for major in (0, 1) if slices > 1 else (0,):
+                c = dict(v, staged=staged, depth=depth, slice_major=major)
+                if c not in out:
+                    out.append(c)
+        return out
+
+    def tune(self, d_B: int, d_C: int, n: int, stream):
+        """Times every candidate variant for width n on the caller's B, C and stream (TUNE_REPS
+        launches after one warm-up, median; synchronous) and keeps the fastest; the model's
+        choice wins ties.  C holds A @ B afterwards (every candidate computes the same bits).
+        Recorded in stats['schedule_by_n'][n]['tuned_ms']."""
+        cap, _ = self.decide(n)
+        times = {}
+        t0 = time.perf_counter()
+        for v in self.candidates(n):
+            a, vt = self.args(d_B, d_C, n, stream, cap, v)
+            self._cuda.time_tf32(a, vt, 1, None, 0, stream)
+            ms = sorted(self._cuda.time_tf32(a, vt, TUNE_REPS, None, 0, stream))[TUNE_REPS // 2]
+            times[variant_tag(v)] = (ms, v)
+        tag, (ms, best) = min(times.items(), key=lambda kv: kv[1][0])
+        report = self._stats["schedule_by_n"][n]
+        report["tuned_ms"] = {k: round(t, 4) for k, (t, _) in times.items()}
+        report["tuning_seconds"] = time.perf_counter() - t0
+        if best != report["variant"]:
+            report["reason"] += f"; variant {tag} timed fastest of {len(times)}"
+        report["variant"] = best
+        self._decisions[n] = (cap, best)
+        self._tuned.add(n)
+
     def run(self, d_B: int, d_C: int, n: int, stream):
+        if self._autotune and n not in self._tuned:
+            self.tune(d_B, d_C, n, stream)
         a, v = self.args(d_B, d_C, n, stream)
         self._cuda.tf32_spmm(a, v, stream)

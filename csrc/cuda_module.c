@@ -364,7 +364,7 @@ static PyMethodDef cuda_methods[] = {
      "tf32_spmm(args16, variant5, stream): launch the TF32 BitTCF kernel"},
     {"tf32_shared_bytes", py_tf32_shared_bytes, METH_O, "tf32_shared_bytes(variant5) -> bytes (-1: invalid)"},
     {"time_tf32", py_time_tf32, METH_VARARGS,
-     "time_tf32(args16, variant5, reps, flush, flush_bytes, stream) -> [ms]"},
+     "time_tf32(args14, variant5, reps, flush, flush_bytes, stream) -> [ms]"},
     {"time_cusparse", py_time_cusparse, METH_VARARGS,
      "time_cusparse(plan, B, C, reps, flush, flush_bytes, stream) -> [ms]"},
     {NULL, NULL, 0, NULL}};

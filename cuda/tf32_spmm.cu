@@ -24,12 +24,17 @@
  *               (the pipeline does not drain between windows); at each window's last block it
  *               writes the window's 8 rows and starts the next.  Empty windows are written as
  *               zeros.
- *   SPLIT task: part q of Q of one long window; each warp takes an equal range of the part's
- *               blocks, writes its 8-row partial to shared memory, and after a barrier the
- *               block sums the partials in warp order.  Q = 1: it writes C.  Q > 1: it writes
- *               its tile to workspace slot (base + q), fences, and bumps the window's counter;
- *               the thread block that brings the counter to Q sums the Q tiles in part order
- *               (loads through L2), writes C and resets the counter to zero for the next
+ *   GROUP task: groups of g consecutive warps, each group on one window of more than cap
+ *               blocks: warp j of the group takes the j-th of g equal block ranges, writes its
+ *               8-row partial to shared memory, and after a barrier the group's first warp sums
+ *               the g partials in warp order and writes the window.  Several windows share a
+ *               thread block, so each warp gets about cap blocks even for windows of a few cap.
+ *   SPLIT task: part q of Q of one window of more than 8 cap blocks; each warp takes an equal
+ *               range of the part's blocks, writes its 8-row partial to shared memory, and after
+ *               a barrier the block sums the partials in warp order.  Q = 1: it writes C.  Q > 1:
+ *               it writes its tile to workspace slot (base + q), fences, and bumps the window's
+ *               counter; the thread block that brings the counter to Q sums the Q tiles in part
+ *               order (loads through L2), writes C and resets the counter to zero for the next
  *               launch.  The order of every sum is fixed by the schedule: deterministic, one
  *               launch, no float atomics.
  * The schedule (which windows split, how many blocks a warp packs) comes from the cost model
@@ -80,6 +85,7 @@ namespace {
 
 constexpr int kWarps = ACC_TF32_WARPS;
 constexpr int kThreads = kWarps * 32;
+constexpr int kTaskWords = ACC_TF32_TASK_WORDS;
 constexpr int kMaxDevices = 64;
 constexpr int kMetaWords = 12; /* one block's record in block_meta and in the ring (48 bytes) */
 constexpr int kMetaAhead = 2;  /* register path: metadata copied this many blocks before use */
@@ -458,27 +464,36 @@ __global__ void __launch_bounds__(kThreads, STAGED ? (S == 1 ? 4 : 3) : (S == 1 
     L.below0 = L.bit0 - 1;
     L.below1 = (L.bit0 << 4) - 1;
 
-    const int32_t *row = p.tasks + task * (kWarps + 1);
-    const int32_t e0 = __ldg(row);
-    const bool split = e0 < 0;
-    int64_t b, b_end;
+    const int32_t *row = p.tasks + task * kTaskWords;
+    const int32_t kind = __ldg(row);
+    int64_t b = 0, b_end = 0;
     Pack P;
+    P.w = P.w_end = 0;
     P.w_stop = -1;
     P.next_stop = 0;
     P.prow[0] = P.prow[1] = -1;
-    int part = 0, parts = 1;
-    if (split) {
-        P.w = -(int64_t)e0 - 1;
-        P.w_end = P.w + 1;
+    int part = 0, parts = 1, gj = 0, gsize = 0; /* GROUP: warp gj of gsize (0: no window part) */
+    if (kind < 0) {                             /* SPLIT part: all warps, one window */
+        P.w = -(int64_t)kind - 1;
         part = __ldg(row + 1);
         parts = __ldg(row + 2);
         const int64_t wb = ldg64(p.window_offsets + P.w), nb = ldg64(p.window_offsets + P.w + 1) - wb;
         const int64_t pb = wb + nb * part / parts, pn = wb + nb * (part + 1) / parts - pb;
         b = pb + pn * warp / kWarps;
         b_end = pb + pn * (warp + 1) / kWarps;
-    } else {
-        P.w = __ldg(row + warp);
-        P.w_end = __ldg(row + warp + 1);
+    } else if (kind == 1) { /* GROUP: warp gj of gsize consecutive warps on window w */
+        const int32_t w = __ldg(row + 1 + 2 * warp), jg = __ldg(row + 2 + 2 * warp);
+        if (w >= 0) {
+            P.w = w;
+            gj = jg >> 4;
+            gsize = jg & 15;
+            const int64_t wb = ldg64(p.window_offsets + w), nb = ldg64(p.window_offsets + w + 1) - wb;
+            b = wb + nb * gj / gsize;
+            b_end = wb + nb * (gj + 1) / gsize;
+        }
+    } else { /* PACK: whole windows w .. w_end - 1 */
+        P.w = __ldg(row + 1 + 2 * warp);
+        P.w_end = __ldg(row + 2 + 2 * warp);
         b = P.w < P.w_end ? ldg64(p.window_offsets + P.w) : 0;
         b_end = P.w < P.w_end ? ldg64(p.window_offsets + P.w_end) : 0;
         while (P.w < P.w_end && ldg64(p.window_offsets + P.w + 1) == b) { /* leading empty windows */
@@ -553,21 +568,38 @@ __global__ void __launch_bounds__(kThreads, STAGED ? (S == 1 ? 4 : 3) : (S == 1 
         }
     }
     cp_wait<0>();
-    if (!split) return; /* every window of the range was written in the loop or before it */
+    if (kind == 0) return; /* PACK: every window of the range was written in the loop or before it */
 
-    /* SPLIT: partials to shared memory, then summed in warp order */
+    /* SPLIT and GROUP: partials to shared memory, then summed in warp order */
     __syncthreads(); /* all warps' copies have landed: the B stages can be reused */
     float *tile = reinterpret_cast<float *>(smem);
     constexpr int kCols = 32 * S;
+    if (kind < 0 || gsize > 0) {
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        float *dst = tile + (warp * 8 + 2 * W.t + h) * kCols + 4 * W.g;
+        for (int h = 0; h < 2; h++) {
+            float *dst = tile + (warp * 8 + 2 * W.t + h) * kCols + 4 * W.g;
 #pragma unroll
-        for (int s = 0; s < S; s++)
-            *reinterpret_cast<float4 *>(dst + 32 * s) =
-                make_float4(acc[s][0][h], acc[s][0][2 + h], acc[s][1][h], acc[s][1][2 + h]);
+            for (int s = 0; s < S; s++)
+                *reinterpret_cast<float4 *>(dst + 32 * s) =
+                    make_float4(acc[s][0][h], acc[s][0][2 + h], acc[s][1][h], acc[s][1][2 + h]);
+        }
     }
     __syncthreads();
+    if (kind == 1) {
+        /* the group's first warp sums its gsize tiles in warp order and writes the window */
+        if (gsize == 0 || gj != 0) return;
+        constexpr int kLane = (8 * kCols) / 32; /* tile elements per lane */
+#pragma unroll
+        for (int q = 0; q < kLane; q++) {
+            const int e = W.lane + 32 * q, r = e / kCols, c = e % kCols;
+            float v = tile[warp * 8 * kCols + e];
+            for (int k = 1; k < gsize; k++)
+                v += tile[(warp + k) * 8 * kCols + e];
+            const int64_t rowi = P.w * 8 + r, col = slice * kCols + c;
+            if (rowi < p.m && col < p.n) __stcs(p.C + ldg64(p.perm + rowi) * p.n + col, v);
+        }
+        return;
+    }
     constexpr int kPer = (8 * kCols) / kThreads; /* elements of the 8 x 32S tile per thread */
     float sum[kPer];
 #pragma unroll

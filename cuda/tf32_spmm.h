@@ -11,8 +11,9 @@
 extern "C" {
 #endif
 
-/* Warps per thread block; a task row of the schedule has ACC_TF32_WARPS + 1 entries. */
+/* Warps per thread block; a task row of the schedule has ACC_TF32_TASK_WORDS int32 entries. */
 #define ACC_TF32_WARPS 8
+#define ACC_TF32_TASK_WORDS (1 + 2 * ACC_TF32_WARPS)
 
 /* Kernel variant (see the kernel file's header): column slice per warp 32 * slice_s
  * (slice_s 1 or 2), pipeline depth (2 to 4 stages of the metadata ring, and of the B and value
@@ -42,14 +43,17 @@ typedef struct acc_tf32_args {
      * cp.async each. */
     const int32_t *block_meta;
     const float *values; /* [nnz], TF32-rounded */
-    /* Schedule: task t is tasks[t * (ACC_TF32_WARPS + 1) ..] (int32):
-     *   PACK  (entry 0 >= 0): warp i runs windows entry[i] .. entry[i+1]-1, whole;
-     *   SPLIT (entry 0 <  0): part entry[1] of entry[2] parts of window -entry[0]-1: the
-     *         window's blocks cut into entry[2] equal ranges, this part's range cut into
-     *         ACC_TF32_WARPS equal ranges, one per warp, summed in warp order.  With more
-     *         than one part, each part's sum goes to workspace slot entry[4] + part and the
-     *         part that arrives last (counters[entry[3]]) sums the slots in part order.
-     * Every window is in exactly one PACK task or in all parts of one split. */
+    /* Schedule: task t is row = tasks[t * ACC_TF32_TASK_WORDS ..] (int32), by row[0]:
+     *   0 PACK:   warp i runs whole windows row[1 + 2i] .. row[2 + 2i] - 1 (empty range: idle);
+     *   1 GROUP:  warp i works on window w = row[1 + 2i] (-1: idle) as warp j = row[2 + 2i] >> 4
+     *             of g = row[2 + 2i] & 15 consecutive warps: the window's blocks cut into g equal
+     *             ranges, warp j takes range j; warp i - j sums the g partials in warp order;
+     *   < 0 SPLIT: part row[1] of row[2] parts of window -row[0]-1: the window's blocks cut into
+     *         row[2] equal ranges, this part's range cut into ACC_TF32_WARPS equal ranges, one per
+     *         warp, summed in warp order.  With more than one part, each part's sum goes to
+     *         workspace slot row[4] + part and the part that arrives last (counters[row[3]])
+     *         sums the slots in part order.
+     * Every window is in exactly one PACK warp, one GROUP or all parts of one SPLIT. */
     const int32_t *tasks;
     int64_t num_tasks;
     float *workspace;  /* [slots * slices * 8 * 32 * slice_s], NULL when no split has parts > 1 */

@@ -93,11 +93,34 @@ def test_tf32_variants(bundled_int, variant):
     """Every kernel variant, schedule kind and tail (n % 4 != 0 takes the 4-byte copy path)."""
     A = bundled_int
     for cap in (0, 2, 32):
-        p = accspmm.plan(A, device="gpu", reorder="none", tuning={"cap": cap, **variant})
-        for n in (1, 6, 32, 36, 100, 129):
-            Bg = _gpu_int_dense(A.shape[1], n, seed=n + cap)
-            _assert_exact_gpu(_run_poisoned(p, Bg), _exact_ref_gpu(A, Bg))
-        p.close()
+        with accspmm.plan(A, device="gpu", reorder="none", tuning={"cap": cap, **variant}) as p:
+            for n in (1, 6, 32, 36, 100, 129):
+                Bg = _gpu_int_dense(A.shape[1], n, seed=n + cap)
+                _assert_exact_gpu(_run_poisoned(p, Bg), _exact_ref_gpu(A, Bg))
+
+
+@pytest.mark.parametrize("n", [40, 129, 256])
+def test_tf32_autotune_same_bits(bundled_int, n):
+    """The first call for n times the candidate variants (recorded in the stats) and keeps one;
+    on random values its result bits equal those of an untuned plan and of every candidate
+    forced: only the schedule fixes the order of the sums."""
+    A = bundled_int.copy()
+    rng = np.random.default_rng(n)
+    A.data = rng.standard_normal(A.nnz).astype(np.float32)
+    Bg = cp.asarray(rng.standard_normal((A.shape[1], n)).astype(np.float32))
+    with accspmm.plan(A, device="gpu", tuning={"cap": 4}) as p, \
+            accspmm.plan(A, device="gpu", tuning={"cap": 4, "autotune": False}) as q:
+        got = _run_poisoned(p, Bg)
+        rep = p.stats["schedule_by_n"][n]
+        cands = p._tf32.candidates(n)
+        assert len(rep["tuned_ms"]) == len(cands) >= 3 and rep["variant"] in cands
+        assert all(t > 0 for t in rep["tuned_ms"].values()) and rep["tuning_seconds"] > 0
+        assert bool((_run_poisoned(q, Bg) == got).all())
+        assert "tuned_ms" not in q.stats["schedule_by_n"][n]
+        for v in cands:
+            with accspmm.plan(A, device="gpu", tuning={"cap": 4, **v}) as f:
+                assert bool((_run_poisoned(f, Bg) == got).all()), v
+        assert bool((_run_poisoned(p, Bg) == got).all())
 
 
 def test_tf32_misaligned_b(bundled_int):
@@ -106,8 +129,8 @@ def test_tf32_misaligned_b(bundled_int):
     buf = _gpu_int_dense(A.shape[1] * 64 + 1, 1, seed=4).reshape(-1)
     Bg = buf[1:].reshape(A.shape[1], 64)  # base offset by 4 bytes
     assert Bg.data.ptr % 16 == 4
-    p = accspmm.plan(A, device="gpu")
-    _assert_exact_gpu(_run_poisoned(p, Bg), _exact_ref_gpu(A, Bg))
+    with accspmm.plan(A, device="gpu") as p:
+        _assert_exact_gpu(_run_poisoned(p, Bg), _exact_ref_gpu(A, Bg))
 
 
 def _long_window_matrix():
@@ -171,14 +194,18 @@ def test_edge_cases_gpu(name, precision):
     if A.dtype == np.float64:
         A = A.astype(np.float32)
     plans = [accspmm.plan(A, device="gpu", precision=precision)]
-    if precision == "tf32":
-        plans += [accspmm.plan(A, device="gpu", tuning={"cap": c}) for c in (0, 2)]
-    for n in (1, 3, 8, 17, 33, 130):
-        B = int_dense(A.shape[1], n, seed=n)
-        ref = np.asarray(sp.csr_matrix(A) @ B)
-        assert_bit_exact(accspmm.spmm(A, B, device="gpu", precision=precision), ref)
+    try:
+        if precision == "tf32":
+            plans += [accspmm.plan(A, device="gpu", tuning={"cap": c}) for c in (0, 2)]
+        for n in (1, 3, 8, 17, 33, 130):
+            B = int_dense(A.shape[1], n, seed=n)
+            ref = np.asarray(sp.csr_matrix(A) @ B)
+            assert_bit_exact(accspmm.spmm(A, B, device="gpu", precision=precision), ref)
+            for p in plans:
+                assert_bit_exact(p(B), ref)
+    finally:
         for p in plans:
-            assert_bit_exact(p(B), ref)
+            p.close()
 
 
 def test_fp64_on_gpu(bundled_int):

@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 import accspmm
-from accspmm._tf32 import CAPS, WARPS, WB, build_tasks, choose_variant, pack_meta, predict, round_tf32
+from accspmm._tf32 import CAPS, TASK_WORDS, WARPS, WB, build_tasks, choose_variant, pack_meta, predict, round_tf32
 from conftest import int_dense, with_int_values
 
 COUNTS = [[], [0], [0, 0, 3], [1] * 50, [500, 0, 2, 33, 64, 65, 0, 1000, 7],
@@ -15,20 +15,30 @@ COUNTS = [[], [0], [0, 0, 3], [1] * 50, [500, 0, 2, 33, 64, 65, 0, 1000, 7],
 
 
 def _ranges(tasks, wo):
-    """(window, first block, end block, is_split, warp) of every warp range of every task."""
+    """(window, first block, end block, part key, warp) of every warp range of every task, in the
+    kernel's encoding (cuda/tf32_spmm.h); part key None = a whole window written by its warp,
+    else (part, parts, group leader) of a window cut over several warps."""
     out = []
-    for row in tasks:
+    for t, row in enumerate(tasks):
         if row[0] < 0:
             w, q, parts = -int(row[0]) - 1, int(row[1]), int(row[2])
             nb = wo[w + 1] - wo[w]
             pb = wo[w] + nb * q // parts
             pn = wo[w] + nb * (q + 1) // parts - pb
             for i in range(WARPS):
-                out.append((w, pb + pn * i // WARPS, pb + pn * (i + 1) // WARPS, (q, parts), i))
+                out.append((w, pb + pn * i // WARPS, pb + pn * (i + 1) // WARPS, (q, parts, (t, 0)), i))
+        elif row[0] == 1:
+            for i in range(WARPS):
+                w, jg = int(row[1 + 2 * i]), int(row[2 + 2 * i])
+                if w < 0:
+                    continue
+                j, g = jg >> 4, jg & 15
+                nb = wo[w + 1] - wo[w]
+                out.append((w, wo[w] + nb * j // g, wo[w] + nb * (j + 1) // g, (0, 1, (t, i - j)), i))
         else:
             for i in range(WARPS):
-                for w in range(row[i], row[i + 1]):
-                    out.append((w, wo[w], wo[w + 1], False, i))
+                for w in range(row[1 + 2 * i], row[2 + 2 * i]):
+                    out.append((w, wo[w], wo[w + 1], None, i))
     return out
 
 
@@ -38,33 +48,51 @@ def test_tasks_cover_windows(counts, cap):
     wo = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     nb = np.diff(wo)
     tasks, cost = build_tasks(wo, cap)
-    assert tasks.dtype == np.int32 and tasks.shape[1] == WARPS + 1 and cost.shape == (tasks.shape[0],)
-    seen = np.zeros(len(counts), int)
-    first = []
-    slots, ids = [], []
-    for row in tasks:
+    assert tasks.dtype == np.int32 and tasks.shape[1] == TASK_WORDS and cost.shape == (tasks.shape[0],)
+    # every block of every window exactly once, whole windows in one warp, cut ones in one task
+    # (GROUP: consecutive warps, leader first) or in all parts of one split
+    covered = np.zeros(int(wo[-1]), int)
+    whole = np.zeros(len(counts), int)
+    first, slots, ids = [], [], []
+    for t, row in enumerate(tasks):
         if row[0] < 0:
             w, q, parts = -row[0] - 1, row[1], row[2]
-            assert cap > 0 and nb[w] > cap and 0 <= q < parts
+            assert cap > 0 and nb[w] > WARPS * cap and 0 <= q < parts
             assert parts == -(-nb[w] // (WARPS * cap)), "about cap blocks per warp"
-            if parts > 1:
-                slots.append(row[4] + q)
-                ids.append(row[3])
-            if q == parts - 1:
-                seen[w] += 1
+            slots.append(row[4] + q)
+            ids.append(row[3])
             first.append(w)
+        elif row[0] == 1:
+            ws = [int(row[1 + 2 * i]) for i in range(WARPS)]
+            live = [w for w in ws if w >= 0]
+            assert live and live == sorted(live)
+            for i, w in enumerate(ws):
+                if w < 0:
+                    continue
+                j, g = row[2 + 2 * i] >> 4, row[2 + 2 * i] & 15
+                assert cap < nb[w] <= WARPS * cap and g == -(-nb[w] // cap) and 0 <= j < g
+                assert ws[i - j: i - j + g] == [w] * g, "a group's warps are consecutive"
+            first.append(live[0])
         else:
-            assert np.all(np.diff(row) >= 0) and row[-1] > row[0]
+            assert row[0] == 0
+            starts, ends = row[1::2], row[2::2]
+            assert np.all(ends >= starts) and np.all(starts[1:] >= ends[:-1]) and ends.max() > starts[0]
             for i in range(WARPS):
-                ws = range(row[i], row[i + 1])
-                seen[list(ws)] += 1
+                ws = list(range(starts[i], ends[i]))
+                whole[ws] += 1
                 if cap == 0:
                     assert len(ws) <= 1
-                elif len(ws):
-                    assert np.all(nb[list(ws)] <= cap)
-                    assert (nb[list(ws)] + WB).sum() <= 2 * (cap + WB)
-            first.append(row[0])
-    assert np.all(seen == 1), "every window in exactly one task (or all parts of one split)"
+                elif ws:
+                    assert np.all(nb[ws] <= cap)
+                    assert (nb[ws] + WB).sum() <= 2 * (cap + WB)
+            first.append(row[1])
+    for w, b0, b1, key, _ in _ranges(tasks, wo):
+        covered[b0:b1] += 1
+        assert wo[w] <= b0 <= b1 <= wo[w + 1]
+    assert np.all(covered == 1), "every block in exactly one warp range"
+    in_ranges = {w for w, *_ in _ranges(tasks, wo)}
+    assert all(w in in_ranges for w in range(len(counts))), "every window (empty ones too) in a task"
+    assert np.all(whole <= 1)
     assert first == sorted(first), "tasks in window order"
     assert slots == list(range(len(slots))), "workspace slots: one per part, dense, in order"
     assert ids == sorted(ids) and (not ids or set(ids) == set(range(max(ids) + 1))), "split ids dense"
