@@ -5,11 +5,14 @@ Schedule (Acc-SpMM §3.5, our cost model).  A thread block of ``WARPS`` warps ru
 one column slice of 32*S columns:
 
 - PACK: each warp runs a run of consecutive short windows (whole) as one pipelined stream;
-- SPLIT: a window with more than ``cap`` TC blocks is cut into Q = ceil(blocks / (WARPS cap))
+- GROUP: a window with cap < blocks <= WARPS cap gets g = ceil(blocks / cap) consecutive warps
+  (equal block ranges); several such windows share a thread block, packed greedily in window
+  order; the group's first warp sums the g partials (shared memory) in warp order;
+- SPLIT: a window with more than WARPS cap blocks is cut into Q = ceil(blocks / (WARPS cap))
   parts, one task each, so every warp gets about ``cap`` blocks.  A part's warps sum in warp
-  order in shared memory; with Q > 1 each part writes its 8 x 32S tile to a workspace slot and
-  the part that arrives last (an atomic counter per window and slice) sums the Q tiles in part
-  order.  Deterministic, one launch, no float atomics.
+  order in shared memory; each part writes its 8 x 32S tile to a workspace slot and the part
+  that arrives last (an atomic counter per window and slice) sums the Q tiles in part order.
+  Deterministic, one launch, no float atomics.
 
 Packing is greedy in window order: a warp takes windows while its cost stays within
 ``cap + WB``.  Cost units are one TC block's work for one column slice (its B rows loaded, 2S
@@ -36,12 +39,13 @@ every prediction, the choice and the reason, with the paper's imbalance degree (
 
 Variant (no effect on result bits, see cuda/tf32_spmm.h): 64 columns per warp (S = 2) for n > 32,
 else 32, and 32 as well when the S = 2 grid would be under one wave of thread blocks; B and values
-staged through shared memory with cp.async (``staged``) when B is larger than half the L2
-(DRAM-bound: more bytes in flight), else loaded into a double set of registers (L2-resident B:
-fewer L1 wavefronts, no shared-memory round trip); a 2-deep metadata ring; B cached in L1 and
-L2; column slices in the slow grid dimension (slice-major) when B does not fit in L2 but one
-slice fits in half of it, so each pass over one slice keeps its B rows in L2.  Each rule is a
-measured winner in benchmarks/NOTES.md.
+staged through shared memory with cp.async (``staged``, depth 2) when B is larger than half the
+L2, else loaded into registers with two blocks in flight (depth 3; depth 2 at S = 1); B cached in
+L1 and L2; column slices in the slow grid dimension (slice-major) when B does not fit in L2 but
+one slice fits in half of it.  These rules are the model's guess: the first call for each n then
+times the candidate variants of the same schedule (``TF32Runner.candidates``: the guess, the
+register and staged pipelines, both grid orders) on the caller's data and keeps the fastest
+(``tuning={"autotune": False}`` keeps the guess).  Measurements in benchmarks/NOTES.md.
 """
 
 from __future__ import annotations

@@ -41,19 +41,23 @@
  * in accspmm/_tf32.py.  Grid order: slice_major runs column slice 0 of every task, then slice
  * 1, ...; each pass reads only 32*S columns of B, so B stays in L2 when k * 32S * 4 bytes fits.
  *
- * Metadata (every variant).  Lanes 0-3 copy a block's 8 column ids, 64-bit mask and 64-bit
- * value offset into a per-warp ring of DEPTH shared-memory slots with cp.async (lane 0-1 16
- * bytes of ids each, lane 2 the mask, lane 3 the offset); __syncwarp publishes a landed slot.
- * The ring runs DEPTH blocks ahead of the MMAs, so the chain column id -> B address never
- * waits on a global load.
+ * Metadata (every variant).  The plan packs each block's metadata into one 48-byte record
+ * (block_meta: the 8 column ids interleaved c0, c4, c1, c5, ..., the 64-bit mask, the 64-bit
+ * value offset); lanes 0-2 copy a record into a per-warp shared-memory ring with one 16-byte
+ * cp.async each (one code path), __syncwarp publishes a landed slot, and lane t reads its two
+ * column ids with one 8-byte load.  The ring runs ahead of the operand loads (kMetaAhead = 2
+ * blocks on the register path, DEPTH on the staged one), so the chain column id -> B address
+ * never waits on a global load.  Per-lane constants (the B base address of the lane's columns,
+ * the 32-bit row pitch, where the lane's two bits sit in the mask) are set once per thread
+ * block, so a block's decode is a few instructions: one IMAD.WIDE per B row, two popcounts.
  *
  * Operands, two pipelines (the `staged` variant bit):
  *   register (staged = 0): each lane loads its 2*S 16-byte pieces of B rows and its two block
- *     values (decoded from the mask with popcount) for block i + 1 straight into registers
- *     (ld.global.nc, or .cg without L1) while block i's MMAs run on the other register set;
- *     the loop is unrolled by two so the sets swap roles without a register copy that would
- *     wait on loads in flight.  Best when B is L2-resident: one L1 wavefront per 128 bytes,
- *     no shared-memory round trip.
+ *     values (decoded from the mask with popcount) for block i + DEPTH - 1 straight into
+ *     registers (ld.global.nc, or .cg without L1) while block i's MMAs run: DEPTH register
+ *     sets rotate (the loop is unrolled by DEPTH), so no register copy waits on a load in
+ *     flight and DEPTH - 1 blocks are in flight.  Best when B is L2-resident: one L1 wavefront
+ *     per 128 bytes, no shared-memory round trip.
  *   staged (staged = 1): each lane copies the same operands of block i + DEPTH - 1 with
  *     cp.async (.ca or .cg for B, zero-fill for padding columns, columns >= n and absent
  *     values) into its own slots of stage (i + DEPTH - 1) % DEPTH and commits one group per
@@ -70,11 +74,12 @@
  * Write-back: window row r goes to C[perm[8w + r]] (the plan's row permutation, fused: no
  * permuted copy of C or B); rows >= m are skipped, columns >= n neither read nor written.
  *
- * Inputs: block values must be TF32-rounded on the host (accspmm._tf32.round_tf32); B is
- * rounded here with cvt.rna.tf32.f32 (round to nearest, ties away).
+ * Inputs: block values must be TF32-rounded on the host (accspmm._tf32.round_tf32, ties
+ * away); B is rounded here to the nearest TF32: cvt.rn.tf32.f32 on sm_90 and later (ties to
+ * even, one instruction), cvt.rna.tf32.f32 on sm_80 (ties away); both within 2^-11.
  *
- * Limits: n >= 1 (16-byte path when n % 4 == 0 and B, C are 16-byte aligned, 4-byte copies
- * otherwise); k <= 2^31 - 1; num_windows <= 2^31 - 1; num_tasks * slices <= 2^31 - 1.
+ * Limits: 1 <= n < 2^30 (16-byte path when n % 4 == 0 and B, C are 16-byte aligned, 4-byte
+ * copies otherwise); k <= 2^31 - 1; num_windows <= 2^31 - 1; num_tasks * slices <= 2^31 - 1.
  */
 #include <cstdint>
 
