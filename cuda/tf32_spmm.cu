@@ -286,6 +286,18 @@ __device__ __forceinline__ void refill(const acc_tf32_args &p, const Warp &W, co
     if (j + DEPTH < b_end) copy_meta(p, W.sM, W.lane, j + DEPTH, slot);
 }
 
+/* Pipeline prologue: the metadata of blocks b .. b+COUNT-1 (those before b_end) into ring slots
+ * 0 .. COUNT-1, landed and visible to every lane of the warp. */
+template <int COUNT>
+__device__ __forceinline__ void first_meta(const acc_tf32_args &p, const Warp &W, int64_t b, int64_t b_end) {
+#pragma unroll
+    for (int s = 0; s < COUNT; s++)
+        if (b + s < b_end) copy_meta(p, W.sM, W.lane, b + s, s);
+    cp_commit();
+    cp_wait<0>();
+    __syncwarp();
+}
+
 /* Writes lane (g, t)'s rows 2t and 2t+1 (original rows prow[0], prow[1]; < 0 = beyond m). */
 template <int S, bool VEC>
 __device__ __forceinline__ void write_rows(const acc_tf32_args &p, const float (&acc)[S][2][4],
@@ -518,12 +530,7 @@ __global__ void __launch_bounds__(kThreads, STAGED ? (S == 1 ? 4 : 3) : (S == 1 
         /* prologue: metadata of blocks b .. b+DEPTH-1 into the ring (waited for once), block j
          * in ring slot (and stage) (j - b) % DEPTH; then the copies of blocks b .. b+DEPTH-2,
          * and one block issued and one consumed per step */
-#pragma unroll
-        for (int s = 0; s < DEPTH; s++)
-            if (b + s < b_end) copy_meta(p, W.sM, W.lane, b + s, s);
-        cp_commit();
-        cp_wait<0>();
-        __syncwarp();
+        first_meta<DEPTH>(p, W, b, b_end);
 #pragma unroll
         for (int s = 0; s < DEPTH - 1; s++) {
             refill<S, DEPTH, CACHE_L1, VEC>(p, W, L, b + s, b_end, s);
@@ -547,12 +554,7 @@ __global__ void __launch_bounds__(kThreads, STAGED ? (S == 1 ? 4 : 3) : (S == 1 
         constexpr int F = DEPTH - 1, R = kMetaAhead + 1;
         static_assert(F <= R, "the prologue's metadata must fit in the ring");
         Ops<S> o[DEPTH];
-#pragma unroll
-        for (int f = 0; f < F; f++)
-            if (b + f < b_end) copy_meta(p, W.sM, W.lane, b + f, f);
-        cp_commit();
-        cp_wait<0>();
-        __syncwarp();
+        first_meta<F>(p, W, b, b_end);
 #pragma unroll
         for (int f = 0; f < F; f++)
             if (b + f < b_end) load_ops<S, CACHE_L1, VEC>(p, L, read_meta(W.sM, W.t, f), o[f]);
