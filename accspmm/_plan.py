@@ -93,7 +93,8 @@ class Plan:
         (a balanced schedule always), False (one window per warp, nothing split).  Every schedule
         gives a deterministic result; it is in ``plan.stats["schedule_by_n"]``.
     tuning : advanced, for experiments: ``{"cap": int}`` forces the schedule's cap and the keys of
-        ``accspmm._tf32.VARIANT_KEYS`` force a kernel variant (variants never change result bits).
+        ``accspmm._tf32.VARIANT_KEYS`` force a kernel variant or the task launch order
+        (neither ever changes a result bit).
         ``{"autotune": False}`` turns off the variant timing of the first call for each width n
         (on by default unless a variant field is forced: a few candidate variants of the same
         schedule are timed on the caller's B, C and stream, synchronously, and the fastest is

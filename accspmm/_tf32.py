@@ -38,14 +38,18 @@ geometric mean, 9.4% at worst (benchmarks/NOTES.md).  ``plan.stats['schedule_by_
 every prediction, the choice and the reason, with the paper's imbalance degree (IBD) beside it.
 
 Variant (no effect on result bits, see cuda/tf32_spmm.h): 64 columns per warp (S = 2) for n > 32,
-else 32, and 32 as well when the S = 2 grid would be under one wave of thread blocks; B and values
+else 32, and 32 as well for odd multiples of 32 (so that n is a multiple of the slice width, which
+the kernel's 16-byte path needs) and when the S = 2 grid would be under one wave of thread blocks; B and values
 staged through shared memory with cp.async (``staged``, depth 2) when B is larger than half the
 L2, else loaded into registers with two blocks in flight (depth 3; depth 2 at S = 1); B cached in
 L1 and L2; column slices in the slow grid dimension (slice-major) when B does not fit in L2 but
 one slice fits in half of it.  These rules are the model's guess: the first call for each n then
 times the candidate variants of the same schedule (``TF32Runner.candidates``: the guess, the
-register and staged pipelines, both grid orders) on the caller's data and keeps the fastest
-(``tuning={"autotune": False}`` keeps the guess).  Measurements in benchmarks/NOTES.md.
+register and staged pipelines, both grid orders), then the fastest with the tasks launched longest
+predicted task first (``order`` 1, ``lpt_order``: skewed matrices lose less to the last wave;
+window order keeps neighbouring windows' B rows together in L2, which DRAM-bound matrices need),
+on the caller's data, and keeps the fastest (``tuning={"autotune": False}`` keeps the guess).
+Measurements in benchmarks/NOTES.md.
 """
 
 from __future__ import annotations
@@ -76,18 +80,28 @@ def blocks_per_sm(variant: dict) -> int:
 CAPS = (0, 2, 4, 8, 16, 32, 64, 128, 256)
 TUNE_REPS = 3  # timed launches per candidate variant on the first call for each n
 MAX_WORKSPACES = 4  # per plan: split workspaces kept (by stream, schedule, slice layout)
-VARIANT_KEYS = ("slice_s", "depth", "cache_l1", "slice_major", "staged")
+KERNEL_KEYS = ("slice_s", "depth", "cache_l1", "slice_major", "staged")  # acc_tf32_variant
+# plus the launch order of the tasks: 0 window order, 1 longest predicted task first
+VARIANT_KEYS = KERNEL_KEYS + ("order",)
 
 
 def pack_meta(fmt) -> np.ndarray:
     """The kernel's metadata of each TC block as one 48-byte record (12 int32, see
     ``block_meta`` in cuda/tf32_spmm.h): the 8 columns interleaved (c0, c4, c1, c5, ...), the
-    64-bit mask, the 64-bit value offset, each low word first."""
+    64-bit mask, the 64-bit value offset, each low word first.
+
+    Padding slots (column -1 in BitTCF) get a real column, so the kernel loads every B row
+    without a predicate: slot t < 4 takes slot 0's column, slot t + 4 takes slot t's (the same
+    lane's other row, an L1 hit).  Their mask bits are clear, so they multiply B by zero, which
+    is exact for the finite B that precision "tf32" requires."""
     nb = fmt.num_blocks
     meta = np.empty((nb, 12), np.int32)
     cols = np.asarray(fmt.block_cols, np.int32).reshape(nb, 8)
-    meta[:, 0:8:2] = cols[:, 0:4]
-    meta[:, 1:8:2] = cols[:, 4:8]
+    lo = np.where(cols[:, 0:4] < 0, cols[:, :1], cols[:, 0:4])
+    if nb and int(lo.min()) < 0:
+        raise ValueError("BitTCF block without a column")
+    meta[:, 0:8:2] = lo
+    meta[:, 1:8:2] = np.where(cols[:, 4:8] < 0, lo, cols[:, 4:8])
     for at, words in ((8, fmt.block_mask), (10, fmt.block_value_offsets[:nb])):
         w = np.asarray(words).astype("<u8", copy=False)
         meta[:, at] = (w & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
@@ -197,9 +211,17 @@ def build_tasks(window_offsets, cap: int):
 
 
 def variant_tag(v: dict) -> str:
-    """Short name of a kernel variant, e.g. reg-s2d3-o0 (register pipeline, S = 2, depth 3)."""
-    return "{}-s{slice_s}d{depth}-o{slice_major}{}".format("stg" if v["staged"] else "reg",
-                                                         "" if v["cache_l1"] else "-l2", **v)
+    """Short name of a kernel variant, e.g. reg-s2d3-o0 (register pipeline, S = 2, depth 3;
+    -lpt: longest predicted task first)."""
+    return "{}-s{slice_s}d{depth}-o{slice_major}{}{}".format(
+        "stg" if v["staged"] else "reg", "" if v["cache_l1"] else "-l2", "-lpt" if v.get("order") else "", **v)
+
+
+def lpt_order(task_cost: np.ndarray) -> np.ndarray:
+    """Launch order "longest predicted task first" (stable: ties keep window order).  The
+    hardware hands thread blocks to SMs in index order, so long tasks started last would set
+    the tail; the order of the tasks never changes a result bit."""
+    return np.argsort(-np.asarray(task_cost), kind="stable")
 
 
 def split_windows(tasks: np.ndarray) -> int:
@@ -220,12 +242,14 @@ def predict(task_cost: np.ndarray, slices: int, variant: dict) -> float:
 
 def choose_variant(n: int, k: int, l2_bytes: int, override: dict | None = None) -> dict:
     """Kernel variant for width n (module docstring); ``override`` replaces chosen fields."""
-    s = 2 if n > 32 else 1
+    # 64-column slices above 32 columns, except for odd multiples of 32, where 32-column slices
+    # keep the 16-byte path (the kernel's vector path needs n to be a multiple of 32 S)
+    s = 2 if n > 32 and n % 64 != 32 else 1
     slices = -(-n // (32 * s))
     b_bytes = k * n * 4
     v = {"slice_s": s, "depth": 2 if b_bytes > l2_bytes // 2 else 3, "cache_l1": 1,
          "slice_major": int(slices > 1 and b_bytes > l2_bytes and b_bytes // slices <= l2_bytes // 2),
-         "staged": int(b_bytes > l2_bytes // 2)}
+         "staged": int(b_bytes > l2_bytes // 2), "order": 0}
     if override:
         unknown = set(override) - set(VARIANT_KEYS)
         if unknown:
@@ -309,10 +333,12 @@ class TF32Runner:
         self._decisions[n] = (best, variant)
         return self._decisions[n]
 
-    def _device_tasks(self, cap: int):
-        name = f"tasks_cap{cap}"
+    def _device_tasks(self, cap: int, order: int = 0):
+        name = f"tasks_cap{cap}" + ("_lpt" if order else "")
         if name not in self.dev:
-            tasks = self._schedule(cap)[0]
+            tasks, cost = self._schedule(cap)
+            if order:
+                tasks = tasks[lpt_order(cost)]
             self._put(name, tasks.reshape(-1) if tasks.size else np.zeros(TASK_WORDS, np.int32))
         return self.dev[name].ptr, self._schedule(cap)[0].shape[0]
 
@@ -346,18 +372,19 @@ class TF32Runner:
         best, v = self.decide(n)
         cap = best if cap is None else cap
         v = v if variant is None else variant
-        d_tasks, ntasks = self._device_tasks(cap)
+        d_tasks, ntasks = self._device_tasks(cap, v.get("order", 0))
         ws, cnt = self._workspace(cap, -(-n // (32 * v["slice_s"])), v["slice_s"], stream)
         d = self.dev
         a = (m, k, n, self.num_windows, d["perm"].ptr, d["window_offsets"].ptr, d["block_meta"].ptr,
              d["values"].ptr, d_tasks, ntasks, ws, cnt, d_B, d_C)
-        return a, tuple(v[key] for key in VARIANT_KEYS)
+        return a, tuple(v[key] for key in KERNEL_KEYS)
 
     def candidates(self, n: int) -> list:
         """Variants timed on the first call for width n: the model's choice first, then the
         register pipeline (depth 3; 2 at S = 1) and the staged one (depths 2 and 3), each in both
-        grid orders when there is more than one column slice.  Same S as the choice, same
-        schedule: every candidate gives the same result bits."""
+        grid orders when there is more than one column slice; ``tune`` then times the fastest
+        with the other task order.  Same S as the choice, same schedule: every candidate gives
+        the same result bits."""
         v = self.decide(n)[1]
         slices = -(-n // (32 * v["slice_s"]))
         out = [v]
@@ -376,11 +403,18 @@ class TF32Runner:
         cap, _ = self.decide(n)
         times = {}
         t0 = time.perf_counter()
-        for v in self.candidates(n):
+
+        def timed(v):
             a, vt = self.args(d_B, d_C, n, stream, cap, v)
             self._cuda.time_tf32(a, vt, 1, None, 0, stream)
             ms = sorted(self._cuda.time_tf32(a, vt, TUNE_REPS, None, 0, stream))[TUNE_REPS // 2]
             times[variant_tag(v)] = (ms, v)
+
+        for v in self.candidates(n):
+            timed(v)
+        if "order" not in self.tuning:  # the fastest with the other task order
+            best = min(times.values(), key=lambda t: t[0])[1]
+            timed(dict(best, order=1 - best["order"]))
         tag, (ms, best) = min(times.items(), key=lambda kv: kv[1][0])
         report = self._stats["schedule_by_n"][n]
         report["tuned_ms"] = {k: round(t, 4) for k, (t, _) in times.items()}

@@ -43,12 +43,13 @@
  *
  * Metadata (every variant).  The plan packs each block's metadata into one 48-byte record
  * (block_meta: the 8 column ids interleaved c0, c4, c1, c5, ..., the 64-bit mask, the 64-bit
- * value offset); lanes 0-2 copy a record into a per-warp shared-memory ring with one 16-byte
- * cp.async each (one code path), __syncwarp publishes a landed slot, and lane t reads its two
- * column ids with one 8-byte load.  The ring runs ahead of the operand loads (kMetaAhead = 2
- * blocks on the register path, DEPTH on the staged one), so the chain column id -> B address
- * never waits on a global load.  Per-lane constants (the B base address of the lane's columns,
- * the 32-bit row pitch, where the lane's two bits sit in the mask) are set once per thread
+ * value offset; a padding slot repeats a real column of the block with its mask bits clear, so
+ * B rows load without a predicate: B is finite under precision "tf32", and 0 * B = 0); lanes 0-2 copy a
+ * record into a per-warp shared-memory ring with one 16-byte cp.async each (one code path), __syncwarp
+ * publishes a landed slot, and lane t reads its two column ids with one 8-byte load.  The ring runs ahead of
+ * the operand loads (R - 1 = 5 blocks on the register path, 7 at depth 4; DEPTH on the staged one), so the
+ * chain column id -> B address never waits on a global load.  Per-lane constants (the B base address of the
+ * lane's columns, the 32-bit row pitch, where the lane's two bits sit in the mask) are set once per thread
  * block, so a block's decode is a few instructions: one IMAD.WIDE per B row, two popcounts.
  *
  * Operands, two pipelines (the `staged` variant bit):
@@ -78,8 +79,9 @@
  * away); B is rounded here to the nearest TF32: cvt.rn.tf32.f32 on sm_90 and later (ties to
  * even, one instruction), cvt.rna.tf32.f32 on sm_80 (ties away); both within 2^-11.
  *
- * Limits: 1 <= n < 2^30 (16-byte path when n % 4 == 0 and B, C are 16-byte aligned, 4-byte
- * copies otherwise); k <= 2^31 - 1; num_windows <= 2^31 - 1; num_tasks * slices <= 2^31 - 1.
+ * Limits: 1 <= n < 2^30 (16-byte path, with no column test in the loop, when n is a multiple
+ * of the slice width 32 S and B, C are 16-byte aligned; 4-byte copies with column tests
+ * otherwise); k <= 2^31 - 1; num_windows <= 2^31 - 1; num_tasks * slices <= 2^31 - 1.
  */
 #include <cstdint>
 
@@ -93,11 +95,22 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kTaskWords = ACC_TF32_TASK_WORDS;
 constexpr int kMaxDevices = 64;
 constexpr int kMetaWords = 12; /* one block's record in block_meta and in the ring (48 bytes) */
-constexpr int kMetaAhead = 2;  /* register path: metadata copied this many blocks before use */
+
+/* Register path: a metadata ring of R slots, filled A = R - 1 blocks ahead of the operand loads.
+ * R is a multiple of DEPTH, so the main loop unrolled by R has compile-time ring slots and
+ * register sets (the 32-bit block counters, per-lane metadata pointer and immediate slot
+ * offsets cut the loop from about 150 to about 100 instructions per block at S = 2, depth 3).
+ * R = 6 rather than 3 costs no registers (H100, 14 matrices x N = 128/256/512: +0.4% geomean,
+ * within run-to-run noise; +3-4% on Andrews and deezer_europe, -1-2% on some social graphs). */
+template <int DEPTH> struct RegRing {
+    static constexpr int R = DEPTH == 4 ? 8 : 6;
+    static constexpr int A = R - 1;
+    static_assert(R % DEPTH == 0 && DEPTH - 1 <= R, "ring slots must rotate with the register sets");
+};
 
 /* Lane t's view of a block's record: columns t and t+4, the mask, the value offset. */
 struct Meta {
-    int col0, col1; /* ACC_PAD_COL (-1) = padding */
+    int col0, col1; /* always real columns (pack_meta fills the padding slots) */
     uint32_t mlo, mhi;
     int64_t voff;
 };
@@ -105,7 +118,8 @@ struct Meta {
 /* Per-lane constants, computed once per thread block, that make the per-block decode a few
  * instructions: the address of B[0][ncol] as an integer (it may lie past the end of a row;
  * it is only dereferenced where in range), the row pitch in bytes, the columns left from
- * each 32-column step, and where lane (g, t)'s bits g*8+t and g*8+t+4 sit in the mask. */
+ * each 32-column step (all 4 on the 16-byte path, where n is a multiple of 32 S), and where
+ * lane (g, t)'s bits g*8+t and g*8+t+4 sit in the mask. */
 template <int S> struct Lane {
     uint64_t bl;
     uint32_t row_bytes;
@@ -161,11 +175,14 @@ template <int N> __device__ __forceinline__ void cp_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N));
 }
 
-/* Lanes 0..2 copy block b's 48-byte record into ring slot `slot` (one code path, no branch
- * per field: the record was packed on the host for this). */
+/* Lanes 0..2 copy a block's 48-byte record (src: its 16 bytes for this lane) into ring slot
+ * `slot` (one code path, no branch per field: the record was packed on the host for this). */
+__device__ __forceinline__ void copy_meta_from(int *ring, int lane, const int32_t *src, int slot) {
+    if (lane < 3) cp_async16<true>(ring + slot * kMetaWords + 4 * lane, src, 16);
+}
+
 __device__ __forceinline__ void copy_meta(const acc_tf32_args &p, int *ring, int lane, int64_t b, int slot) {
-    if (lane < 3)
-        cp_async16<true>(ring + slot * kMetaWords + 4 * lane, p.block_meta + b * kMetaWords + 4 * lane, 16);
+    copy_meta_from(ring, lane, p.block_meta + b * kMetaWords + 4 * lane, slot);
 }
 
 /* Lane t's metadata of the block in ring slot `slot` (landed and published by __syncwarp):
@@ -183,39 +200,49 @@ __device__ __forceinline__ Meta read_meta(const int *ring, int t, int slot) {
     return r;
 }
 
-/* Where lane (g, t)'s two values of a block are: has0/has1 (stored?) and their indices into
- * values[] (ascending bit order: the popcount of the mask below the bit). */
+/* base + idx * scale in one IMAD.WIDE.U32 (the compiler otherwise splits the 64-bit add). */
+__device__ __forceinline__ uint64_t wide_addr(uint64_t base, uint32_t idx, uint32_t scale) {
+    uint64_t r;
+    asm("mad.wide.u32 %0, %1, %2, %3;" : "=l"(r) : "r"(idx), "r"(scale), "l"(base));
+    return r;
+}
+
+/* Where lane (g, t)'s two values of a block are: has0/has1 (stored?) and their addresses in
+ * values[] (ascending bit order: the popcount of the mask below the bit; a block holds at
+ * most 64 values, so the offset within it is a 32-bit multiply-add). */
 struct ValueIdx {
     bool has0, has1;
-    int64_t i0, i1;
+    const float *v0, *v1;
 };
 
-template <int S> __device__ __forceinline__ ValueIdx value_idx(const Lane<S> &L, const Meta &mt) {
+template <int S>
+__device__ __forceinline__ ValueIdx value_idx(const Lane<S> &L, const Meta &mt, const float *values) {
     const uint32_t w = L.high ? mt.mhi : mt.mlo;
-    const int base = L.high ? __popc(mt.mlo) : 0;
+    const uint32_t base = L.high ? __popc(mt.mlo) : 0;
+    const uint64_t vb = (uint64_t)(uintptr_t)(values + mt.voff);
     ValueIdx v;
     v.has0 = (w & L.bit0) != 0;
     v.has1 = (w & (L.bit0 << 4)) != 0;
-    v.i0 = mt.voff + base + __popc(w & L.below0);
-    v.i1 = mt.voff + base + __popc(w & L.below1);
+    v.v0 = reinterpret_cast<const float *>(wide_addr(vb, base + __popc(w & L.below0), 4));
+    v.v1 = reinterpret_cast<const float *>(wide_addr(vb, base + __popc(w & L.below1), 4));
     return v;
 }
 
-/* Address of B[col][ncol] + 128 s bytes for lane L (col >= 0). */
-template <int S> __device__ __forceinline__ const float *b_row(const Lane<S> &L, int col) {
-    return reinterpret_cast<const float *>(L.bl + (uint64_t)(uint32_t)col * L.row_bytes);
+/* Address of B[col][ncol] for lane L (0 <= col < k), from its base `bl`. */
+__device__ __forceinline__ const float *b_row(uint64_t bl, uint32_t row_bytes, int col) {
+    return reinterpret_cast<const float *>(wide_addr(bl, (uint32_t)col, row_bytes));
 }
 
 /* Shared memory of one thread block.  STAGED, per warp: DEPTH stages of 2*S*32 float4 (B),
  * DEPTH stages of 2*32 floats (values), and a ring of DEPTH metadata slots; SPLIT partials
  * (8 x 32S floats per warp) reuse the B stages once the pipeline has drained.  Register
- * pipeline (!STAGED): the SPLIT partials, then the metadata rings of kMetaAhead + 1 slots. */
+ * pipeline (!STAGED): the SPLIT partials, then the metadata rings of RegRing<DEPTH>::R slots. */
 template <int S, int DEPTH, bool STAGED> struct Smem {
-    static constexpr int kRing = STAGED ? DEPTH : kMetaAhead + 1; /* metadata slots per warp */
-    static constexpr int kPart = 8 * 32 * S * 4;                  /* bytes of one warp's partial */
-    static constexpr int kB = STAGED ? DEPTH * 2 * S * 32 : 0;    /* float4 per warp */
-    static constexpr int kV = STAGED ? DEPTH * 2 * 32 : 0;        /* floats per warp */
-    static constexpr int kM = kRing * kMetaWords;                 /* 32-bit words per warp */
+    static constexpr int kRing = STAGED ? DEPTH : RegRing<DEPTH>::R; /* metadata slots per warp */
+    static constexpr int kPart = 8 * 32 * S * 4;                     /* bytes of one warp's partial */
+    static constexpr int kB = STAGED ? DEPTH * 2 * S * 32 : 0;       /* float4 per warp */
+    static constexpr int kV = STAGED ? DEPTH * 2 * 32 : 0;           /* floats per warp */
+    static constexpr int kM = kRing * kMetaWords;                    /* 32-bit words per warp */
     static constexpr int kHead = STAGED ? kWarps * (kB * 16 + kV * 4) : kWarps * kPart;
     static constexpr int kBytes = kHead + kWarps * kM * 4;
     static_assert(!STAGED || kB * 16 >= kPart, "SPLIT partials must fit in the B stages");
@@ -238,26 +265,25 @@ __device__ __forceinline__ void issue_block(const acc_tf32_args &p, const Warp &
     const int cols[2] = {mt.col0, mt.col1};
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        const float *row = b_row(L, cols[h] < 0 ? 0 : cols[h]);
+        const float *row = b_row(L.bl, L.row_bytes, cols[h]);
 #pragma unroll
         for (int s = 0; s < S; s++) {
             float4 *d = dst + (2 * s + h) * 32;
-            if (VEC) {
-                const bool ok = cols[h] >= 0 && L.nrem[s] > 0;
-                cp_async16<CACHE_L1>(d, ok ? row + 32 * s : p.B, ok ? 16 : 0);
+            if (VEC) { /* every column of the slice is < n */
+                cp_async16<CACHE_L1>(d, row + 32 * s, 16);
             } else {
 #pragma unroll
                 for (int q = 0; q < 4; q++) {
-                    const bool ok = cols[h] >= 0 && q < L.nrem[s];
+                    const bool ok = q < L.nrem[s];
                     cp_async4(reinterpret_cast<float *>(d) + q, ok ? row + 32 * s + q : p.B, ok ? 4 : 0);
                 }
             }
         }
     }
-    const ValueIdx vi = value_idx(L, mt);
+    const ValueIdx vi = value_idx(L, mt, p.values);
     float *v = W.sV + stage * 64 + W.lane;
-    cp_async4(v, vi.has0 ? p.values + vi.i0 : p.values, vi.has0 ? 4 : 0);
-    cp_async4(v + 32, vi.has1 ? p.values + vi.i1 : p.values, vi.has1 ? 4 : 0);
+    cp_async4(v, vi.has0 ? vi.v0 : p.values, vi.has0 ? 4 : 0);
+    cp_async4(v + 32, vi.has1 ? vi.v1 : p.values, vi.has1 ? 4 : 0);
 }
 
 template <int S, int DEPTH>
@@ -310,8 +336,8 @@ __device__ __forceinline__ void write_rows(const acc_tf32_args &p, const float (
         for (int s = 0; s < S; s++) {
             const int64_t c = ncol + 32 * s;
             const float v[4] = {acc[s][0][h], acc[s][0][2 + h], acc[s][1][h], acc[s][1][2 + h]};
-            if (VEC) {
-                if (c < p.n) __stcs(reinterpret_cast<float4 *>(dst + c), make_float4(v[0], v[1], v[2], v[3]));
+            if (VEC) { /* every column of the slice is < n */
+                __stcs(reinterpret_cast<float4 *>(dst + c), make_float4(v[0], v[1], v[2], v[3]));
             } else {
 #pragma unroll
                 for (int q = 0; q < 4; q++)
@@ -347,30 +373,33 @@ __device__ __forceinline__ void write_zero_window(const acc_tf32_args &p, int64_
     write_rows<S, VEC>(p, acc, prow, ncol);
 }
 
-/* PACK state of a warp: current window w (< w_end), the block that ends it, the next window's
- * end (prefetched), the original rows of lane t's two rows.  SPLIT: w_stop = -1, never met. */
+/* PACK state of a warp: current window w (< w_end), the original rows of lane t's two rows, and
+ * as block indices relative to the warp's first block b0 (32-bit: a warp's range is at most one
+ * window or one packed run, fewer than 2^31 blocks) the block that ends window w (stop) and the
+ * end of window w + 1 (next_stop, prefetched).  SPLIT and GROUP: stop = -1, never met. */
 struct Pack {
-    int64_t w, w_end, w_stop, next_stop, prow[2];
+    int64_t w, w_end, b0, prow[2];
+    int stop, next_stop;
 };
 
 /* After block i: at the end of a PACK window, write its rows, zero the accumulators, write any
  * empty windows that follow and move to the next non-empty one. */
 template <int S, bool VEC>
-__device__ __forceinline__ void after_block(const acc_tf32_args &p, int64_t i, Pack &P, float (&acc)[S][2][4],
+__device__ __forceinline__ void after_block(const acc_tf32_args &p, int i, Pack &P, float (&acc)[S][2][4],
                                             int t, int64_t ncol) {
-    if (i + 1 != P.w_stop) return;
+    if (i + 1 != P.stop) return;
     write_rows<S, VEC>(p, acc, P.prow, ncol);
     zero<S>(acc);
     P.w++;
-    int64_t stop = P.next_stop;
-    while (P.w < P.w_end && stop == P.w_stop) { /* empty windows after this one */
+    int stop = P.next_stop;
+    while (P.w < P.w_end && stop == P.stop) { /* empty windows after this one */
         write_zero_window<S, VEC>(p, P.w, t, ncol);
         P.w++;
-        stop = P.w < P.w_end ? ldg64(p.window_offsets + P.w + 1) : 0;
+        stop = P.w < P.w_end ? (int)(ldg64(p.window_offsets + P.w + 1) - P.b0) : 0;
     }
     if (P.w < P.w_end) {
-        P.w_stop = stop;
-        P.next_stop = P.w + 1 < P.w_end ? ldg64(p.window_offsets + P.w + 2) : 0;
+        P.stop = stop;
+        P.next_stop = P.w + 1 < P.w_end ? (int)(ldg64(p.window_offsets + P.w + 2) - P.b0) : 0;
         window_rows(p, P.w, t, P.prow);
     }
 }
@@ -393,17 +422,17 @@ template <bool CACHE_L1> __device__ __forceinline__ float ldb1(const float *q) {
 template <int S, bool CACHE_L1, bool VEC>
 __device__ __forceinline__ void load_ops(const acc_tf32_args &p, const Lane<S> &L, const Meta &mt,
                                          Ops<S> &o) {
-    const int cols[2] = {mt.col0, mt.col1};
+    const int cols[2] = {mt.col0, mt.col1}; /* real columns: pack_meta fills padding slots */
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        const float *row = b_row(L, cols[h]);
+        const float *row = b_row(L.bl, L.row_bytes, cols[h]);
 #pragma unroll
         for (int s = 0; s < S; s++) {
             float4 &f = o.f[2 * s + h];
-            f = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (VEC) {
-                if (cols[h] >= 0 && L.nrem[s] > 0) f = ldb4<CACHE_L1>(row + 32 * s);
-            } else if (cols[h] >= 0) {
+            if (VEC) { /* every column of the slice is < n */
+                f = ldb4<CACHE_L1>(row + 32 * s);
+            } else {
+                f = make_float4(0.f, 0.f, 0.f, 0.f);
                 if (L.nrem[s] > 0) f.x = ldb1<CACHE_L1>(row + 32 * s);
                 if (L.nrem[s] > 1) f.y = ldb1<CACHE_L1>(row + 32 * s + 1);
                 if (L.nrem[s] > 2) f.z = ldb1<CACHE_L1>(row + 32 * s + 2);
@@ -411,9 +440,9 @@ __device__ __forceinline__ void load_ops(const acc_tf32_args &p, const Lane<S> &
             }
         }
     }
-    const ValueIdx vi = value_idx(L, mt);
-    o.a0 = vi.has0 ? __float_as_uint(__ldg(p.values + vi.i0)) : 0u;
-    o.a1 = vi.has1 ? __float_as_uint(__ldg(p.values + vi.i1)) : 0u;
+    const ValueIdx vi = value_idx(L, mt, p.values);
+    o.a0 = vi.has0 ? __float_as_uint(__ldg(vi.v0)) : 0u;
+    o.a1 = vi.has1 ? __float_as_uint(__ldg(vi.v1)) : 0u;
 }
 
 template <int S> __device__ __forceinline__ void consume_ops(const Ops<S> &o, float (&acc)[S][2][4]) {
@@ -425,24 +454,25 @@ template <int S> __device__ __forceinline__ void consume_ops(const Ops<S> &o, fl
     }
 }
 
-/* One step of the register pipeline with F = DEPTH - 1 blocks of operands loaded ahead:
- * block i + F's operands go into `nxt` (its metadata from ring slot `sl`, copied kMetaAhead
- * steps ago; the slot before `sl`, read in the previous step, is refilled with block
- * i + F + kMetaAhead), block i's MMAs run on `cur`.  DEPTH register sets rotate (the caller
- * unrolls the rotation), so no register copy waits on a load in flight. */
+/* Step i (relative to the warp's first block; i % R == r) of the register pipeline with
+ * F = DEPTH - 1 blocks of operands loaded ahead: block i + F's operands go into `nxt` (its
+ * metadata from ring slot (r + F) % R, copied A steps ago), the slot read in the previous step
+ * is refilled with block i + F + A (mq: lane's 16 bytes of block F + A's record), and block i's
+ * MMAs run on `cur`.  r is a compile-time constant once the caller's loop is unrolled, so the
+ * ring slots are immediate offsets; DEPTH register sets rotate (R is a multiple of DEPTH), so no
+ * register copy waits on a load in flight. */
 template <int S, int DEPTH, bool CACHE_L1, bool VEC>
-__device__ __forceinline__ void reg_step(const acc_tf32_args &p, const Warp &W, const Lane<S> &L, int64_t i,
-                                         int64_t b_end, int &sl, const Ops<S> &cur, Ops<S> &nxt,
+__device__ __forceinline__ void reg_step(const acc_tf32_args &p, const Warp &W, const Lane<S> &L, int r,
+                                         int i, int nblk, const int32_t *mq, const Ops<S> &cur, Ops<S> &nxt,
                                          float (&acc)[S][2][4], Pack &P) {
-    constexpr int F = DEPTH - 1, R = kMetaAhead + 1;
-    cp_wait<kMetaAhead - 1>(); /* block i + F's metadata has landed ... */
-    __syncwarp();              /* ... is visible to every lane, and slot sl - 1 was read by all */
-    if (i + F < b_end) load_ops<S, CACHE_L1, VEC>(p, L, read_meta(W.sM, W.t, sl), nxt);
-    if (i + F + kMetaAhead < b_end) copy_meta(p, W.sM, W.lane, i + F + kMetaAhead, sl == 0 ? R - 1 : sl - 1);
+    constexpr int F = DEPTH - 1, R = RegRing<DEPTH>::R, A = RegRing<DEPTH>::A;
+    cp_wait<A - 1>(); /* block i + F's metadata has landed ... */
+    __syncwarp();     /* ... is visible to every lane, and the previous step's slot was read by all */
+    if (i + F < nblk) load_ops<S, CACHE_L1, VEC>(p, L, read_meta(W.sM, W.t, (r + F) % R), nxt);
+    if (i + F + A < nblk) copy_meta_from(W.sM, W.lane, mq + (int64_t)i * kMetaWords, (r + F + R - 1) % R);
     cp_commit();
     consume_ops<S>(cur, acc);
     after_block<S, VEC>(p, i, P, acc, W.t, W.ncol);
-    sl = sl + 1 == R ? 0 : sl + 1;
 }
 
 template <int S, int DEPTH, bool CACHE_L1, bool VEC, bool STAGED>
@@ -485,8 +515,8 @@ __global__ void __launch_bounds__(kThreads, STAGED ? (S == 1 ? 4 : 3) : (S == 1 
     const int32_t kind = __ldg(row);
     int64_t b = 0, b_end = 0;
     Pack P;
-    P.w = P.w_end = 0;
-    P.w_stop = -1;
+    P.w = P.w_end = P.b0 = 0;
+    P.stop = -1;
     P.next_stop = 0;
     P.prow[0] = P.prow[1] = -1;
     int part = 0, parts = 1, gj = 0, gsize = 0; /* GROUP: warp gj of gsize (0: no window part) */
@@ -518,8 +548,9 @@ __global__ void __launch_bounds__(kThreads, STAGED ? (S == 1 ? 4 : 3) : (S == 1 
             P.w++;
         }
         if (P.w < P.w_end) {
-            P.w_stop = ldg64(p.window_offsets + P.w + 1);
-            P.next_stop = P.w + 1 < P.w_end ? ldg64(p.window_offsets + P.w + 2) : 0;
+            P.b0 = b;
+            P.stop = (int)(ldg64(p.window_offsets + P.w + 1) - b);
+            P.next_stop = P.w + 1 < P.w_end ? (int)(ldg64(p.window_offsets + P.w + 2) - b) : 0;
             window_rows(p, P.w, W.t, P.prow);
         }
     }
@@ -537,8 +568,9 @@ __global__ void __launch_bounds__(kThreads, STAGED ? (S == 1 ? 4 : 3) : (S == 1 
             cp_commit();
         }
         int stage = 0;
-        for (int64_t i = b; i < b_end; i++) {
-            refill<S, DEPTH, CACHE_L1, VEC>(p, W, L, i + DEPTH - 1, b_end,
+        const int nblk = (int)(b_end - b);
+        for (int i = 0; i < nblk; i++) {
+            refill<S, DEPTH, CACHE_L1, VEC>(p, W, L, b + i + DEPTH - 1, b_end,
                                             stage == 0 ? DEPTH - 1 : stage - 1);
             cp_commit();
             cp_wait<DEPTH - 1>(); /* block i's copies (and metadata DEPTH blocks ahead) have landed */
@@ -549,28 +581,29 @@ __global__ void __launch_bounds__(kThreads, STAGED ? (S == 1 ? 4 : 3) : (S == 1 
         }
     } else if (b < b_end) {
         /* F = DEPTH - 1 blocks' operands in flight.  Prologue: metadata of blocks b .. b+F-1
-         * (waited for), their operands, then the metadata of the next kMetaAhead blocks.  Block j
-         * uses ring slot (j - b) % (kMetaAhead + 1) and register set (j - b) % DEPTH. */
-        constexpr int F = DEPTH - 1, R = kMetaAhead + 1;
-        static_assert(F <= R, "the prologue's metadata must fit in the ring");
+         * (waited for), their operands, then the metadata of the next A blocks, one cp.async
+         * group each (reg_step waits group by group).  Block b + j uses ring slot j % R and
+         * register set j % DEPTH; the loop is unrolled by R. */
+        constexpr int F = DEPTH - 1, R = RegRing<DEPTH>::R, A = RegRing<DEPTH>::A;
+        const int nblk = (int)(b_end - b);
         Ops<S> o[DEPTH];
         first_meta<F>(p, W, b, b_end);
 #pragma unroll
         for (int f = 0; f < F; f++)
-            if (b + f < b_end) load_ops<S, CACHE_L1, VEC>(p, L, read_meta(W.sM, W.t, f), o[f]);
+            if (f < nblk) load_ops<S, CACHE_L1, VEC>(p, L, read_meta(W.sM, W.t, f), o[f]);
         __syncwarp();
 #pragma unroll
-        for (int a = 0; a < kMetaAhead; a++) { /* one group each: reg_step waits group by group */
-            if (b + F + a < b_end) copy_meta(p, W.sM, W.lane, b + F + a, (F + a) % R);
+        for (int a = 0; a < A; a++) {
+            if (F + a < nblk) copy_meta(p, W.sM, W.lane, b + F + a, (F + a) % R);
             cp_commit();
         }
-        int sl = F % R;
-        for (int64_t i = b; i < b_end; i += DEPTH) {
+        const int32_t *mq = p.block_meta + (b + F + A) * kMetaWords + 4 * W.lane;
+        for (int i = 0; i < nblk; i += R) {
 #pragma unroll
-            for (int r = 0; r < DEPTH; r++) {
-                if (i + r >= b_end) break;
-                reg_step<S, DEPTH, CACHE_L1, VEC>(p, W, L, i + r, b_end, sl, o[r], o[(r + F) % DEPTH], acc,
-                                                  P);
+            for (int r = 0; r < R; r++) {
+                if (i + r >= nblk) break;
+                reg_step<S, DEPTH, CACHE_L1, VEC>(p, W, L, r, i + r, nblk, mq, o[r % DEPTH],
+                                                  o[(r + F) % DEPTH], acc, P);
             }
         }
     }
@@ -737,7 +770,9 @@ extern "C" int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *
         p.num_tasks == 0)
         return ACC_ERR_INVALID_ARGUMENT;
     if ((p.workspace == NULL) != (p.counters == NULL)) return ACC_ERR_INVALID_ARGUMENT;
-    const bool vec = p.n % 4 == 0 && (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;
+    /* the 16-byte path: every column slice full (no column tests in the loop), B and C aligned */
+    const bool vec =
+        p.n % (32 * variant->slice_s) == 0 && (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;
     return variant->staged ? dispatch<true>(p, *variant, vec, stream)
                            : dispatch<false>(p, *variant, vec, stream);
 }

@@ -37,7 +37,8 @@ typedef struct acc_tf32_args {
     const int64_t *perm;           /* [m] new -> old row */
     const int64_t *window_offsets; /* [num_windows + 1] */
     /* [12 * blocks]: block b's 48-byte record at 12 b: its 8 columns interleaved
-     * (c0, c4, c1, c5, c2, c6, c3, c7; -1 = padding), its 64-bit mask and its 64-bit value
+     * (c0, c4, c1, c5, c2, c6, c3, c7; no padding: an unused slot
+     * repeats a real column of the block, with its mask bits clear), its 64-bit mask and its 64-bit value
      * offset (both little-endian: low word first).  Packed from BitTCF by the plan
      * (accspmm._tf32.pack_meta) so that 3 lanes copy a block's metadata with one 16-byte
      * cp.async each. */

@@ -7,7 +7,8 @@ import pytest
 import scipy.sparse as sp
 
 import accspmm
-from accspmm._tf32 import CAPS, TASK_WORDS, WARPS, WB, build_tasks, choose_variant, pack_meta, predict, round_tf32
+from accspmm._tf32 import (CAPS, TASK_WORDS, WARPS, WB, build_tasks, choose_variant, lpt_order, pack_meta, predict,
+                           round_tf32)
 from conftest import int_dense, with_int_values
 
 COUNTS = [[], [0], [0, 0, 3], [1] * 50, [500, 0, 2, 33, 64, 65, 0, 1000, 7],
@@ -146,7 +147,8 @@ def test_emulated_kernel_matches_scipy(cap):
 def test_packed_metadata_lane_decode():
     """pack_meta's 48-byte records, decoded per lane (g, t) exactly as the kernel does (columns
     t and t+4 from the interleaved words, the mask word of row g, popcounts below the bit),
-    give every block entry A_block[g][t] and A_block[g][t+4] with its column."""
+    give every block entry A_block[g][t] and A_block[g][t+4] with its column; padding slots
+    hold a real column of the block (slot t < 4: slot 0's, slot t + 4: slot t's) and no value."""
     rng = np.random.default_rng(5)
     d = (rng.random((70, 300)) < 0.2) * rng.integers(1, 9, (70, 300))
     d[16:32] = 0
@@ -156,6 +158,7 @@ def test_packed_metadata_lane_decode():
     assert rec.shape == (fmt.num_blocks, 12)
     u = rec.view(np.uint32).astype(np.uint64)
     cols = np.asarray(fmt.block_cols).reshape(-1, 8)
+    padded = 0
     for b in range(fmt.num_blocks):
         mask, voff = int(fmt.block_mask[b]), int(fmt.block_value_offsets[b])
         assert int(u[b, 8] | (u[b, 9] << 32)) == mask and int(u[b, 10] | (u[b, 11] << 32)) == voff
@@ -167,13 +170,17 @@ def test_packed_metadata_lane_decode():
                 bit0 = 1 << ((g & 3) * 8 + t)
                 for c, below, bit in ((rec[b, 2 * t], bit0 - 1, bit0), (rec[b, 2 * t + 1], (bit0 << 4) - 1, bit0 << 4)):
                     col = t if bit == bit0 else t + 4
-                    assert c == cols[b, col]
+                    real = cols[b, col] if cols[b, col] >= 0 else cols[b, col - 4] if col >= 4 else -1
+                    assert c == (real if real >= 0 else cols[b, 0]) and c >= 0
+                    padded += cols[b, col] < 0
                     want = (mask >> (g * 8 + col)) & 1
+                    assert cols[b, col] >= 0 or not want
                     assert bool(word & bit) == bool(want)
                     if want:
                         idx = voff + base + bin(word & below).count("1")
                         row = fmt.perm[8 * np.searchsorted(fmt.window_offsets, b, side="right") - 8 + g]
                         assert fmt.values[idx] == d[row, c]
+    assert padded > 0  # the matrix has blocks with fewer than 8 columns
 
 
 def test_cost_model():
@@ -219,3 +226,14 @@ def test_round_tf32():
     assert np.isinf(r[5]) and np.isinf(r[6])
     assert np.isnan(round_tf32(np.array([np.nan], np.float32)))[0]
     assert np.all((r[np.isfinite(r)].view(np.uint32) & 0x1FFF) == 0)
+
+
+def test_lpt_order():
+    """Longest predicted task first, ties in window order; a permutation of the tasks."""
+    cost = np.array([3.0, 9.0, 3.0, 5.0, 9.0, 1.0])
+    assert lpt_order(cost).tolist() == [1, 4, 3, 0, 2, 5]
+    skew = np.concatenate([[0], np.cumsum([2] * 300 + [500] + [3] * 200)]).astype(np.int64)
+    tasks, tc = build_tasks(skew, 8)
+    o = lpt_order(tc)
+    assert sorted(o.tolist()) == list(range(len(tc))) and np.all(np.diff(tc[o]) <= 0)
+    assert tasks[o[0], 0] < 0  # the parts of the 500-block window start first
