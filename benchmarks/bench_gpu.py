@@ -254,9 +254,9 @@ def main():
     lines = [f"# accspmm TF32 vs cuSPARSE ({info['name']}, {date})", "",
              f"Command: `{meta['command']}`; warm L2, median of {args.reps} CUDA-event-timed runs; "
              f"copy bandwidth {bw / 1e12:.2f} TB/s.", "",
-             "TF32 = `accspmm.plan(A)` defaults (reordering: chosen method; schedule: cap, S = 2 unless "
-             "N <= 32, `sm` = slice-major grid). `none` / `aff` = the same kernel on the original order / the "
-             "affinity order.", "",
+             "TF32 = `accspmm.plan(A)` defaults (reordering: chosen method; schedule: cap, `sm` = slice-major "
+             "grid, `lpt` = longest predicted task first; the variant and order timed on the first call). "
+             "`none` / `aff` = the same kernel on the original order / the affinity order.", "",
              "| matrix | nnz | N | cuSPARSE ms (alg) | TF32 ms (order, cap) | none ms | aff ms | GFLOP/s | speedup "
              "| cold speedup | roofline | rel err | break-even calls |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -265,7 +265,8 @@ def main():
         be = f"{r['break_even_calls']:.0f}" if r["break_even_calls"] else "never"
         ok = "" if (r["all_written"] and r["rel_error_vs_cusparse"] < 1e-3) else " WRONG"
         sch = r["schedule"]
-        tag = f"{chosen[r['matrix']]}, {sch['cap']}{', sm' if sch['variant']['slice_major'] else ''}"
+        tag = (f"{chosen[r['matrix']]}, {sch['cap']}{', sm' if sch['variant']['slice_major'] else ''}"
+               f"{', lpt' if sch['variant'].get('order') else ''}")
         fmt = lambda x: f"{x:.4f}" if x else "-"  # noqa: E731
         lines.append(f"| {r['matrix']} | {r['nnz']} | {r['n']} | {r['cusparse_ms']:.4f} ({r['cusparse_alg']}) | "
                      f"{r['tf32_ms']:.4f} ({tag}) | {fmt(r['tf32_reorder_none_ms'])} | "
