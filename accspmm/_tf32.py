@@ -34,7 +34,8 @@ always get the same schedule and the same result bits on every GPU.  The cap wit
 prediction among ``CAPS`` is used (ties: the larger cap); cap 0 is the identity schedule (one
 window per warp, no split).  The constants were fitted on an H100 sweep (12 matrices >= 100k nnz,
 N = 128 and 512, caps 0..128 each timed): the chosen cap is within 2.3% of the best cap in
-geometric mean, 9.4% at worst (benchmarks/NOTES.md).  ``plan.stats['schedule_by_n'][n]`` records
+geometric mean, 9.4% at worst (benchmarks/NOTES.md; fitted with 8-warp thread blocks and
+not refitted since ``WARPS`` became 4).  ``plan.stats['schedule_by_n'][n]`` records
 every prediction, the choice and the reason, with the paper's imbalance degree (IBD) beside it.
 
 Variant (no effect on result bits, see cuda/tf32_spmm.h): 64 columns per warp (S = 2) for n > 32,
@@ -60,7 +61,7 @@ import numpy as np
 
 from ._device import DeviceArray
 
-WARPS = 8  # ACC_TF32_WARPS in cuda/tf32_spmm.h
+WARPS = 4  # ACC_TF32_WARPS in cuda/tf32_spmm.h (checked against the built extension)
 TASK_WORDS = 1 + 2 * WARPS  # ACC_TF32_TASK_WORDS: int32 per task row
 WB = 2.0
 FILL = 2.0
@@ -72,14 +73,15 @@ REF_SMS = 132
 
 def blocks_per_sm(variant: dict) -> int:
     """Concurrent thread blocks per SM of a variant: the kernel's __launch_bounds__ (registers)."""
+    per8 = 8 // WARPS  # the register budget is per 8 warps
     if variant["staged"]:
-        return 4 if variant["slice_s"] == 1 else 3
-    return 3 if variant["slice_s"] == 1 and variant["depth"] == 2 else 2
+        return per8 * (4 if variant["slice_s"] == 1 else 3)
+    return per8 * (3 if variant["slice_s"] == 1 and variant["depth"] == 2 else 2)
 
 
 CAPS = (0, 2, 4, 8, 16, 32, 64, 128, 256)
 TUNE_REPS = 3  # timed launches per candidate variant on the first call for each n
-MAX_WORKSPACES = 4  # per plan: split workspaces kept (by stream, schedule, slice layout)
+MAX_WORKSPACES = 4  # per plan: split workspaces kept (one per stream, as large as the largest need)
 KERNEL_KEYS = ("slice_s", "depth", "cache_l1", "slice_major", "staged")  # acc_tf32_variant
 # plus the launch order of the tasks: 0 window order, 1 longest predicted task first
 VARIANT_KEYS = KERNEL_KEYS + ("order",)
@@ -266,6 +268,9 @@ class TF32Runner:
         tuning: optional {"cap": int, plus VARIANT_KEYS} for experiments and tests."""
         from . import _cuda
 
+        if (_cuda.TF32_WARPS, _cuda.TF32_TASK_WORDS) != (WARPS, TASK_WORDS):
+            raise RuntimeError(f"accspmm._cuda was built with {_cuda.TF32_WARPS} warps per TF32 task, the "
+                               f"package expects {WARPS}: rebuild the extension")
         self._cuda = _cuda
         self.shape = fmt.shape
         self.balance = balance
@@ -344,9 +349,10 @@ class TF32Runner:
 
     def _workspace(self, cap: int, slices: int, slice_s: int, stream) -> tuple:
         """(workspace, counters) device pointers for the multi-part splits of schedule ``cap``
-        (0, 0 when it has none).  One pair per stream: launches on one stream run in order, so
-        they may share it; launches on different streams must not (counters and slots are
-        reused).  The counters start at zero and every launch leaves them at zero."""
+        (0, 0 when it has none).  One pair per stream, grown to the largest schedule and width
+        seen and shared by all of them: launches on one stream run in order, so they may share it;
+        launches on different streams must not (counters and slots are reused).  The counters
+        start at zero and every launch leaves them at zero."""
         if cap not in self._split_counts:  # once per schedule, not per launch
             tasks = self._schedule(cap)[0]
             multi = (tasks[:, 0] < 0) & (tasks[:, 2] > 1) if tasks.size else np.zeros(0, bool)
@@ -354,16 +360,22 @@ class TF32Runner:
         slots, splits = self._split_counts[cap]
         if slots == 0:
             return 0, 0
-        key = ("workspace", int(stream or 0), cap, slices, slice_s)
+        key, ckey = ("workspace", int(stream or 0)), ("workspace_counters", int(stream or 0))
+        need, cneed = slots * slices * 8 * 32 * slice_s, splits * slices
+        if key in self.dev and (self.dev[key].shape[0] < need or self.dev[ckey].shape[0] < cneed):
+            need, cneed = max(need, self.dev[key].shape[0]), max(cneed, self.dev[ckey].shape[0])
+            self._ws_keys.remove(key)
+            for k in (key, ckey):
+                self.dev.pop(k).free()  # cudaFree waits for the device
         if key not in self.dev:
             while len(self._ws_keys) >= MAX_WORKSPACES:  # bounded: a new stream per call must not grow memory
                 old = self._ws_keys.pop(0)
-                for part in ("", "_counters"):
-                    self.dev.pop((old[0] + part,) + old[1:]).free()  # cudaFree waits for the device
-            self._put(("workspace_counters",) + key[1:], np.zeros(splits * slices, np.int32))
-            self.dev[key] = DeviceArray((slots * slices * 8 * 32 * slice_s,), np.float32, self._device)
+                for k in (old, ("workspace_counters",) + old[1:]):
+                    self.dev.pop(k).free()
+            self._put(ckey, np.zeros(cneed, np.int32))
+            self.dev[key] = DeviceArray((need,), np.float32, self._device)
             self._ws_keys.append(key)
-        return self.dev[key].ptr, self.dev[("workspace_counters",) + key[1:]].ptr
+        return self.dev[key].ptr, self.dev[ckey].ptr
 
     def args(self, d_B: int, d_C: int, n: int, stream=None, cap=None, variant=None) -> tuple:
         """(argument tuple, variant tuple) of _cuda.tf32_spmm for width n on ``stream``; ``cap``

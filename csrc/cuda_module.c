@@ -374,5 +374,12 @@ static struct PyModuleDef cuda_module = {
 
 PyMODINIT_FUNC PyInit__cuda(void) {
     import_array();
-    return PyModule_Create(&cuda_module);
+    PyObject *m = PyModule_Create(&cuda_module);
+    /* the schedule's encoding (accspmm._tf32 checks it against its own) */
+    if (m && (PyModule_AddIntConstant(m, "TF32_WARPS", ACC_TF32_WARPS) < 0 ||
+              PyModule_AddIntConstant(m, "TF32_TASK_WORDS", ACC_TF32_TASK_WORDS) < 0)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -29,7 +29,7 @@
  *               8-row partial to shared memory, and after a barrier the group's first warp sums
  *               the g partials in warp order and writes the window.  Several windows share a
  *               thread block, so each warp gets about cap blocks even for windows of a few cap.
- *   SPLIT task: part q of Q of one window of more than 8 cap blocks; each warp takes an equal
+ *   SPLIT task: part q of Q of one window of more than WARPS cap blocks; each warp takes an equal
  *               range of the part's blocks, writes its 8-row partial to shared memory, and after
  *               a barrier the block sums the partials in warp order.  Q = 1: it writes C.  Q > 1:
  *               it writes its tile to workspace slot (base + q), fences, and bumps the window's
@@ -476,7 +476,10 @@ __device__ __forceinline__ void reg_step(const acc_tf32_args &p, const Warp &W, 
 }
 
 template <int S, int DEPTH, bool CACHE_L1, bool VEC, bool STAGED>
-__global__ void __launch_bounds__(kThreads, STAGED ? (S == 1 ? 4 : 3) : (S == 1 && DEPTH == 2 ? 3 : 2))
+/* minimum thread blocks per SM, i.e. the register budget: per 8 warps 2 on the register path
+ * (3 at S = 1, depth 2), 3 staged (4 at S = 1); accspmm._tf32.blocks_per_sm mirrors it */
+__global__ void __launch_bounds__(kThreads,
+                                  (8 / kWarps) * (STAGED ? (S == 1 ? 4 : 3) : (S == 1 && DEPTH == 2 ? 3 : 2)))
     tf32_spmm_kernel(const acc_tf32_args p, int slices, int slice_major) {
     extern __shared__ __align__(16) unsigned char smem[];
     using SM = Smem<S, DEPTH, STAGED>;

@@ -75,6 +75,8 @@ def test_tf32_real_matrices(path):
             ref = _exact_ref_gpu(A, Bg)
             for p in plans:
                 _assert_exact_gpu(_run_poisoned(p, Bg), ref)
+            del Bg, ref
+            cp.get_default_memory_pool().free_all_blocks()  # our plans allocate outside CuPy's pool
         # and scipy itself on the host path at one width
         B = int_dense(A.shape[1], 33, seed=5)
         assert_bit_exact(plans[1](B), scipy_ref(A, B))
@@ -149,7 +151,8 @@ def _long_window_matrix():
 @pytest.mark.parametrize("cap", [1, 2, 8, 64])
 def test_tf32_multi_part_splits(cap):
     """Long windows split over several thread blocks: exact on integers, every call (the counters
-    are left at zero), bitwise deterministic on random values, and safe on two streams at once."""
+    are left at zero) and every width (one workspace per stream, grown to the largest), bitwise
+    deterministic on random values, and safe on two streams at once."""
     A = _long_window_matrix()
     rng = np.random.default_rng(cap)
     with accspmm.plan(A, device="gpu", reorder="none", tuning={"cap": cap}) as p:
@@ -160,6 +163,7 @@ def test_tf32_multi_part_splits(cap):
             ref = _exact_ref_gpu(A, Bg)
             for _ in range(3):
                 _assert_exact_gpu(_run_poisoned(p, Bg), ref)
+        assert len(p._tf32._ws_keys) == 1, "one workspace per stream, grown and shared by every width"
         Bf = cp.asarray(rng.standard_normal((A.shape[1], 96)).astype(np.float32))
         first = _run_poisoned(p, Bf)
         for _ in range(5):
@@ -172,6 +176,7 @@ def test_tf32_multi_part_splits(cap):
         s2.synchronize()
         for o in outs:
             assert bool((o == first).all()), "concurrent streams corrupted a split"
+        assert len(p._tf32._ws_keys) == 3  # the default stream's, s1's and s2's
 
 
 def test_schedule_recorded(bundled_int):

@@ -237,3 +237,9 @@ def test_lpt_order():
     o = lpt_order(tc)
     assert sorted(o.tolist()) == list(range(len(tc))) and np.all(np.diff(tc[o]) <= 0)
     assert tasks[o[0], 0] < 0  # the parts of the 500-block window start first
+
+
+def test_extension_schedule_encoding():
+    """The built CUDA extension and the Python schedule agree on warps per task and task words."""
+    _cuda = pytest.importorskip("accspmm._cuda")
+    assert (_cuda.TF32_WARPS, _cuda.TF32_TASK_WORDS) == (WARPS, TASK_WORDS)
