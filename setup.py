@@ -32,6 +32,7 @@ def _rel(pattern):
 CORE_SOURCES = _rel("csrc/acc_*.c") + ["csrc/glue.c", "csrc/core_module.c"]
 CUDA_C_SOURCES = ["csrc/cuda_module.c", "csrc/glue.c", "csrc/acc_status_string.c"]
 CUDA_CU_SOURCES = _rel("cuda/*.cu")
+HEADERS = _rel("csrc/*.h") + _rel("cuda/*.h")  # a changed header rebuilds the C sources too
 C_FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-unknown-pragmas"]
 
 
@@ -135,12 +136,12 @@ class BuildExt(build_ext):
 
 extensions = [
     Extension("accspmm._core", sources=CORE_SOURCES, include_dirs=["csrc", numpy.get_include()],
-              extra_compile_args=list(C_FLAGS)),
+              extra_compile_args=list(C_FLAGS), depends=HEADERS),
 ]
 if _cuda_mode() != "off":
     extensions.append(
         Extension("accspmm._cuda", sources=CUDA_C_SOURCES, include_dirs=["csrc", "cuda", numpy.get_include()],
-                  extra_compile_args=list(C_FLAGS))
+                  extra_compile_args=list(C_FLAGS), depends=HEADERS)
     )
 
 setup(ext_modules=extensions, cmdclass={"build_ext": BuildExt})

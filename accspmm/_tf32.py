@@ -61,7 +61,7 @@ import numpy as np
 
 from ._device import DeviceArray
 
-WARPS = 4  # ACC_TF32_WARPS in cuda/tf32_spmm.h (checked against the built extension)
+WARPS = 2  # ACC_TF32_WARPS in cuda/tf32_spmm.h (checked against the built extension)
 TASK_WORDS = 1 + 2 * WARPS  # ACC_TF32_TASK_WORDS: int32 per task row
 WB = 2.0
 FILL = 2.0

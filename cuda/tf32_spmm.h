@@ -12,7 +12,7 @@ extern "C" {
 #endif
 
 /* Warps per thread block; a task row of the schedule has ACC_TF32_TASK_WORDS int32 entries. */
-#define ACC_TF32_WARPS 4 /* 4 rather than 8: see benchmarks/NOTES.md, v4 -> v5 */
+#define ACC_TF32_WARPS 2 /* 2 rather than 8: see benchmarks/NOTES.md, v4 -> v5 */
 #define ACC_TF32_TASK_WORDS (1 + 2 * ACC_TF32_WARPS)
 
 /* Kernel variant (see the kernel file's header): column slice per warp 32 * slice_s
