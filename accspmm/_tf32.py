@@ -292,6 +292,7 @@ class TF32Runner:
         self._tasks = {}  # cap -> (host tasks, task cost)
         self._split_counts = {}  # cap -> (workspace slots, multi-part splits)
         self._decisions = {}
+        self._wide = {}  # n -> the S = 2 variant that the one-wave rule replaced by S = 1
         # first call per n times the candidate variants, unless a variant field is forced
         self._autotune = bool(self.tuning.get("autotune", True)) and not (set(self.tuning) & set(VARIANT_KEYS))
         self._tuned = set()
@@ -326,6 +327,7 @@ class TF32Runner:
         wave = REF_SMS * blocks_per_sm(variant)
         if variant["slice_s"] == 2 and "slice_s" not in self.tuning and tasks.shape[0] * slices < wave:
             # less than one wave of thread blocks: 32-column slices double the parallelism
+            self._wide[n] = variant
             variant = dict(variant, slice_s=1, depth=variant["depth"] if "depth" in self.tuning else 2)
             why += "; S = 1 (under one wave of thread blocks at S = 2)"
         report = {"cap": best, "tasks": int(tasks.shape[0]),
@@ -394,9 +396,10 @@ class TF32Runner:
     def candidates(self, n: int) -> list:
         """Variants timed on the first call for width n: the model's choice first, then the
         register pipeline (depth 3; 2 at S = 1) and the staged one (depths 2 and 3), each in both
-        grid orders when there is more than one column slice; ``tune`` then times the fastest
-        with the other task order.  Same S as the choice, same schedule: every candidate gives
-        the same result bits."""
+        grid orders when there is more than one column slice, and S = 2 (register depth 3, staged
+        depth 2) where the one-wave rule chose S = 1; ``tune`` then times the fastest with the
+        other task order.  Same schedule: every candidate gives the same result bits (S only
+        changes how many columns a warp covers, not any sum)."""
         v = self.decide(n)[1]
         slices = -(-n // (32 * v["slice_s"]))
         out = [v]
@@ -405,6 +408,8 @@ class TF32Runner:
                 c = dict(v, staged=staged, depth=depth, slice_major=major)
                 if c not in out:
                     out.append(c)
+        if n in self._wide:  # the one-wave rule chose S = 1: time S = 2 as well (S never changes a bit)
+            out += [dict(self._wide[n], staged=staged, depth=depth) for staged, depth in ((0, 3), (1, 2))]
         return out
 
     def tune(self, d_B: int, d_C: int, n: int, stream):
