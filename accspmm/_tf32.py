@@ -398,7 +398,7 @@ class TF32Runner:
         register pipeline (depth 3; 2 at S = 1) and the staged one (depths 2 and 3), each in both
         grid orders when there is more than one column slice, and S = 2 (register depth 3, staged
         depth 2) where the one-wave rule chose S = 1; ``tune`` then times the fastest with the
-        other task order.  Same schedule: every candidate gives the same result bits (S only
+        other task order, in both grid orders.  Same schedule: every candidate gives the same result bits (S only
         changes how many columns a warp covers, not any sum)."""
         v = self.decide(n)[1]
         slices = -(-n // (32 * v["slice_s"]))
@@ -429,9 +429,11 @@ class TF32Runner:
 
         for v in self.candidates(n):
             timed(v)
-        if "order" not in self.tuning:  # the fastest with the other task order
+        if "order" not in self.tuning:  # the fastest with the other task order, in both grid orders
             best = min(times.values(), key=lambda t: t[0])[1]
             timed(dict(best, order=1 - best["order"]))
+            if n > 32 * best["slice_s"] and "slice_major" not in self.tuning:
+                timed(dict(best, order=1 - best["order"], slice_major=1 - best["slice_major"]))
         tag, (ms, best) = min(times.items(), key=lambda kv: kv[1][0])
         report = self._stats["schedule_by_n"][n]
         report["tuned_ms"] = {k: round(t, 4) for k, (t, _) in times.items()}
