@@ -35,22 +35,22 @@ prediction among ``CAPS`` is used (ties: the larger cap); cap 0 is the identity 
 window per warp, no split).  The constants were fitted on an H100 sweep (12 matrices >= 100k nnz,
 N = 128 and 512, caps 0..128 each timed): the chosen cap is within 2.3% of the best cap in
 geometric mean, 9.4% at worst (benchmarks/NOTES.md; fitted with 8-warp thread blocks and
-not refitted since ``WARPS`` became 4).  ``plan.stats['schedule_by_n'][n]`` records
+not refitted since ``WARPS`` went to 2).  ``plan.stats['schedule_by_n'][n]`` records
 every prediction, the choice and the reason, with the paper's imbalance degree (IBD) beside it.
 
 Variant (no effect on result bits, see cuda/tf32_spmm.h): 64 columns per warp (S = 2) for n > 32,
 else 32, and 32 as well for odd multiples of 32 (so that n is a multiple of the slice width, which
-the kernel's 16-byte path needs) and when the S = 2 grid would be under one wave of thread blocks; B and values
-staged through shared memory with cp.async (``staged``, depth 2) when B is larger than half the
-L2, else loaded into registers with two blocks in flight (depth 3; depth 2 at S = 1); B cached in
-L1 and L2; column slices in the slow grid dimension (slice-major) when B does not fit in L2 but
-one slice fits in half of it.  These rules are the model's guess: the first call for each n then
-times the candidate variants of the same schedule (``TF32Runner.candidates``: the guess, the
-register and staged pipelines, both grid orders), then the fastest with the tasks launched longest
-predicted task first (``order`` 1, ``lpt_order``: skewed matrices lose less to the last wave;
-window order keeps neighbouring windows' B rows together in L2, which DRAM-bound matrices need),
-on the caller's data, and keeps the fastest (``tuning={"autotune": False}`` keeps the guess).
-Measurements in benchmarks/NOTES.md.
+the kernel's 16-byte path needs) and when the S = 2 grid would be under one wave of thread blocks
+(the first call then times S = 2 too); B and values staged through shared memory with cp.async
+(``staged``, depth 2) when B is larger than half the L2, else loaded into registers with two blocks
+in flight (depth 3; depth 2 at S = 1); B cached in L1 and L2; column slices in the slow grid
+dimension (slice-major) when B does not fit in L2 but one slice fits in half of it. These rules are
+the model's guess: the first call for each n then times the candidate variants of the same schedule
+(``TF32Runner.candidates``: the guess, the register and staged pipelines, both grid orders), then
+the fastest with the tasks launched longest predicted task first (``order`` 1, ``lpt_order``:
+skewed matrices lose less to the last wave; window order keeps neighbouring windows' B rows
+together in L2, which DRAM-bound matrices need), on the caller's data, and keeps the fastest
+(``tuning={"autotune": False}`` keeps the guess). Measurements in benchmarks/NOTES.md.
 """
 
 from __future__ import annotations
@@ -398,8 +398,8 @@ class TF32Runner:
         register pipeline (depth 3; 2 at S = 1) and the staged one (depths 2 and 3), each in both
         grid orders when there is more than one column slice, and S = 2 (register depth 3, staged
         depth 2) where the one-wave rule chose S = 1; ``tune`` then times the fastest with the
-        other task order, in both grid orders.  Same schedule: every candidate gives the same result bits (S only
-        changes how many columns a warp covers, not any sum)."""
+        other task order, in both grid orders.  Same schedule: every candidate gives the same
+        result bits (S only changes how many columns a warp covers, not any sum)."""
         v = self.decide(n)[1]
         slices = -(-n // (32 * v["slice_s"]))
         out = [v]
