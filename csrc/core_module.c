@@ -78,8 +78,10 @@ static PyObject *py_csr_check(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "nnOO", &m, &k, &indptr, &indices)) return NULL;
     if (csr_args_parse(&a, m, k, indptr, indices, NULL) < 0) goto fail;
     acc_status st;
-    Py_BEGIN_ALLOW_THREADS st = acc_csr_check(&a.view, &canonical);
-    Py_END_ALLOW_THREADS if (st != ACC_SUCCESS) {
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_csr_check(&a.view, &canonical);
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) {
         acc_py_raise(st, "invalid CSR matrix");
         goto fail;
     }
@@ -104,8 +106,10 @@ static PyObject *py_narrow_indices(PyObject *self, PyObject *args) {
         return NULL;
     }
     acc_status st;
-    Py_BEGIN_ALLOW_THREADS st = acc_indices_narrow(PyArray_DATA(in), n, k, PyArray_DATA(out));
-    Py_END_ALLOW_THREADS Py_DECREF(in);
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_indices_narrow(PyArray_DATA(in), n, k, PyArray_DATA(out));
+    Py_END_ALLOW_THREADS
+    Py_DECREF(in);
     if (st != ACC_SUCCESS) {
         Py_DECREF(out);
         return acc_py_raise(st, "invalid CSR matrix");
@@ -132,9 +136,10 @@ static PyObject *py_csr_canonicalize(PyObject *self, PyObject *args) {
     if (!rp || !ci || !vals) goto fail;
     int64_t nnz_out = 0;
     acc_status st;
-    Py_BEGIN_ALLOW_THREADS st =
-        acc_csr_canonicalize(&a.view, PyArray_DATA(rp), PyArray_DATA(ci), PyArray_DATA(vals), &nnz_out);
-    Py_END_ALLOW_THREADS if (st != ACC_SUCCESS) {
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_csr_canonicalize(&a.view, PyArray_DATA(rp), PyArray_DATA(ci), PyArray_DATA(vals), &nnz_out);
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) {
         acc_py_raise(st, "cannot canonicalize CSR matrix");
         goto fail;
     }
@@ -157,8 +162,10 @@ static PyObject *py_perm_check(PyObject *self, PyObject *args) {
     PyArrayObject *perm = acc_py_array(obj, NPY_INT64, 1, m, -1, 0, "perm");
     if (!perm) return NULL;
     acc_status st;
-    Py_BEGIN_ALLOW_THREADS st = acc_perm_check(PyArray_DATA(perm), m);
-    Py_END_ALLOW_THREADS Py_DECREF(perm);
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_perm_check(PyArray_DATA(perm), m);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(perm);
     if (st != ACC_SUCCESS) return acc_py_raise(st, "invalid row permutation");
     Py_RETURN_NONE;
 }
@@ -192,9 +199,11 @@ static PyObject *py_csr_spmm(PyObject *self, PyObject *args) {
     }
     if (dense_args(Bobj, Cobj, m, k, a.view.dtype, &B, &C) < 0) goto fail;
     acc_status st = ACC_SUCCESS;
-    Py_BEGIN_ALLOW_THREADS st = acc_csr_check(&a.view, NULL);
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_csr_check(&a.view, NULL);
     if (st == ACC_SUCCESS) st = acc_csr_spmm(&a.view, PyArray_DATA(B), PyArray_DIM(B, 1), PyArray_DATA(C));
-    Py_END_ALLOW_THREADS if (st != ACC_SUCCESS) {
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) {
         acc_py_raise(st, "CSR SpMM failed");
         goto fail;
     }
@@ -228,11 +237,13 @@ static PyObject *py_bittcf_build(PyObject *self, PyObject *args) {
     wo = (PyArrayObject *)PyArray_SimpleNew(1, &nw1, NPY_INT64);
     if (!wo) goto fail;
     int canonical = 0;
-    Py_BEGIN_ALLOW_THREADS st = acc_csr_check(&a.view, &canonical);
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_csr_check(&a.view, &canonical);
     if (st == ACC_SUCCESS) st = canonical ? ACC_SUCCESS : ACC_ERR_NOT_CANONICAL;
     if (st == ACC_SUCCESS) st = acc_perm_check(PyArray_DATA(perm), m);
     if (st == ACC_SUCCESS) st = acc_bittcf_count(&a.view, PyArray_DATA(perm), PyArray_DATA(wo));
-    Py_END_ALLOW_THREADS if (st != ACC_SUCCESS) {
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) {
         acc_py_raise(st, "cannot build BitTCF");
         goto fail;
     }
@@ -243,10 +254,11 @@ static PyObject *py_bittcf_build(PyObject *self, PyObject *args) {
     vo = (PyArrayObject *)PyArray_SimpleNew(1, &nb1, NPY_INT64);
     vals = (PyArrayObject *)PyArray_SimpleNew(1, &nnz, acc_py_npy_type(a.view.dtype));
     if (!cols || !mask || !vo || !vals) goto fail;
-    Py_BEGIN_ALLOW_THREADS st =
-        acc_bittcf_fill(&a.view, PyArray_DATA(perm), PyArray_DATA(wo), PyArray_DATA(cols), PyArray_DATA(mask),
-                        PyArray_DATA(vo), PyArray_DATA(vals));
-    Py_END_ALLOW_THREADS if (st != ACC_SUCCESS) {
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_bittcf_fill(&a.view, PyArray_DATA(perm), PyArray_DATA(wo), PyArray_DATA(cols),
+                         PyArray_DATA(mask), PyArray_DATA(vo), PyArray_DATA(vals));
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) {
         acc_py_raise(st, "cannot build BitTCF");
         goto fail;
     }
@@ -358,9 +370,11 @@ static PyObject *py_bittcf_spmm(PyObject *self, PyObject *args) {
     if (bittcf_args_parse(&a, fmt) < 0) goto fail;
     if (dense_args(Bobj, Cobj, a.view.m, a.view.k, a.view.dtype, &B, &C) < 0) goto fail;
     acc_status st;
-    Py_BEGIN_ALLOW_THREADS st = acc_bittcf_check(&a.view);
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_bittcf_check(&a.view);
     if (st == ACC_SUCCESS) st = acc_bittcf_spmm(&a.view, PyArray_DATA(B), PyArray_DIM(B, 1), PyArray_DATA(C));
-    Py_END_ALLOW_THREADS if (st != ACC_SUCCESS) {
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) {
         acc_py_raise(st, "BitTCF SpMM failed");
         goto fail;
     }
@@ -387,8 +401,10 @@ static int pattern_args(csr_args *a, Py_ssize_t m, Py_ssize_t k, PyObject *indpt
     }
     int canonical = 0;
     acc_status st;
-    Py_BEGIN_ALLOW_THREADS st = acc_csr_check(&a->view, &canonical);
-    Py_END_ALLOW_THREADS if (st == ACC_SUCCESS && !canonical) st = ACC_ERR_NOT_CANONICAL;
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_csr_check(&a->view, &canonical);
+    Py_END_ALLOW_THREADS
+    if (st == ACC_SUCCESS && !canonical) st = ACC_ERR_NOT_CANONICAL;
     if (st != ACC_SUCCESS) {
         acc_py_raise(st, "cannot reorder");
         return -1;
@@ -421,8 +437,10 @@ static PyObject *reorder_common(Py_ssize_t m, Py_ssize_t k, PyObject *indptr, Py
     if (!perm) goto fail;
     acc_status st;
     int64_t *pr = progress ? PyArray_DATA(progress) : NULL;
-    Py_BEGIN_ALLOW_THREADS st = fn(&a.view, params, PyArray_DATA(perm), pr);
-    Py_END_ALLOW_THREADS if (st != ACC_SUCCESS) {
+    Py_BEGIN_ALLOW_THREADS
+    st = fn(&a.view, params, PyArray_DATA(perm), pr);
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) {
         acc_py_raise(st, "reordering failed");
         goto fail;
     }
@@ -496,14 +514,16 @@ static PyObject *py_bittcf_count_stats(PyObject *self, PyObject *args) {
     }
     acc_bittcf_stats s;
     acc_status st;
-    Py_BEGIN_ALLOW_THREADS st = acc_perm_check(PyArray_DATA(perm), m);
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_perm_check(PyArray_DATA(perm), m);
     if (st == ACC_SUCCESS) st = acc_bittcf_count(&a.view, PyArray_DATA(perm), wo);
     if (st == ACC_SUCCESS) {
         const acc_bittcf F = {m,    k,    W,    wo[W], a.view.row_offsets[m],          PyArray_DATA(perm), wo,
                               NULL, NULL, NULL, NULL,  f64 ? ACC_FLOAT64 : ACC_FLOAT32};
         st = acc_bittcf_get_stats(&F, &s);
     }
-    Py_END_ALLOW_THREADS free(wo);
+    Py_END_ALLOW_THREADS
+    free(wo);
     if (st != ACC_SUCCESS) {
         acc_py_raise(st, "cannot count TC blocks");
         goto fail;

@@ -34,10 +34,11 @@ static PyObject *py_probe(PyObject *self, PyObject *noargs) {
     int drv = 0, rt = 0, count = 0, st;
     (void)self;
     (void)noargs;
-    Py_BEGIN_ALLOW_THREADS st = acc_cuda_probe(&drv, &rt, &count);
-    Py_END_ALLOW_THREADS return Py_BuildValue("{s:i,s:i,s:i,s:i,s:s}", "status", st, "driver_version", drv,
-                                              "runtime_version", rt, "device_count", count, "message",
-                                              st ? acc_cuda_last_error() : "");
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_cuda_probe(&drv, &rt, &count);
+    Py_END_ALLOW_THREADS
+    return Py_BuildValue("{s:i,s:i,s:i,s:i,s:s}", "status", st, "driver_version", drv, "runtime_version", rt,
+                         "device_count", count, "message", st ? acc_cuda_last_error() : "");
 }
 
 static PyObject *py_device_info(PyObject *self, PyObject *args) {
@@ -45,8 +46,10 @@ static PyObject *py_device_info(PyObject *self, PyObject *args) {
     acc_cuda_device_info info;
     (void)self;
     if (!PyArg_ParseTuple(args, "i", &dev)) return NULL;
-    Py_BEGIN_ALLOW_THREADS st = acc_cuda_get_device_info(dev, &info);
-    Py_END_ALLOW_THREADS if (st) return cuda_raise(st, "device query failed", 0);
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_cuda_get_device_info(dev, &info);
+    Py_END_ALLOW_THREADS
+    if (st) return cuda_raise(st, "device query failed", 0);
     return Py_BuildValue("{s:s,s:(ii),s:i,s:i,s:i,s:K,s:K}", "name", info.name, "compute_capability",
                          info.major, info.minor, "multiprocessors", info.multiprocessors, "l2_bytes",
                          info.l2_bytes, "max_shared_per_block", info.max_shared_per_block, "total_memory",
@@ -78,8 +81,10 @@ static PyObject *py_malloc(PyObject *self, PyObject *args) {
     int st;
     (void)self;
     if (!PyArg_ParseTuple(args, "K", &bytes)) return NULL;
-    Py_BEGIN_ALLOW_THREADS st = acc_cuda_malloc(&p, (size_t)bytes);
-    Py_END_ALLOW_THREADS if (st) {
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_cuda_malloc(&p, (size_t)bytes);
+    Py_END_ALLOW_THREADS
+    if (st) {
         if (st == ACC_ERR_DEVICE_MEMORY) {
             PyErr_Format(PyExc_MemoryError, "out of GPU memory allocating %llu bytes [%s]", bytes,
                          acc_cuda_last_error());
@@ -117,9 +122,11 @@ static PyObject *py_memcpy(PyObject *args, int to_device) {
     if (PyErr_Occurred()) return NULL;
     size_t bytes = (size_t)PyArray_NBYTES(h);
     int st;
-    Py_BEGIN_ALLOW_THREADS st = to_device ? acc_cuda_memcpy_htod(d, PyArray_DATA(h), bytes, stream)
-                                          : acc_cuda_memcpy_dtoh(PyArray_DATA(h), d, bytes, stream);
-    Py_END_ALLOW_THREADS if (st) return cuda_raise(st, "memcpy failed", 0);
+    Py_BEGIN_ALLOW_THREADS
+    st = to_device ? acc_cuda_memcpy_htod(d, PyArray_DATA(h), bytes, stream)
+                   : acc_cuda_memcpy_dtoh(PyArray_DATA(h), d, bytes, stream);
+    Py_END_ALLOW_THREADS
+    if (st) return cuda_raise(st, "memcpy failed", 0);
     Py_RETURN_NONE;
 }
 static PyObject *py_memcpy_htod(PyObject *self, PyObject *args) {
@@ -161,8 +168,10 @@ static PyObject *py_synchronize(PyObject *self, PyObject *s) {
     void *stream = s == Py_None ? NULL : as_ptr(s);
     if (PyErr_Occurred()) return NULL;
     int st;
-    Py_BEGIN_ALLOW_THREADS st = acc_cuda_stream_synchronize(stream);
-    Py_END_ALLOW_THREADS if (st) return cuda_raise(st, "stream synchronize failed", 0);
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_cuda_stream_synchronize(stream);
+    Py_END_ALLOW_THREADS
+    if (st) return cuda_raise(st, "stream synchronize failed", 0);
     Py_RETURN_NONE;
 }
 
@@ -199,9 +208,11 @@ static PyObject *py_cusparse_create(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "dtype must be 0 (float32) or 1 (float64)");
         return NULL;
     }
-    Py_BEGIN_ALLOW_THREADS st = acc_cusparse_spmm_create(&plan, m, k, nnz, prp, pci, pv, index_bits,
-                                                         (acc_dtype)dtype, n, alg, pB, pC, stream);
-    Py_END_ALLOW_THREADS if (st) return cuda_raise(st, "cuSPARSE SpMM setup failed", 1);
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_cusparse_spmm_create(&plan, m, k, nnz, prp, pci, pv, index_bits, (acc_dtype)dtype, n, alg, pB,
+                                  pC, stream);
+    Py_END_ALLOW_THREADS
+    if (st) return cuda_raise(st, "cuSPARSE SpMM setup failed", 1);
     PyObject *cap = PyCapsule_New(plan, CUSPARSE_CAPSULE, cusparse_capsule_free);
     if (!cap) acc_cusparse_spmm_destroy(plan);
     return cap;
@@ -216,8 +227,10 @@ static PyObject *py_cusparse_run(PyObject *self, PyObject *args) {
     if (!plan) return NULL;
     void *pB = as_ptr(B), *pC = as_ptr(C), *stream = s == Py_None ? NULL : as_ptr(s);
     if (PyErr_Occurred()) return NULL;
-    Py_BEGIN_ALLOW_THREADS st = acc_cusparse_spmm_run(plan, pB, pC, stream);
-    Py_END_ALLOW_THREADS if (st) return cuda_raise(st, "cuSPARSE SpMM failed", 1);
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_cusparse_spmm_run(plan, pB, pC, stream);
+    Py_END_ALLOW_THREADS
+    if (st) return cuda_raise(st, "cuSPARSE SpMM failed", 1);
     Py_RETURN_NONE;
 }
 
@@ -266,8 +279,10 @@ static PyObject *py_tf32_spmm(PyObject *self, PyObject *args) {
     if (parse_tf32(tup, vtup, &c) < 0) return NULL;
     void *stream = s == Py_None ? NULL : as_ptr(s);
     if (PyErr_Occurred()) return NULL;
-    Py_BEGIN_ALLOW_THREADS st = acc_tf32_spmm(&c.args, &c.variant, stream);
-    Py_END_ALLOW_THREADS if (st) return cuda_raise(st, "TF32 SpMM launch failed", 0);
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_tf32_spmm(&c.args, &c.variant, stream);
+    Py_END_ALLOW_THREADS
+    if (st) return cuda_raise(st, "TF32 SpMM launch failed", 0);
     Py_RETURN_NONE;
 }
 
@@ -309,8 +324,10 @@ static PyObject *time_runs(acc_run_fn fn, void *ctx, int reps, PyObject *flush,
     float *ms = PyMem_Malloc(sizeof(float) * (size_t)reps);
     if (!ms) return PyErr_NoMemory();
     int st;
-    Py_BEGIN_ALLOW_THREADS st = acc_time_runs(fn, ctx, reps, d_flush, (size_t)flush_bytes, stream, ms);
-    Py_END_ALLOW_THREADS if (st) {
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_time_runs(fn, ctx, reps, d_flush, (size_t)flush_bytes, stream, ms);
+    Py_END_ALLOW_THREADS
+    if (st) {
         PyMem_Free(ms);
         return cuda_raise(st, "timed run failed", cusparse);
     }
