@@ -154,13 +154,17 @@ static acc_status graph_offsets(const acc_csr *A, const int64_t *col_offsets, co
     return adj_offsets[n] > INT32_MAX ? ACC_ERR_TOO_LARGE : ACC_SUCCESS;
 }
 
+/* Capacity of an edge buffer for a graph of `edges` edges: step I appends
+ * merged lists to it, so it gets half again as much room. */
+static inline int64_t edge_capacity(int64_t edges) { return edges + edges / 2 + 1024; }
+
 /* Edges of the graph for the offsets of graph_offsets: allocated here with
- * capacity *cap >= adj_offsets[n] (step I appends to the buffer). */
+ * capacity *cap = edge_capacity(adj_offsets[n]). */
 static acc_status graph_edges(const acc_csr *A, const int64_t *col_offsets, const int32_t *col_rows,
                               const int64_t *adj_offsets, int64_t n, edge **edges_out, int64_t *cap) {
     const int64_t m = A->m, *rp = A->row_offsets;
     const int32_t *ci = A->column_indices;
-    *cap = adj_offsets[n] + adj_offsets[n] / 2 + 1024;
+    *cap = edge_capacity(adj_offsets[n]);
     edge *e = acc_malloc((size_t)*cap, sizeof(edge));
     if (!e) return ACC_ERR_OUT_OF_MEMORY;
     if (A->m == A->k) {
@@ -354,7 +358,7 @@ static acc_status build_dendrogram_parts(const acc_csr *A, const int64_t *col_of
             off[0] = 0;
             for (int64_t v = 0; v < np; v++)
                 off[v + 1] = off[v] + sym_row(A, col_offsets, col_rows, lo + v, lo, hi, NULL);
-            pcap = off[np] + off[np] / 2 + 1024;
+            pcap = edge_capacity(off[np]);
             pe = acc_malloc((size_t)pcap, sizeof(edge));
             if (!pe) st = ACC_ERR_OUT_OF_MEMORY;
         }
