@@ -92,6 +92,8 @@ namespace {
 
 constexpr int kWarps = ACC_TF32_WARPS;
 constexpr int kThreads = kWarps * 32;
+static_assert(8 % kWarps == 0,
+              "launch bounds and blocks_per_sm scale the 8-warp register budget by 8 / kWarps");
 constexpr int kTaskWords = ACC_TF32_TASK_WORDS;
 constexpr int kMaxDevices = 64;
 constexpr int kMetaWords = 12; /* one block's record in block_meta and in the ring (48 bytes) */
