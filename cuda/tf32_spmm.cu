@@ -53,12 +53,21 @@
  * block, so a block's decode is a few instructions: one IMAD.WIDE per B row, two popcounts.
  *
  * Operands, two pipelines (the `staged` variant bit):
- *   register (staged = 0): each lane loads its 2*S 16-byte pieces of B rows and its two block
+ *   register (staged = 0): each lane loads 2*S 16-byte pieces of B rows and its two block
  *     values (decoded from the mask with popcount) for block i + DEPTH - 1 straight into
  *     registers (ld.global.nc, or .cg without L1) while block i's MMAs run: DEPTH register
  *     sets rotate (the loop is unrolled by DEPTH), so no register copy waits on a load in
- *     flight and DEPTH - 1 blocks are in flight.  Best when B is L2-resident: one L1 wavefront
- *     per 128 bytes, no shared-memory round trip.
+ *     flight and DEPTH - 1 blocks are in flight.  Best when B is L2-resident: no shared-memory
+ *     round trip.
+ *     Transposed loads: the fragment layout wants lane (g, t) to hold B[col_t][4g .. 4g+3], so
+ *     each quarter warp (the unit in which the L1 serves a 16-byte load) would touch 4 rows, 32
+ *     bytes each: one L1 data-pipe wavefront per 32-byte sector, and that pipe was the busiest
+ *     unit of the kernel (ncu, blogcatalog N = 128: 66% of peak, about 8M wavefronts for 7.3M
+ *     sectors).  Instead lane 8q + j loads B[col_q][4j .. 4j+3] and B[col_{q+4}][...], so a
+ *     quarter warp reads 128 contiguous bytes of one row, and lane (g, t) takes its pieces from
+ *     lane 8t + g with one shuffle per register just before the MMAs (16 SHFL per block at
+ *     S = 2).  A/B on the H100, 14 matrices x N = 128/256/512: 1.125x geomean, up to 1.35x
+ *     (ddi, landmark, bcsstk16); DRAM-bound matrices unchanged.
  *   staged (staged = 1): each lane copies the same operands of block i + DEPTH - 1 with
  *     cp.async (.ca or .cg for B, zero-fill for padding columns, columns >= n and absent
  *     values) into its own slots of stage (i + DEPTH - 1) % DEPTH and commits one group per
@@ -257,7 +266,9 @@ struct Warp {
     float *sV;  /* this warp's value stages (STAGED) */
     int *sM;    /* this warp's metadata ring */
     int g, t, lane;
-    int64_t ncol; /* first column this lane loads: slice * 32S + 4g */
+    int q;        /* register path: the block row pair (q, q + 4) this lane loads (lane / 8) */
+    int src;      /* register path: the lane that loaded this lane's B pieces (8t + g) */
+    int64_t ncol; /* first column this lane owns in C: slice * 32S + 4g */
 };
 
 template <int S, bool CACHE_L1, bool VEC>
@@ -447,10 +458,16 @@ __device__ __forceinline__ void load_ops(const acc_tf32_args &p, const Lane<S> &
     o.a1 = vi.has1 ? __float_as_uint(__ldg(vi.v1)) : 0u;
 }
 
-template <int S> __device__ __forceinline__ void consume_ops(const Ops<S> &o, float (&acc)[S][2][4]) {
+__device__ __forceinline__ float4 shfl4(const float4 &v, int src) {
+    return make_float4(__shfl_sync(0xffffffffu, v.x, src), __shfl_sync(0xffffffffu, v.y, src),
+                       __shfl_sync(0xffffffffu, v.z, src), __shfl_sync(0xffffffffu, v.w, src));
+}
+
+template <int S>
+__device__ __forceinline__ void consume_ops(const Ops<S> &o, int src, float (&acc)[S][2][4]) {
 #pragma unroll
     for (int s = 0; s < S; s++) {
-        const float4 f0 = o.f[2 * s], f1 = o.f[2 * s + 1];
+        const float4 f0 = shfl4(o.f[2 * s], src), f1 = shfl4(o.f[2 * s + 1], src);
         mma_tf32(acc[s][0], to_tf32(f0.x), to_tf32(f0.y), to_tf32(f1.x), to_tf32(f1.y), o.a0, o.a1);
         mma_tf32(acc[s][1], to_tf32(f0.z), to_tf32(f0.w), to_tf32(f1.z), to_tf32(f1.w), o.a0, o.a1);
     }
@@ -470,10 +487,10 @@ __device__ __forceinline__ void reg_step(const acc_tf32_args &p, const Warp &W, 
     constexpr int F = DEPTH - 1, R = RegRing<DEPTH>::R, A = RegRing<DEPTH>::A;
     cp_wait<A - 1>(); /* block i + F's metadata has landed ... */
     __syncwarp();     /* ... is visible to every lane, and the previous step's slot was read by all */
-    if (i + F < nblk) load_ops<S, CACHE_L1, VEC>(p, L, read_meta(W.sM, W.t, (r + F) % R), nxt);
+    if (i + F < nblk) load_ops<S, CACHE_L1, VEC>(p, L, read_meta(W.sM, W.q, (r + F) % R), nxt);
     if (i + F + A < nblk) copy_meta_from(W.sM, W.lane, mq + (int64_t)i * kMetaWords, (r + F + R - 1) % R);
     cp_commit();
-    consume_ops<S>(cur, acc);
+    consume_ops<S>(cur, W.src, acc);
     after_block<S, VEC>(p, i, P, acc, W.t, W.ncol);
 }
 
@@ -502,13 +519,18 @@ __global__ void __launch_bounds__(kThreads,
         task = bid / slices;
         slice = bid - task * slices;
     }
+    W.q = W.lane >> 3;
+    W.src = 8 * W.t + W.g;
     W.ncol = slice * (32 * S) + 4 * W.g;
+    /* the register path loads transposed: lane 8q + j loads columns 4j .. 4j + 3 of block rows q
+     * and q + 4, so each quarter warp reads 128 contiguous bytes of one B row */
+    const int64_t lcol = STAGED ? W.ncol : slice * (32 * S) + 4 * (W.lane & 7);
     Lane<S> L;
-    L.bl = (uint64_t)(uintptr_t)p.B + (uint64_t)W.ncol * 4;
+    L.bl = (uint64_t)(uintptr_t)p.B + (uint64_t)lcol * 4;
     L.row_bytes = (uint32_t)(p.n * 4);
 #pragma unroll
     for (int s = 0; s < S; s++) {
-        const int64_t left = p.n - (W.ncol + 32 * s);
+        const int64_t left = p.n - (lcol + 32 * s);
         L.nrem[s] = left < 0 ? 0 : left > 4 ? 4 : (int)left;
     }
     L.high = W.g >= 4;
@@ -595,7 +617,7 @@ __global__ void __launch_bounds__(kThreads,
         first_meta<F>(p, W, b, b_end);
 #pragma unroll
         for (int f = 0; f < F; f++)
-            if (f < nblk) load_ops<S, CACHE_L1, VEC>(p, L, read_meta(W.sM, W.t, f), o[f]);
+            if (f < nblk) load_ops<S, CACHE_L1, VEC>(p, L, read_meta(W.sM, W.q, f), o[f]);
         __syncwarp();
 #pragma unroll
         for (int a = 0; a < A; a++) {
