@@ -34,10 +34,13 @@ from bench_gpu import check, median  # noqa: E402
 CAPS = [0, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256]
 
 
-def sweep_variants(v: dict, n: int) -> list:
+def sweep_variants(v: dict, n: int, staged: bool = False) -> list:
     """The tuned variant in both task orders, and the same with the other slice width S (the
-    16-byte path needs n to be a multiple of 32 S)."""
+    16-byte path needs n to be a multiple of 32 S); with ``staged`` also the staged pipeline at
+    depths 2 and 3 in both task orders."""
     out = [dict(v, order=o) for o in (0, 1)]
+    if staged:
+        out += [w for w in (dict(v, staged=1, depth=d, order=o) for d in (2, 3) for o in (0, 1)) if w not in out]
     other = 1 if v["slice_s"] == 2 else 2
     if n % (32 * other) == 0:
         w = dict(v, slice_s=other, depth=3 if other == 2 and not v["staged"] else 2)
@@ -53,6 +56,8 @@ def main():
     ap.add_argument("--caps", type=int, nargs="*", default=CAPS)
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--min-nnz", type=int, default=100_000)
+    ap.add_argument("--model-cap", action="store_true", help="only the cost model's cap (not --caps)")
+    ap.add_argument("--staged", action="store_true", help="also the staged pipeline (depths 2, 3)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "raw"))
     args = ap.parse_args()
     import cupy as cp
@@ -81,8 +86,8 @@ def main():
             ref = C.copy()
             cap0, v0 = runner.decide(n)
             rec = {"matrix": name, "nnz": int(A.nnz), "n": n, "model_cap": cap0, "tuned": v0, "ms": {}}
-            for cap in args.caps:
-                for v in sweep_variants(v0, n):
+            for cap in [cap0] if args.model_cap else args.caps:
+                for v in sweep_variants(v0, n, args.staged):
                     call = runner.args(B.data.ptr, C.data.ptr, n, None, cap, v)
                     err, ok = check(cp, C, ref, call)
                     if not ok or err >= 1e-3:

@@ -70,10 +70,13 @@
  *     (ddi, landmark, bcsstk16); DRAM-bound matrices unchanged.
  *   staged (staged = 1): each lane copies the same operands of block i + DEPTH - 1 with
  *     cp.async (.ca or .cg for B, zero-fill for padding columns, columns >= n and absent
- *     values) into its own slots of stage (i + DEPTH - 1) % DEPTH and commits one group per
- *     block; cp.async.wait_group(DEPTH - 1) then guarantees block i's group has landed.  A lane
- *     reads back only what it copied, so no barrier is needed.  DEPTH - 1 blocks of B are in
- *     flight per warp without holding registers: best when B comes from DRAM.
+ *     values) into its slots of stage (i + DEPTH - 1) % DEPTH and commits one group per
+ *     block; cp.async.wait_group(DEPTH - 1) then guarantees that this lane's copies of block i
+ *     have landed, and the __syncwarp after it that every lane's have.  B is copied transposed
+ *     as on the register path, into swizzled slots (swizzle()), and lane (g, t) reads lane
+ *     8t + g's slot; a __syncwarp before each block's copies keeps them from overwriting a stage
+ *     another lane has not read yet.  Values: each lane copies and reads its own.  DEPTH - 1
+ *     blocks of B are in flight per warp without holding registers: best when B comes from DRAM.
  *
  * Cache operators: B through L1 and L2 (cache_l1 = 1: B rows are re-read by neighbouring
  * windows and, in slice-major order, by the next task) or L2 only; the metadata ring through
@@ -260,21 +263,28 @@ template <int S, int DEPTH, bool STAGED> struct Smem {
     static_assert(kHead % 16 == 0, "the rings must be 16-byte aligned");
 };
 
+/* STAGED: the B slot (of 32 float4 per stage and piece) that lane 8a + b copies into, 8a + (b + 2a) % 8:
+ * the copies of a quarter warp (one a) and the reads of one (lanes 8t + g for t = 0..3 and two
+ * consecutive g) each cover 8 distinct float4 bank groups, so neither has bank conflicts. */
+__device__ __forceinline__ int swizzle(int lane) { return (lane & 24) | ((lane + 2 * (lane >> 3)) & 7); }
+
 /* Per-warp state of the stream of TC blocks. */
 struct Warp {
     float4 *sB; /* this warp's B stages (STAGED) */
     float *sV;  /* this warp's value stages (STAGED) */
     int *sM;    /* this warp's metadata ring */
     int g, t, lane;
-    int q;        /* register path: the block row pair (q, q + 4) this lane loads (lane / 8) */
-    int src;      /* register path: the lane that loaded this lane's B pieces (8t + g) */
+    int q;     /* the block row pair (q, q + 4) whose B pieces this lane loads (lane / 8) */
+    int src;   /* the lane that loaded this lane's B pieces (8t + g) */
+    int wslot; /* STAGED: this lane's B slots (swizzled lane), and where lane src's are */
+    int rslot;
     int64_t ncol; /* first column this lane owns in C: slice * 32S + 4g */
 };
 
 template <int S, bool CACHE_L1, bool VEC>
 __device__ __forceinline__ void issue_block(const acc_tf32_args &p, const Warp &W, const Lane<S> &L,
                                             const Meta &mt, int stage) {
-    float4 *dst = W.sB + stage * (2 * S * 32) + W.lane;
+    float4 *dst = W.sB + stage * (2 * S * 32) + W.wslot;
     const int cols[2] = {mt.col0, mt.col1};
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -301,7 +311,7 @@ __device__ __forceinline__ void issue_block(const acc_tf32_args &p, const Warp &
 
 template <int S, int DEPTH>
 __device__ __forceinline__ void consume_block(const Warp &W, int stage, float (&acc)[S][2][4]) {
-    const float4 *src = W.sB + stage * (2 * S * 32) + W.lane;
+    const float4 *src = W.sB + stage * (2 * S * 32) + W.rslot;
     const uint32_t b0 = __float_as_uint(W.sV[stage * 64 + W.lane]);
     const uint32_t b1 = __float_as_uint(W.sV[stage * 64 + 32 + W.lane]);
 #pragma unroll
@@ -319,7 +329,8 @@ template <int S, int DEPTH, bool CACHE_L1, bool VEC>
 __device__ __forceinline__ void refill(const acc_tf32_args &p, const Warp &W, const Lane<S> &L, int64_t j,
                                        int64_t b_end, int slot) {
     if (j >= b_end) return;
-    const Meta mt = read_meta(W.sM, W.t, slot);
+    const Meta mt = read_meta(W.sM, W.q, slot);
+    __syncwarp(); /* every lane has read the B stage that this block's copies overwrite */
     issue_block<S, CACHE_L1, VEC>(p, W, L, mt, slot);
     __syncwarp();
     if (j + DEPTH < b_end) copy_meta(p, W.sM, W.lane, j + DEPTH, slot);
@@ -521,10 +532,12 @@ __global__ void __launch_bounds__(kThreads,
     }
     W.q = W.lane >> 3;
     W.src = 8 * W.t + W.g;
+    W.wslot = swizzle(W.lane);
+    W.rslot = swizzle(W.src);
     W.ncol = slice * (32 * S) + 4 * W.g;
-    /* the register path loads transposed: lane 8q + j loads columns 4j .. 4j + 3 of block rows q
+    /* both pipelines load B transposed: lane 8q + j loads columns 4j .. 4j + 3 of block rows q
      * and q + 4, so each quarter warp reads 128 contiguous bytes of one B row */
-    const int64_t lcol = STAGED ? W.ncol : slice * (32 * S) + 4 * (W.lane & 7);
+    const int64_t lcol = slice * (32 * S) + 4 * (W.lane & 7);
     Lane<S> L;
     L.bl = (uint64_t)(uintptr_t)p.B + (uint64_t)lcol * 4;
     L.row_bytes = (uint32_t)(p.n * 4);
