@@ -62,7 +62,7 @@
  *     Transposed loads: the fragment layout wants lane (g, t) to hold B[col_t][4g .. 4g+3], so
  *     each quarter warp (the unit in which the L1 serves a 16-byte load) would touch 4 rows, 32
  *     bytes each: one L1 data-pipe wavefront per 32-byte sector, and that pipe was the busiest
- *     unit of the kernel (ncu, blogcatalog N = 128: 66% of peak, about 8M wavefronts for 7.3M
+ *     unit of the kernel (ncu, blogcatalog N = 128: 66% of peak, about 7.8M global wavefronts for 7.3M
  *     sectors).  Instead lane 8q + j loads B[col_q][4j .. 4j+3] and B[col_{q+4}][...], so a
  *     quarter warp reads 128 contiguous bytes of one row, and lane (g, t) takes its pieces from
  *     lane 8t + g with one shuffle per register just before the MMAs (16 SHFL per block at
