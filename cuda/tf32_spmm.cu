@@ -46,9 +46,10 @@
  * value offset; a padding slot repeats a real column of the block with its mask bits clear, so
  * B rows load without a predicate: B is finite under precision "tf32", and 0 * B = 0); lanes 0-2 copy a
  * record into a per-warp shared-memory ring with one 16-byte cp.async each (one code path), __syncwarp
- * publishes a landed slot, and lane t reads its two column ids with one 8-byte load.  The ring runs ahead of
- * the operand loads (R - 1 = 5 blocks on the register path, 7 at depth 4; DEPTH on the staged one), so the
- * chain column id -> B address never waits on a global load.  Per-lane constants (the B base address of the
+ * publishes a landed slot, and lane 8q + j reads the column ids of block rows q and q + 4 (the B
+ * rows it loads) with one 8-byte load.  The ring runs ahead of the operand loads (R - 1 = 5 blocks
+ * on the register path, 7 at depth 4; DEPTH on the staged one), so the chain column id -> B address
+ * never waits on a global load.  Per-lane constants (the B base address of the
  * lane's columns, the 32-bit row pitch, where the lane's two bits sit in the mask) are set once per thread
  * block, so a block's decode is a few instructions: one IMAD.WIDE per B row, two popcounts.
  *
@@ -122,7 +123,7 @@ template <int DEPTH> struct RegRing {
     static_assert(R % DEPTH == 0 && DEPTH - 1 <= R, "ring slots must rotate with the register sets");
 };
 
-/* Lane t's view of a block's record: columns t and t+4, the mask, the value offset. */
+/* A lane's view of a block's record: columns q and q+4 (the B rows it loads), the mask, the value offset. */
 struct Meta {
     int col0, col1; /* always real columns (pack_meta fills the padding slots) */
     uint32_t mlo, mhi;
@@ -130,14 +131,14 @@ struct Meta {
 };
 
 /* Per-lane constants, computed once per thread block, that make the per-block decode a few
- * instructions: the address of B[0][ncol] as an integer (it may lie past the end of a row;
- * it is only dereferenced where in range), the row pitch in bytes, the columns left from
- * each 32-column step (all 4 on the 16-byte path, where n is a multiple of 32 S), and where
- * lane (g, t)'s bits g*8+t and g*8+t+4 sit in the mask. */
+ * instructions: the address of B[0][lcol] as an integer (lcol = slice * 32S + 4 (lane % 8), the
+ * first column the lane loads; it may lie past the end of a row and is only dereferenced where in
+ * range), the row pitch in bytes, the columns left from each 32-column step (all 4 on the 16-byte path, where
+ * n is a multiple of 32 S), and where lane (g, t)'s bits g*8+t and g*8+t+4 sit in the mask. */
 template <int S> struct Lane {
     uint64_t bl;
     uint32_t row_bytes;
-    int nrem[S];     /* min(4, max(0, n - (ncol + 32 s))): columns of step s in range */
+    int nrem[S];     /* min(4, max(0, n - (lcol + 32 s))): columns of step s in range */
     uint32_t bit0;   /* bit g*8+t within its 32-bit word (bit g*8+t+4 is bit0 << 4) */
     uint32_t below0; /* the word's bits below bit0 */
     uint32_t below1; /* the word's bits below bit0 << 4 */
@@ -199,11 +200,12 @@ __device__ __forceinline__ void copy_meta(const acc_tf32_args &p, int *ring, int
     copy_meta_from(ring, lane, p.block_meta + b * kMetaWords + 4 * lane, slot);
 }
 
-/* Lane t's metadata of the block in ring slot `slot` (landed and published by __syncwarp):
- * the columns are stored interleaved (c0, c4, c1, c5, ...), so one 8-byte read gets t and t+4. */
-__device__ __forceinline__ Meta read_meta(const int *ring, int t, int slot) {
+/* The metadata of the block in ring slot `slot` (landed and published by __syncwarp), with the
+ * columns of block rows q and q+4: they are stored interleaved (c0, c4, c1, c5, ...), so one
+ * 8-byte read gets both. */
+__device__ __forceinline__ Meta read_meta(const int *ring, int q, int slot) {
     const int *m = ring + slot * kMetaWords;
-    const int2 c = *reinterpret_cast<const int2 *>(m + 2 * t);
+    const int2 c = *reinterpret_cast<const int2 *>(m + 2 * q);
     const int4 w = *reinterpret_cast<const int4 *>(m + 8);
     Meta r;
     r.col0 = c.x;
