@@ -50,7 +50,8 @@ the model's guess: the first call for each n then times the candidate variants o
 the fastest with the tasks launched longest predicted task first (``order`` 1, ``lpt_order``:
 skewed matrices lose less to the last wave; window order keeps neighbouring windows' B rows
 together in L2, which DRAM-bound matrices need), on the caller's data, then the two fastest
-again with more launches, and keeps the faster (``tuning={"autotune": False}`` keeps the guess). Measurements in benchmarks/NOTES.md.
+again with more launches, and keeps the faster (``tuning={"autotune": False}`` keeps the guess).
+Measurements in benchmarks/NOTES.md.
 """
 
 from __future__ import annotations
@@ -438,10 +439,11 @@ class TF32Runner:
             timed(dict(best, order=1 - best["order"]))
             if n > 32 * best["slice_s"] and "slice_major" not in self.tuning:
                 timed(dict(best, order=1 - best["order"], slice_major=1 - best["slice_major"]))
-        top = [v for _, (_, v) in sorted(times.items(), key=lambda kv: kv[1][0])[:2]]
+        top = [v for _, v in sorted(times.values(), key=lambda t: t[0])[:2]]
         for v in top:
             timed(v, CONFIRM_REPS)
-        tag, (ms, best) = min(((variant_tag(v), times[variant_tag(v)]) for v in top), key=lambda kv: kv[1][0])
+        best = min(top, key=lambda v: times[variant_tag(v)][0])
+        tag = variant_tag(best)
         report = self._stats["schedule_by_n"][n]
         report["tuned_ms"] = {k: round(t, 4) for k, (t, _) in times.items()}
         report["tuning_seconds"] = time.perf_counter() - t0

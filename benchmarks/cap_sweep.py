@@ -7,8 +7,10 @@ then for every cap of --caps the tuned variant in both task orders and with the 
 S (the first call would time those too), each checked against the plan's own output (relative
 error < 1e-3, every element written) and timed (CUDA events, median of --reps).  Writes
 cap_sweep.json (times in ms per cap and variant) and windows.npz (the TC blocks per row window of
-each matrix, which is all the cost model sees) into --out; benchmarks/fit_cost_model.py refits the
-model's constants from the two files.
+each matrix, which is all the cost model sees) into --out: with accspmm._tf32.build_tasks and
+predict they are what a refit of the model's constants needs (no fitting script exists yet).
+Run under another build (PYTHONPATH=<its checkout>) with --model-cap --staged for an A/B of two
+kernels on the same schedules.
 """
 
 from __future__ import annotations
