@@ -30,7 +30,7 @@ def _rel(pattern):
 
 
 CORE_SOURCES = _rel("csrc/acc_*.c") + ["csrc/glue.c", "csrc/core_module.c"]
-CUDA_C_SOURCES = ["csrc/cuda_module.c", "csrc/glue.c", "csrc/acc_status_string.c"]
+CUDA_C_SOURCES = ["csrc/cuda_module.c", "csrc/cuda_launcher.c", "csrc/glue.c", "csrc/acc_status_string.c"]
 CUDA_CU_SOURCES = _rel("cuda/*.cu")
 HEADERS = _rel("csrc/*.h") + _rel("cuda/*.h")  # a changed header rebuilds the C sources too
 C_FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-unknown-pragmas"]
@@ -101,6 +101,17 @@ class BuildExt(build_ext):
             self.extensions.remove(cuda_ext[0])
         super().build_extensions()
 
+    def _stale(self, obj, src, cmd):
+        """True unless `obj` was built by the same command and is newer than `src` and every header."""
+        try:
+            with open(obj + ".cmd") as f:
+                same = f.read() == " ".join(cmd)
+            built = os.path.getmtime(obj)
+        except OSError:
+            return True
+        newest = max(os.path.getmtime(os.path.join(HERE, p)) for p in [src, *HEADERS])
+        return self.force or not same or newest > built
+
     def _prepare_cuda(self, ext):
         mode = _cuda_mode()
         nvcc = _find_nvcc()
@@ -117,8 +128,13 @@ class BuildExt(build_ext):
                 obj = os.path.join(self.build_temp, os.path.basename(src) + ".o")
                 cmd = [nvcc, "-std=c++17", "-O3", "-Xcompiler", "-fPIC", "-lineinfo",
                        "--expt-relaxed-constexpr", *_gencode_flags(), "-c", src, "-o", obj]
-                print(" ".join(cmd))
-                subprocess.run(cmd, check=True, cwd=HERE)
+                if not self._stale(obj, src, cmd):
+                    print(f"accspmm: {obj} is up to date")
+                else:
+                    print(" ".join(cmd))
+                    subprocess.run(cmd, check=True, cwd=HERE)
+                    with open(obj + ".cmd", "w") as f:
+                        f.write(" ".join(cmd))
                 objects.append(obj)
         except (subprocess.CalledProcessError, OSError) as exc:
             if mode == "force":

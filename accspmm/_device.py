@@ -201,6 +201,46 @@ class ForeignArray:
         return None
 
 
+_interop_done = set()
+
+
+def array_library(obj) -> str | None:
+    """"torch" for a torch.Tensor, "cupy" for a cupy.ndarray, else None (neither is imported here)."""
+    for lib, attr in (("torch", "Tensor"), ("cupy", "ndarray")):
+        mod = sys.modules.get(lib)
+        if mod is not None and isinstance(obj, getattr(mod, attr, ())):
+            return lib
+    return None
+
+
+def register_interop(lib: str) -> None:
+    """Hands the library's array type, dtype and current-stream getter to the C fast call
+    (csrc/cuda_launcher.c), once per process; only for libraries the caller already uses."""
+    if lib in _interop_done or not cuda_available():
+        return
+    from . import _cuda
+
+    with _lock:
+        if lib == "torch":
+            import torch
+
+            api = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
+            if os.environ.get("ACCSPMM_NO_DLPACK_API"):  # the attribute route, for tests and A/B timing
+                api = None
+            _cuda.set_interop("torch", torch.Tensor, torch.float32, torch._C._cuda_getCurrentRawStream, api)
+        elif lib == "cupy":
+            import cupy
+
+            getter = getattr(cupy.cuda.stream, "get_current_stream_ptr", None)
+            if getter is None:
+                def getter():
+                    return cupy.cuda.get_current_stream().ptr
+            _cuda.set_interop("cupy", cupy.ndarray, getter, np.dtype(np.float32))
+        else:
+            raise ValueError(f"unknown array library {lib!r}")
+        _interop_done.add(lib)
+
+
 def stream_handle(stream):
     """cudaStream_t as int (None = legacy default stream) from a CuPy/PyTorch stream or an int."""
     if stream is None:

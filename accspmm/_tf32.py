@@ -97,7 +97,8 @@ def pack_meta(fmt) -> np.ndarray:
     Padding slots (column -1 in BitTCF) get a real column, so the kernel loads every B row
     without a predicate: slot t < 4 takes slot 0's column, slot t + 4 takes slot t's (the same
     lane's other row, an L1 hit).  Their mask bits are clear, so they multiply B by zero, which
-    is exact for the finite B that precision "tf32" requires."""
+    is exact for finite B; an output tile that a non-finite B value makes NaN this way is
+    recomputed exactly by the kernel (``exact_tile`` in cuda/tf32_spmm.cu)."""
     nb = fmt.num_blocks
     meta = np.empty((nb, 12), np.int32)
     cols = np.asarray(fmt.block_cols, np.int32).reshape(nb, 8)
@@ -291,6 +292,10 @@ class TF32Runner:
             put(name, np.asarray(getattr(fmt, name)))
         put("block_meta", pack_meta(fmt))
         put("values", round_tf32(fmt.values))
+        # the steady-state call in C (csrc/cuda_launcher.c): run() registers each (n, stream) launch
+        self.launcher = _cuda.Launcher(fmt.shape[0], fmt.shape[1], fmt.num_windows, dev["perm"].ptr,
+                                       dev["window_offsets"].ptr, dev["block_meta"].ptr, dev["values"].ptr, dev_id)
+        self._ready = set()  # widths n that have run outside a CUDA-graph capture
         self._tasks = {}  # cap -> (host tasks, task cost)
         self._split_counts = {}  # cap -> (workspace slots, multi-part splits)
         self._decisions = {}
@@ -351,29 +356,37 @@ class TF32Runner:
             self._put(name, tasks.reshape(-1) if tasks.size else np.zeros(TASK_WORDS, np.int32))
         return self.dev[name].ptr, self._schedule(cap)[0].shape[0]
 
-    def _workspace(self, cap: int, slices: int, slice_s: int, stream) -> tuple:
-        """(workspace, counters) device pointers for the multi-part splits of schedule ``cap``
-        (0, 0 when it has none).  One pair per stream, grown to the largest schedule and width
-        seen and shared by all of them: launches on one stream run in order, so they may share it;
-        launches on different streams must not (counters and slots are reused).  The counters
-        start at zero and every launch leaves them at zero."""
+    def _split_need(self, cap: int, slices: int, slice_s: int) -> tuple:
+        """(workspace floats, counters) the multi-part splits of schedule ``cap`` need at a width of
+        ``slices`` column slices of 32 slice_s columns; (0, 0) when it has none."""
         if cap not in self._split_counts:  # once per schedule, not per launch
             tasks = self._schedule(cap)[0]
             multi = (tasks[:, 0] < 0) & (tasks[:, 2] > 1) if tasks.size else np.zeros(0, bool)
             self._split_counts[cap] = (int(multi.sum()), int((multi & (tasks[:, 1] == 0)).sum()))
         slots, splits = self._split_counts[cap]
-        if slots == 0:
+        return slots * slices * 8 * 32 * slice_s, splits * slices
+
+    def _workspace(self, cap: int, slices: int, slice_s: int, stream) -> tuple:
+        """(workspace, counters) device pointers for the multi-part splits of schedule ``cap``
+        (0, 0 when it has none).  One pair per stream, grown to the largest schedule and width
+        seen and shared by all of them: launches on one stream run in order, so they may share it;
+        launches on different streams must not (counters and slots are reused).  The counters
+        start at zero and every launch leaves them at zero.  (A CUDA-graph capture uses none of
+        these: see ``run``.)"""
+        need, cneed = self._split_need(cap, slices, slice_s)
+        if need == 0:
             return 0, 0
         key, ckey = ("workspace", int(stream or 0)), ("workspace_counters", int(stream or 0))
-        need, cneed = slots * slices * 8 * 32 * slice_s, splits * slices
         if key in self.dev and (self.dev[key].shape[0] < need or self.dev[ckey].shape[0] < cneed):
             need, cneed = max(need, self.dev[key].shape[0]), max(cneed, self.dev[ckey].shape[0])
             self._ws_keys.remove(key)
+            self.launcher.clear()  # registered launches may point at the pair freed here
             for k in (key, ckey):
                 self.dev.pop(k).free()  # cudaFree waits for the device
         if key not in self.dev:
             while len(self._ws_keys) >= MAX_WORKSPACES:  # bounded: a new stream per call must not grow memory
                 old = self._ws_keys.pop(0)
+                self.launcher.clear()
                 for k in (old, ("workspace_counters",) + old[1:]):
                     self.dev.pop(k).free()
             self._put(ckey, np.zeros(cneed, np.int32))
@@ -454,7 +467,29 @@ class TF32Runner:
         self._tuned.add(n)
 
     def run(self, d_B: int, d_C: int, n: int, stream):
+        """Launches C = A @ B (width n) on ``stream`` and registers the launch with the C fast
+        call, so that later calls for (n, stream) skip Python.  The first call for each n decides
+        and times (synchronous, so never inside a CUDA-graph capture).  Inside a capture, a
+        schedule with multi-part splits gets its workspace from stream-ordered allocations
+        captured into the graph (allocated, zeroed and freed on every replay): each graph owns
+        its workspace, and nothing of the plan's is allocated or freed under a capture."""
+        if self._cuda.stream_capturing(stream):
+            if n not in self._ready:
+                raise RuntimeError(f"the first call of a plan for width n = {n} chooses and times its kernel "
+                                   "(it synchronises), which a CUDA-graph capture does not allow: call the plan "
+                                   "once with this width before capturing (warm-up)")
+            cap, v = self.decide(n)
+            d_tasks, ntasks = self._device_tasks(cap, v.get("order", 0))
+            m, k = self.shape
+            d = self.dev
+            a = (m, k, n, self.num_windows, d["perm"].ptr, d["window_offsets"].ptr, d["block_meta"].ptr,
+                 d["values"].ptr, d_tasks, ntasks, 0, 0, d_B, d_C)
+            need, cneed = self._split_need(cap, -(-n // (32 * v["slice_s"])), v["slice_s"])
+            self._cuda.tf32_spmm(a, tuple(v[key] for key in KERNEL_KEYS), stream, need, cneed)
+            return
         if self._autotune and n not in self._tuned:
             self.tune(d_B, d_C, n, stream)
         a, v = self.args(d_B, d_C, n, stream)
         self._cuda.tf32_spmm(a, v, stream)
+        self._ready.add(n)
+        self.launcher.register(n, int(stream or 0), a[8], a[9], a[10], a[11], v)

@@ -13,9 +13,10 @@
 #include "../cuda/accspmm_cuda.h"
 #include "../cuda/tf32_spmm.h"
 #include "../cuda/timing.h"
+#include "cuda_glue.h"
 
-/* Raises for a CUDA-layer status, with the layer's own last message. */
-static PyObject *cuda_raise(int st, const char *context, int cusparse) {
+/* Raises for a CUDA-layer status, with the layer's own last message (cuda_glue.h). */
+PyObject *acc_py_cuda_raise(int st, const char *context, int cusparse) {
     const char *detail = cusparse ? acc_cusparse_last_error() : acc_cuda_last_error();
     PyObject *type = PyExc_RuntimeError;
     if (st == ACC_ERR_DEVICE_MEMORY || st == ACC_ERR_OUT_OF_MEMORY)
@@ -49,7 +50,7 @@ static PyObject *py_device_info(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     st = acc_cuda_get_device_info(dev, &info);
     Py_END_ALLOW_THREADS
-    if (st) return cuda_raise(st, "device query failed", 0);
+    if (st) return acc_py_cuda_raise(st, "device query failed", 0);
     return Py_BuildValue("{s:s,s:(ii),s:i,s:i,s:i,s:K,s:K}", "name", info.name, "compute_capability",
                          info.major, info.minor, "multiprocessors", info.multiprocessors, "l2_bytes",
                          info.l2_bytes, "max_shared_per_block", info.max_shared_per_block, "total_memory",
@@ -62,7 +63,7 @@ static PyObject *py_set_device(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "i", &dev)) return NULL;
     st = acc_cuda_set_device(dev);
-    if (st) return cuda_raise(st, "cudaSetDevice failed", 0);
+    if (st) return acc_py_cuda_raise(st, "cudaSetDevice failed", 0);
     Py_RETURN_NONE;
 }
 
@@ -71,7 +72,7 @@ static PyObject *py_get_device(PyObject *self, PyObject *noargs) {
     (void)self;
     (void)noargs;
     st = acc_cuda_get_device(&dev);
-    if (st) return cuda_raise(st, "cudaGetDevice failed", 0);
+    if (st) return acc_py_cuda_raise(st, "cudaGetDevice failed", 0);
     return PyLong_FromLong(dev);
 }
 
@@ -90,7 +91,7 @@ static PyObject *py_malloc(PyObject *self, PyObject *args) {
                          acc_cuda_last_error());
             return NULL;
         }
-        return cuda_raise(st, "cudaMalloc failed", 0);
+        return acc_py_cuda_raise(st, "cudaMalloc failed", 0);
     }
     return PyLong_FromVoidPtr(p);
 }
@@ -100,7 +101,7 @@ static PyObject *py_free(PyObject *self, PyObject *obj) {
     void *p = as_ptr(obj);
     if (PyErr_Occurred()) return NULL;
     int st = acc_cuda_free(p);
-    if (st) return cuda_raise(st, "cudaFree failed", 0);
+    if (st) return acc_py_cuda_raise(st, "cudaFree failed", 0);
     Py_RETURN_NONE;
 }
 
@@ -126,7 +127,7 @@ static PyObject *py_memcpy(PyObject *args, int to_device) {
     st = to_device ? acc_cuda_memcpy_htod(d, PyArray_DATA(h), bytes, stream)
                    : acc_cuda_memcpy_dtoh(PyArray_DATA(h), d, bytes, stream);
     Py_END_ALLOW_THREADS
-    if (st) return cuda_raise(st, "memcpy failed", 0);
+    if (st) return acc_py_cuda_raise(st, "memcpy failed", 0);
     Py_RETURN_NONE;
 }
 static PyObject *py_memcpy_htod(PyObject *self, PyObject *args) {
@@ -146,7 +147,7 @@ static PyObject *py_memcpy_dtod(PyObject *self, PyObject *args) {
     void *dst = as_ptr(d), *src = as_ptr(sobj), *stream = s == Py_None ? NULL : as_ptr(s);
     if (PyErr_Occurred()) return NULL;
     int st = acc_cuda_memcpy_dtod(dst, src, (size_t)bytes, stream);
-    if (st) return cuda_raise(st, "memcpy failed", 0);
+    if (st) return acc_py_cuda_raise(st, "memcpy failed", 0);
     Py_RETURN_NONE;
 }
 
@@ -159,7 +160,7 @@ static PyObject *py_memset(PyObject *self, PyObject *args) {
     void *p = as_ptr(d), *stream = s == Py_None ? NULL : as_ptr(s);
     if (PyErr_Occurred()) return NULL;
     int st = acc_cuda_memset(p, byte, (size_t)bytes, stream);
-    if (st) return cuda_raise(st, "memset failed", 0);
+    if (st) return acc_py_cuda_raise(st, "memset failed", 0);
     Py_RETURN_NONE;
 }
 
@@ -171,8 +172,18 @@ static PyObject *py_synchronize(PyObject *self, PyObject *s) {
     Py_BEGIN_ALLOW_THREADS
     st = acc_cuda_stream_synchronize(stream);
     Py_END_ALLOW_THREADS
-    if (st) return cuda_raise(st, "stream synchronize failed", 0);
+    if (st) return acc_py_cuda_raise(st, "stream synchronize failed", 0);
     Py_RETURN_NONE;
+}
+
+static PyObject *py_stream_capturing(PyObject *self, PyObject *s) {
+    (void)self;
+    void *stream = s == Py_None ? NULL : as_ptr(s);
+    if (PyErr_Occurred()) return NULL;
+    int capturing = 0;
+    int st = acc_cuda_stream_capturing(stream, &capturing);
+    if (st) return acc_py_cuda_raise(st, "cudaStreamIsCapturing failed", 0);
+    return PyBool_FromLong(capturing);
 }
 
 static PyObject *py_cusparse_load(PyObject *self, PyObject *args) {
@@ -180,7 +191,7 @@ static PyObject *py_cusparse_load(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "s", &path)) return NULL;
     int st = acc_cusparse_load(path);
-    if (st) return cuda_raise(st, "cannot load cuSPARSE", 1);
+    if (st) return acc_py_cuda_raise(st, "cannot load cuSPARSE", 1);
     Py_RETURN_NONE;
 }
 
@@ -212,7 +223,7 @@ static PyObject *py_cusparse_create(PyObject *self, PyObject *args) {
     st = acc_cusparse_spmm_create(&plan, m, k, nnz, prp, pci, pv, index_bits, (acc_dtype)dtype, n, alg, pB,
                                   pC, stream);
     Py_END_ALLOW_THREADS
-    if (st) return cuda_raise(st, "cuSPARSE SpMM setup failed", 1);
+    if (st) return acc_py_cuda_raise(st, "cuSPARSE SpMM setup failed", 1);
     PyObject *cap = PyCapsule_New(plan, CUSPARSE_CAPSULE, cusparse_capsule_free);
     if (!cap) acc_cusparse_spmm_destroy(plan);
     return cap;
@@ -230,7 +241,7 @@ static PyObject *py_cusparse_run(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     st = acc_cusparse_spmm_run(plan, pB, pC, stream);
     Py_END_ALLOW_THREADS
-    if (st) return cuda_raise(st, "cuSPARSE SpMM failed", 1);
+    if (st) return acc_py_cuda_raise(st, "cuSPARSE SpMM failed", 1);
     Py_RETURN_NONE;
 }
 
@@ -270,19 +281,25 @@ static int parse_tf32(PyObject *tup, PyObject *vtup, tf32_call *c) {
     return 0;
 }
 
+/* tf32_spmm(args14, variant5, stream[, workspace_floats, counters]): with the last two (> 0), the
+ * split workspace is allocated in stream order around the launch (acc_tf32_spmm_ordered). */
 static PyObject *py_tf32_spmm(PyObject *self, PyObject *args) {
     PyObject *tup, *vtup, *s;
+    unsigned long long ws_floats = 0, counters = 0;
     tf32_call c;
     int st;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!O!O", &PyTuple_Type, &tup, &PyTuple_Type, &vtup, &s)) return NULL;
+    if (!PyArg_ParseTuple(args, "O!O!O|KK", &PyTuple_Type, &tup, &PyTuple_Type, &vtup, &s, &ws_floats,
+                          &counters))
+        return NULL;
     if (parse_tf32(tup, vtup, &c) < 0) return NULL;
     void *stream = s == Py_None ? NULL : as_ptr(s);
     if (PyErr_Occurred()) return NULL;
     Py_BEGIN_ALLOW_THREADS
-    st = acc_tf32_spmm(&c.args, &c.variant, stream);
+    st = ws_floats ? acc_tf32_spmm_ordered(&c.args, &c.variant, stream, (size_t)ws_floats, (size_t)counters)
+                   : acc_tf32_spmm(&c.args, &c.variant, stream);
     Py_END_ALLOW_THREADS
-    if (st) return cuda_raise(st, "TF32 SpMM launch failed", 0);
+    if (st) return acc_py_cuda_raise(st, "TF32 SpMM launch failed", 0);
     Py_RETURN_NONE;
 }
 
@@ -329,7 +346,7 @@ static PyObject *time_runs(acc_run_fn fn, void *ctx, int reps, PyObject *flush,
     Py_END_ALLOW_THREADS
     if (st) {
         PyMem_Free(ms);
-        return cuda_raise(st, "timed run failed", cusparse);
+        return acc_py_cuda_raise(st, "timed run failed", cusparse);
     }
     PyObject *list = PyList_New(reps);
     for (int i = 0; list && i < reps; i++)
@@ -374,11 +391,13 @@ static PyMethodDef cuda_methods[] = {
     {"memcpy_dtod", py_memcpy_dtod, METH_VARARGS, "memcpy_dtod(dst, src, nbytes, stream)"},
     {"memset", py_memset, METH_VARARGS, "memset(address, byte, nbytes, stream)"},
     {"synchronize", py_synchronize, METH_O, "synchronize(stream)"},
+    {"stream_capturing", py_stream_capturing, METH_O,
+     "stream_capturing(stream) -> bool (a CUDA-graph capture is under way)"},
     {"cusparse_load", py_cusparse_load, METH_VARARGS, "cusparse_load(path)"},
     {"cusparse_spmm_create", py_cusparse_create, METH_VARARGS, "-> capsule"},
     {"cusparse_spmm_run", py_cusparse_run, METH_VARARGS, "cusparse_spmm_run(plan, B, C, stream)"},
     {"tf32_spmm", py_tf32_spmm, METH_VARARGS,
-     "tf32_spmm(args16, variant5, stream): launch the TF32 BitTCF kernel"},
+     "tf32_spmm(args14, variant5, stream[, workspace_floats, counters]): launch the TF32 BitTCF kernel"},
     {"tf32_shared_bytes", py_tf32_shared_bytes, METH_O, "tf32_shared_bytes(variant5) -> bytes (-1: invalid)"},
     {"time_tf32", py_time_tf32, METH_VARARGS,
      "time_tf32(args14, variant5, reps, flush, flush_bytes, stream) -> [ms]"},
@@ -393,8 +412,9 @@ PyMODINIT_FUNC PyInit__cuda(void) {
     import_array();
     PyObject *m = PyModule_Create(&cuda_module);
     /* the schedule's encoding (accspmm._tf32 checks it against its own) */
-    if (m && (PyModule_AddIntConstant(m, "TF32_WARPS", ACC_TF32_WARPS) < 0 ||
-              PyModule_AddIntConstant(m, "TF32_TASK_WORDS", ACC_TF32_TASK_WORDS) < 0)) {
+    if (m &&
+        (PyModule_AddIntConstant(m, "TF32_WARPS", ACC_TF32_WARPS) < 0 ||
+         PyModule_AddIntConstant(m, "TF32_TASK_WORDS", ACC_TF32_TASK_WORDS) < 0 || acc_launcher_add(m) < 0)) {
         Py_DECREF(m);
         return NULL;
     }

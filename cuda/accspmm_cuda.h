@@ -43,6 +43,9 @@ int acc_cuda_memcpy_dtoh(void *h_dst, const void *d_src, size_t bytes, void *str
 int acc_cuda_memcpy_dtod(void *d_dst, const void *d_src, size_t bytes, void *stream);
 int acc_cuda_memset(void *d_ptr, int byte, size_t bytes, void *stream);
 int acc_cuda_stream_synchronize(void *stream);
+/* *capturing = 1 while a CUDA-graph capture of `stream` is under way (then no allocation or
+ * synchronisation may be issued on it). */
+int acc_cuda_stream_capturing(void *stream, int *capturing);
 
 /* ---- cuSPARSE baseline (loaded with dlopen on first use) --------------- */
 

@@ -116,3 +116,10 @@ extern "C" int acc_cuda_memset(void *d_ptr, int byte, size_t bytes, void *stream
 extern "C" int acc_cuda_stream_synchronize(void *stream) {
     return acc_cuda_status(cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize");
 }
+extern "C" int acc_cuda_stream_capturing(void *stream, int *capturing) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    *capturing = 0;
+    int st = acc_cuda_status(cudaStreamIsCapturing((cudaStream_t)stream, &status), "cudaStreamIsCapturing");
+    *capturing = status != cudaStreamCaptureStatusNone;
+    return st;
+}

@@ -44,7 +44,8 @@
  * Metadata (every variant).  The plan packs each block's metadata into one 48-byte record
  * (block_meta: the 8 column ids interleaved c0, c4, c1, c5, ..., the 64-bit mask, the 64-bit
  * value offset; a padding slot repeats a real column of the block with its mask bits clear, so
- * B rows load without a predicate: B is finite under precision "tf32", and 0 * B = 0); lanes 0-2 copy a
+ * B rows load without a predicate: 0 * B = 0 for finite B, and tiles where B is not are rewritten by
+ * exact_tile, below); lanes 0-2 copy a
  * record into a per-warp shared-memory ring with one 16-byte cp.async each (one code path), __syncwarp
  * publishes a landed slot, and lane 8q + j reads the column ids of block rows q and q + 4 (the B
  * rows it loads) with one 8-byte load.  The ring runs ahead of the operand loads (R - 1 = 5 blocks
@@ -91,6 +92,9 @@
  * Inputs: block values must be TF32-rounded on the host (accspmm._tf32.round_tf32, ties
  * away); B is rounded here to the nearest TF32: cvt.rn.tf32.f32 on sm_90 and later (ties to
  * even, one instruction), cvt.rna.tf32.f32 on sm_80 (ties away); both within 2^-11.
+ *
+ * Non-finite B: a tile whose sums are not finite is rewritten exactly on CUDA cores from the
+ * format (exact_tile, below), so NaN/inf land where scipy puts them; no host synchronisation.
  *
  * Limits: 1 <= n < 2^30 (16-byte path, with no column test in the loop, when n is a multiple
  * of the slice width 32 S and B, C are 16-byte aligned; 4-byte copies with column tests
@@ -281,6 +285,7 @@ struct Warp {
     int wslot; /* STAGED: this lane's B slots (swizzled lane), and where lane src's are */
     int rslot;
     int64_t ncol; /* first column this lane owns in C: slice * 32S + 4g */
+    int64_t col0; /* first column of the slice: slice * 32S */
 };
 
 template <int S, bool CACHE_L1, bool VEC>
@@ -350,6 +355,77 @@ __device__ __forceinline__ void first_meta(const acc_tf32_args &p, const Warp &W
     __syncwarp();
 }
 
+/* Non-finite B (scipy's semantics without a host synchronisation).  A TC block multiplies every
+ * slot of its 8 x 8 tile, so an inf or NaN in a B row that only a padding slot or a clear mask bit
+ * meets (0 * inf = NaN) would reach rows of the window that store nothing in that column, where
+ * scipy's sum is finite.  Every writer of a window's output tile therefore tests its sums
+ * (all_finite): a GROUP's first warp and a SPLIT's final thread block vote and, if any sum is not
+ * finite, write the tile with exact_tile instead; a PACK warp keeps a flag per lane and, after its
+ * loop, rewrites the flagged windows (fix_pack_range).  exact_tile recomputes the tile from the
+ * format on CUDA cores, stored entries only, in ascending column order (scipy's order), with the
+ * same TF32-rounded operands and FP32 sums.  NaN and inf then land exactly where a stored entry
+ * meets them, and every other element of the tile is still a TF32 product of its row (bit-exact
+ * on integer data).  Finite B costs the vote alone.  Not inlined: the hot loop keeps its registers. */
+__device__ __noinline__ void exact_tile(const int64_t *window_offsets, const int32_t *block_meta,
+                                        const float *values, const int64_t *perm, const float *B, float *C,
+                                        int64_t m, int64_t n, int64_t w, int64_t col0, int ncols, int tid,
+                                        int nthreads) {
+    const int64_t b0 = ldg64(window_offsets + w), b1 = ldg64(window_offsets + w + 1);
+    for (int e = tid; e < 8 * ncols; e += nthreads) {
+        const int r = e / ncols;
+        const int64_t row = w * 8 + r, col = col0 + e % ncols;
+        if (row >= m || col >= n) continue;
+        float acc = 0.f;
+        for (int64_t b = b0; b < b1; b++) {
+            const int32_t *rec = block_meta + b * kMetaWords;
+            const uint64_t mask =
+                (uint64_t)(uint32_t)__ldg(rec + 8) | ((uint64_t)(uint32_t)__ldg(rec + 9) << 32);
+            const int64_t voff =
+                (int64_t)((uint64_t)(uint32_t)__ldg(rec + 10) | ((uint64_t)(uint32_t)__ldg(rec + 11) << 32));
+            uint32_t bits = (uint32_t)(mask >> (8 * r)) & 0xffu;
+            while (bits) {
+                const int c = __ffs(bits) - 1, bit = 8 * r + c;
+                bits &= bits - 1;
+                /* slot c's column: the record interleaves c0, c4, c1, c5, ... */
+                const int32_t bcol = __ldg(rec + (c < 4 ? 2 * c : 2 * (c - 4) + 1));
+                const float a = __ldg(values + voff + __popcll(mask & ((1ull << bit) - 1)));
+                const float x = __uint_as_float(to_tf32(__ldg(B + (int64_t)bcol * n + col)));
+                acc = __fadd_rn(acc, __fmul_rn(a, x)); /* the product of two TF32 values is exact */
+            }
+        }
+        __stcs(C + ldg64(perm + row) * n + col, acc);
+    }
+}
+
+template <int N> __device__ __forceinline__ bool all_finite(const float (&v)[N]) {
+    bool ok = true;
+#pragma unroll
+    for (int q = 0; q < N; q++)
+        ok &= fabsf(v[q]) <= 3.402823466e38f; /* false for inf and NaN */
+    return ok;
+}
+
+/* PACK warps check their sums at each window's end (one flag per lane, no vote in the loop) and,
+ * where any lane saw a non-finite sum, call this after their loop, when the pipeline's registers
+ * are free: it reads back each window's tile of C that the warp wrote (windows w0 .. w1 - 1,
+ * columns col0 .. col0 + ncols - 1) and rewrites with exact_tile those holding a non-finite value. */
+__device__ __noinline__ void fix_pack_range(const int64_t *window_offsets, const int32_t *block_meta,
+                                            const float *values, const int64_t *perm, const float *B,
+                                            float *C, int64_t m, int64_t n, int64_t w0, int64_t w1,
+                                            int64_t col0, int ncols, int lane) {
+    for (int64_t w = w0; w < w1; w++) {
+        __syncwarp(); /* the warp's stores to C (and the previous window's rewrite) are visible to all lanes
+                       */
+        bool ok = true;
+        for (int e = lane; e < 8 * ncols; e += 32) {
+            const int64_t row = w * 8 + e / ncols, col = col0 + e % ncols;
+            if (row < m && col < n) ok &= fabsf(__ldcg(C + ldg64(perm + row) * n + col)) <= 3.402823466e38f;
+        }
+        if (__any_sync(0xffffffffu, !ok))
+            exact_tile(window_offsets, block_meta, values, perm, B, C, m, n, w, col0, ncols, lane, 32);
+    }
+}
+
 /* Writes lane (g, t)'s rows 2t and 2t+1 (original rows prow[0], prow[1]; < 0 = beyond m). */
 template <int S, bool VEC>
 __device__ __forceinline__ void write_rows(const acc_tf32_args &p, const float (&acc)[S][2][4],
@@ -406,14 +482,18 @@ __device__ __forceinline__ void write_zero_window(const acc_tf32_args &p, int64_
 struct Pack {
     int64_t w, w_end, b0, prow[2];
     int stop, next_stop;
+    bool bad; /* this lane wrote a non-finite sum (the warp's windows are checked after the loop) */
 };
 
 /* After block i: at the end of a PACK window, write its rows, zero the accumulators, write any
  * empty windows that follow and move to the next non-empty one. */
 template <int S, bool VEC>
 __device__ __forceinline__ void after_block(const acc_tf32_args &p, int i, Pack &P, float (&acc)[S][2][4],
-                                            int t, int64_t ncol) {
+                                            const Warp &W) {
     if (i + 1 != P.stop) return;
+    const int t = W.t;
+    const int64_t ncol = W.ncol;
+    P.bad |= !all_finite<8 * S>(reinterpret_cast<const float(&)[8 * S]>(acc)); /* see fix_pack_range */
     write_rows<S, VEC>(p, acc, P.prow, ncol);
     zero<S>(acc);
     P.w++;
@@ -504,7 +584,7 @@ __device__ __forceinline__ void reg_step(const acc_tf32_args &p, const Warp &W, 
     if (i + F + A < nblk) copy_meta_from(W.sM, W.lane, mq + (int64_t)i * kMetaWords, (r + F + R - 1) % R);
     cp_commit();
     consume_ops<S>(cur, W.src, acc);
-    after_block<S, VEC>(p, i, P, acc, W.t, W.ncol);
+    after_block<S, VEC>(p, i, P, acc, W);
 }
 
 template <int S, int DEPTH, bool CACHE_L1, bool VEC, bool STAGED>
@@ -536,7 +616,8 @@ __global__ void __launch_bounds__(kThreads,
     W.src = 8 * W.t + W.g;
     W.wslot = swizzle(W.lane);
     W.rslot = swizzle(W.src);
-    W.ncol = slice * (32 * S) + 4 * W.g;
+    W.col0 = slice * (32 * S);
+    W.ncol = W.col0 + 4 * W.g;
     /* both pipelines load B transposed: lane 8q + j loads columns 4j .. 4j + 3 of block rows q
      * and q + 4, so each quarter warp reads 128 contiguous bytes of one B row */
     const int64_t lcol = slice * (32 * S) + 4 * (W.lane & 7);
@@ -561,6 +642,7 @@ __global__ void __launch_bounds__(kThreads,
     P.stop = -1;
     P.next_stop = 0;
     P.prow[0] = P.prow[1] = -1;
+    P.bad = false;
     int part = 0, parts = 1, gj = 0, gsize = 0; /* GROUP: warp gj of gsize (0: no window part) */
     if (kind < 0) {                             /* SPLIT part: all warps, one window */
         P.w = -(int64_t)kind - 1;
@@ -619,7 +701,7 @@ __global__ void __launch_bounds__(kThreads,
             __syncwarp();         /* ... and the metadata copied by lanes 0-2 is visible to all */
             consume_block<S, DEPTH>(W, stage, acc);
             stage = stage + 1 == DEPTH ? 0 : stage + 1;
-            after_block<S, VEC>(p, i, P, acc, W.t, W.ncol);
+            after_block<S, VEC>(p, i, P, acc, W);
         }
     } else if (b < b_end) {
         /* F = DEPTH - 1 blocks' operands in flight.  Prologue: metadata of blocks b .. b+F-1
@@ -650,7 +732,12 @@ __global__ void __launch_bounds__(kThreads,
         }
     }
     cp_wait<0>();
-    if (kind == 0) return; /* PACK: every window of the range was written in the loop or before it */
+    if (kind == 0) { /* PACK: every window of the range was written in the loop or before it */
+        if (__any_sync(0xffffffffu, P.bad))
+            fix_pack_range(p.window_offsets, p.block_meta, p.values, p.perm, p.B, p.C, p.m, p.n,
+                           __ldg(row + 1 + 2 * warp), P.w_end, W.col0, 32 * S, W.lane);
+        return;
+    }
 
     /* SPLIT and GROUP: partials to shared memory, then summed in warp order */
     __syncthreads(); /* all warps' copies have landed: the B stages can be reused */
@@ -671,14 +758,24 @@ __global__ void __launch_bounds__(kThreads,
         /* the group's first warp sums its gsize tiles in warp order and writes the window */
         if (gsize == 0 || gj != 0) return;
         constexpr int kLane = (8 * kCols) / 32; /* tile elements per lane */
+        float v[kLane];
+#pragma unroll
+        for (int q = 0; q < kLane; q++) {
+            const int e = W.lane + 32 * q;
+            v[q] = tile[warp * 8 * kCols + e];
+            for (int k = 1; k < gsize; k++)
+                v[q] += tile[(warp + k) * 8 * kCols + e];
+        }
+        if (__any_sync(0xffffffffu, !all_finite<kLane>(v))) {
+            exact_tile(p.window_offsets, p.block_meta, p.values, p.perm, p.B, p.C, p.m, p.n, P.w, W.col0,
+                       kCols, W.lane, 32);
+            return;
+        }
 #pragma unroll
         for (int q = 0; q < kLane; q++) {
             const int e = W.lane + 32 * q, r = e / kCols, c = e % kCols;
-            float v = tile[warp * 8 * kCols + e];
-            for (int k = 1; k < gsize; k++)
-                v += tile[(warp + k) * 8 * kCols + e];
             const int64_t rowi = P.w * 8 + r, col = slice * kCols + c;
-            if (rowi < p.m && col < p.n) __stcs(p.C + ldg64(p.perm + rowi) * p.n + col, v);
+            if (rowi < p.m && col < p.n) __stcs(p.C + ldg64(p.perm + rowi) * p.n + col, v[q]);
         }
         return;
     }
@@ -715,6 +812,11 @@ __global__ void __launch_bounds__(kThreads,
                 sum[q] += __ldcg(ws0 + (int64_t)j * slices * (8 * kCols) + e);
         }
         if (threadIdx.x == 0) p.counters[id] = 0; /* ready for the next launch */
+    }
+    if (__syncthreads_or(!all_finite<kPer>(sum))) { /* block-uniform: `last` and `parts` are */
+        exact_tile(p.window_offsets, p.block_meta, p.values, p.perm, p.B, p.C, p.m, p.n, P.w, W.col0, kCols,
+                   threadIdx.x, kThreads);
+        return;
     }
 #pragma unroll
     for (int q = 0; q < kPer; q++) {
@@ -817,4 +919,24 @@ extern "C" int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *
         p.n % (32 * variant->slice_s) == 0 && (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;
     return variant->staged ? dispatch<true>(p, *variant, vec, stream)
                            : dispatch<false>(p, *variant, vec, stream);
+}
+
+extern "C" int acc_tf32_spmm_ordered(const acc_tf32_args *args, const acc_tf32_variant *variant,
+                                     void *stream_ptr, size_t workspace_floats, size_t counters) {
+    if (!args || workspace_floats == 0 || counters == 0) return ACC_ERR_INVALID_ARGUMENT;
+    const cudaStream_t s = (cudaStream_t)stream_ptr;
+    acc_tf32_args a = *args;
+    void *ws = nullptr, *cnt = nullptr;
+    ACC_CUDA_TRY(cudaMallocAsync(&ws, workspace_floats * sizeof(float), s));
+    int st = acc_cuda_status(cudaMallocAsync(&cnt, counters * sizeof(int32_t), s), "cudaMallocAsync");
+    if (!st) st = acc_cuda_status(cudaMemsetAsync(cnt, 0, counters * sizeof(int32_t), s), "cudaMemsetAsync");
+    if (!st) {
+        a.workspace = (float *)ws;
+        a.counters = (int32_t *)cnt;
+        st = acc_tf32_spmm(&a, variant, stream_ptr);
+    }
+    /* freed in stream order after the launch, whatever happened (a failed step leaves nothing behind) */
+    const int st_ws = acc_cuda_status(cudaFreeAsync(ws, s), "cudaFreeAsync");
+    const int st_cnt = cnt ? acc_cuda_status(cudaFreeAsync(cnt, s), "cudaFreeAsync") : ACC_SUCCESS;
+    return st ? st : st_ws ? st_ws : st_cnt;
 }

@@ -5,6 +5,7 @@
 #ifndef ACC_TF32_SPMM_H
 #define ACC_TF32_SPMM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -66,6 +67,13 @@ typedef struct acc_tf32_args {
 /* Launches C = A @ B on `stream` (cudaStream_t, NULL = default); asynchronous.
  * ACC_ERR_INVALID_ARGUMENT for an unknown variant or inconsistent sizes. */
 int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *variant, void *stream);
+
+/* The same with the split workspace (workspace_floats floats) and counters (`counters` int32)
+ * allocated, zeroed and freed on `stream` (cudaMallocAsync / cudaMemsetAsync / cudaFreeAsync)
+ * around the launch, ignoring args->workspace and args->counters: under a CUDA-graph capture these
+ * become the graph's own memory nodes, so each graph owns its workspace. */
+int acc_tf32_spmm_ordered(const acc_tf32_args *args, const acc_tf32_variant *variant, void *stream,
+                          size_t workspace_floats, size_t counters);
 
 /* Shared memory (bytes) a variant's thread block uses. */
 int acc_tf32_shared_bytes(const acc_tf32_variant *variant);

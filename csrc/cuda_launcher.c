@@ -1,0 +1,521 @@
+/*
+ * cuda_launcher.c -- accspmm._cuda.Launcher: the steady-state call of a TF32 plan in one C function.
+ *
+ * The first call of a plan for a width n on a stream runs in Python (accspmm._tf32: schedule,
+ * variant timing, split workspace) and registers the launch it chose here: (n, stream) ->
+ * tasks, workspace, variant.  Every later call is Launcher.call(B, out, raw): it reads B's (and
+ * out's) pointer, shape, strides, dtype and device straight from the PyTorch tensor or CuPy
+ * array (no __cuda_array_interface__ dict), takes the library's current stream, allocates C
+ * through the library's own allocator when out is None (PyTorch's DLPack allocator or
+ * Tensor.new_empty, cupy.ndarray(shape, dtype): the caching allocator and CUDA-graph pools apply), and
+ * launches.  No host synchronisation, no device allocation of ours, nothing a CUDA-graph capture refuses.
+ *
+ * Whatever it does not handle exactly returns None, and the Python layer takes the call: another
+ * array type or dtype, a non-contiguous or empty array, another device, a tensor that requires
+ * grad (unless raw: the autograd op's own kernel), an (n, stream) not registered yet, a closed
+ * plan, a CUDA-graph capture of a launch with a split workspace (captures use their own).  The Python layer
+ * then gives the result or the precise exception, so this file holds no error policy; it never raises except
+ * for a failed launch.
+ *
+ * PyTorch tensors are read, their current stream found and C allocated through PyTorch's DLPack C
+ * exchange API (torch.Tensor.__dlpack_c_exchange_api__, PyTorch >= 2.10: plain C calls, no Python
+ * method calls) where the installed PyTorch has it, else through data_ptr(), stride() and friends,
+ * torch._C._cuda_getCurrentRawStream and Tensor.new_empty.
+ *
+ * The libraries' types and functions are handed over by accspmm._device.register_interop the
+ * first time the Python layer meets them (accspmm never imports torch or cupy itself).
+ */
+#include "glue.h"
+
+#include "../cuda/accspmm_cuda.h"
+#include "../cuda/tf32_spmm.h"
+#include "cuda_glue.h"
+#include "dlpack_abi.h"
+
+#include <structmember.h>
+
+#define LAUNCH_SLOTS 16 /* cached (n, stream) launches per plan (the Python layer bounds streams to 4) */
+
+/* The interop registry (set_interop): borrowed from nothing, owned here for the process. */
+static struct {
+    PyTypeObject *torch_tensor;    /* torch.Tensor (exact type: subclasses such as FakeTensor go to Python) */
+    PyObject *torch_float32;       /* torch.float32 */
+    PyObject *torch_stream;        /* torch._C._cuda_getCurrentRawStream(device) -> int */
+    PyTypeObject *cupy_ndarray;    /* cupy.ndarray */
+    PyObject *cupy_stream;         /* () -> int: the current CuPy stream's handle */
+    PyObject *float32_descr;       /* numpy.dtype(numpy.float32) */
+    const acc_dl_exchange_api *dl; /* PyTorch's DLPack C exchange API, or NULL */
+    PyObject *dl_capsule;          /* keeps it alive */
+} g;
+
+static PyObject *s_requires_grad, *s_dtype, *s_get_device, *s_shape, *s_stride, *s_data_ptr, *s_new_empty,
+    *s_is_neg, *s_strides, *s_data, *s_ptr, *s_device_id;
+
+/* A dense float32 GPU array as the kernel sees it. */
+typedef struct gview {
+    uintptr_t ptr;
+    int64_t rows, cols; /* cols = 1 for a vector */
+    int ndim;
+    int device;
+} gview;
+
+typedef struct launch_entry {
+    int64_t n;
+    void *stream;
+    const int32_t *tasks;
+    int64_t num_tasks;
+    float *workspace;
+    int32_t *counters;
+    acc_tf32_variant variant;
+} launch_entry;
+
+typedef struct LauncherObject {
+    PyObject_HEAD acc_tf32_args base; /* m, k, num_windows and the format's device pointers */
+    int device;
+    int count, next; /* entries in use, next slot to overwrite when full */
+    launch_entry entry[LAUNCH_SLOTS];
+    unsigned long long fast_calls; /* calls completed here (tests check the steady state takes this path) */
+} LauncherObject;
+
+/* ---- reading arrays ------------------------------------------------------------------------ */
+
+/* 1: *out = the int value of obj.name() (method) or obj.name (attribute); 0: not an int; -1: error. */
+static int get_int(PyObject *obj, PyObject *name, int method, long long *out) {
+    PyObject *o = method ? PyObject_CallMethodNoArgs(obj, name) : PyObject_GetAttr(obj, name);
+    if (!o) return -1;
+    int ok = PyLong_Check(o);
+    if (ok) *out = PyLong_AsLongLong(o);
+    Py_DECREF(o);
+    if (ok && PyErr_Occurred()) return -1;
+    return ok;
+}
+
+/* Shape and (element) strides tuples -> rows, cols, ndim; 1 when 1-D or 2-D and C-contiguous. */
+static int dense_layout(PyObject *shape, PyObject *strides, Py_ssize_t unit, gview *v) {
+    if (!PyTuple_Check(shape) || !PyTuple_Check(strides)) return 0;
+    const Py_ssize_t nd = PyTuple_GET_SIZE(shape);
+    if ((nd != 1 && nd != 2) || PyTuple_GET_SIZE(strides) != nd) return 0;
+    long long d[2] = {0, 1}, s[2] = {0, 0};
+    for (Py_ssize_t i = 0; i < nd; i++) {
+        d[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+        s[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, i));
+    }
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    v->ndim = (int)nd;
+    v->rows = d[0];
+    v->cols = nd == 2 ? d[1] : 1;
+    if (v->rows <= 0 || v->cols <= 0) return 0; /* empty: the Python layer */
+    const int inner_ok = nd == 1 || v->cols == 1 || s[1] == unit;
+    const int outer_ok = v->rows == 1 || s[0] == unit * v->cols;
+    return inner_ok && outer_ok;
+}
+
+/* PyTorch's DLPack exchange: 1 when t is a dense float32 CUDA tensor, seen in *v. */
+static int dl_view(PyObject *t, gview *v) {
+    acc_dl_tensor d;
+    if (g.dl->dltensor_from_py_object_no_sync(t, &d) != 0) {
+        PyErr_Clear(); /* the attribute route decides */
+        return 0;
+    }
+    if (d.device.device_type != ACC_DL_CUDA || d.dtype.code != ACC_DL_FLOAT || d.dtype.bits != 32 ||
+        d.dtype.lanes != 1 || (d.ndim != 1 && d.ndim != 2))
+        return 0;
+    v->ndim = d.ndim;
+    v->rows = d.shape[0];
+    v->cols = d.ndim == 2 ? d.shape[1] : 1;
+    if (v->rows <= 0 || v->cols <= 0) return 0;
+    if (d.strides) {
+        const int inner_ok = d.ndim == 1 || v->cols == 1 || d.strides[1] == 1;
+        const int outer_ok = v->rows == 1 || d.strides[0] == (d.ndim == 2 ? v->cols : 1);
+        if (!inner_ok || !outer_ok) return 0;
+    }
+    v->ptr = (uintptr_t)d.data + (uintptr_t)d.byte_offset;
+    v->device = d.device.device_id;
+    return 1;
+}
+
+static void dl_ignore_error(void *ctx, const char *kind, const char *message) {
+    (void)ctx, (void)kind, (void)message; /* a failed allocation goes to Python, which reports it */
+}
+
+/* A new float32 CUDA tensor of `ndim` dims (rows, cols) through PyTorch's allocator, via DLPack. */
+static PyObject *dl_new(int device, int ndim, int64_t rows, int64_t cols, gview *vc) {
+    int64_t shape[2] = {rows, cols};
+    acc_dl_tensor proto = {NULL, {ACC_DL_CUDA, device}, ndim, {ACC_DL_FLOAT, 32, 1}, shape, NULL, 0};
+    acc_dl_managed *mt = NULL;
+    void *obj = NULL;
+    if (g.dl->managed_tensor_allocator(&proto, &mt, NULL, dl_ignore_error) != 0 || !mt) goto fail;
+    vc->ptr = (uintptr_t)mt->dl_tensor.data + (uintptr_t)mt->dl_tensor.byte_offset;
+    if (g.dl->managed_tensor_to_py_object_no_sync(mt, &obj) != 0 || !obj) {
+        if (mt->deleter) mt->deleter(mt);
+        goto fail;
+    }
+    vc->ndim = ndim;
+    vc->rows = rows;
+    vc->cols = ndim == 2 ? cols : 1;
+    vc->device = device;
+    return (PyObject *)obj;
+fail:
+    PyErr_Clear();
+    return NULL;
+}
+
+/* 1: t is a contiguous float32 CUDA tensor (not needing grad unless `raw`) seen in *v; 0: not
+ * handled here (no exception set). */
+static int torch_view(PyObject *t, int raw, gview *v) {
+    long long val;
+    PyObject *o;
+    int ok = 0;
+    if (!raw) {
+        if (!(o = PyObject_GetAttr(t, s_requires_grad))) goto error;
+        ok = o == Py_False;
+        Py_DECREF(o);
+        if (!ok) return 0;
+    }
+    if (!(o = PyObject_CallMethodNoArgs(t, s_is_neg)))
+        goto error; /* a lazily negated view: Python resolves it */
+    ok = o == Py_False;
+    Py_DECREF(o);
+    if (!ok) return 0;
+    if (g.dl && dl_view(t, v)) return 1;
+    if (!(o = PyObject_GetAttr(t, s_dtype))) goto error;
+    ok = o == g.torch_float32;
+    Py_DECREF(o);
+    if (!ok) return 0;
+    int r = get_int(t, s_get_device, 1, &val);
+    if (r <= 0 || val < 0) goto done_r; /* CPU tensors: -1 */
+    v->device = (int)val;
+    PyObject *shape = PyObject_GetAttr(t, s_shape);
+    PyObject *stride = shape ? PyObject_CallMethodNoArgs(t, s_stride) : NULL;
+    ok = stride ? dense_layout(shape, stride, 1, v) : 0;
+    Py_XDECREF(shape);
+    Py_XDECREF(stride);
+    if (!ok) goto error_or_zero;
+    r = get_int(t, s_data_ptr, 1, &val);
+    if (r <= 0) goto done_r;
+    v->ptr = (uintptr_t)val;
+    return 1;
+done_r:
+    if (r < 0) PyErr_Clear();
+    return 0;
+error_or_zero:
+    if (PyErr_Occurred()) PyErr_Clear();
+    return 0;
+error:
+    PyErr_Clear();
+    return 0;
+}
+
+/* The same for a CuPy array. */
+static int cupy_view(PyObject *a, gview *v) {
+    PyObject *o = PyObject_GetAttr(a, s_dtype);
+    if (!o) goto error;
+    int ok = PyArray_DescrCheck(o) && ((PyArray_Descr *)o)->type_num == NPY_FLOAT32 &&
+             PyArray_ISNBO(((PyArray_Descr *)o)->byteorder);
+    Py_DECREF(o);
+    if (!ok) return 0;
+    PyObject *shape = PyObject_GetAttr(a, s_shape);
+    PyObject *strides = shape ? PyObject_GetAttr(a, s_strides) : NULL;
+    ok = strides ? dense_layout(shape, strides, 4, v) : 0;
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    if (!ok) goto error_or_zero;
+    PyObject *mp = PyObject_GetAttr(a, s_data);
+    if (!mp) goto error;
+    long long ptr = 0, dev = -1;
+    ok = get_int(mp, s_ptr, 0, &ptr) > 0 && get_int(mp, s_device_id, 0, &dev) > 0;
+    Py_DECREF(mp);
+    if (!ok) goto error_or_zero;
+    v->ptr = (uintptr_t)ptr;
+    v->device = (int)dev;
+    return 1;
+error_or_zero:
+    if (PyErr_Occurred()) PyErr_Clear();
+    return 0;
+error:
+    PyErr_Clear();
+    return 0;
+}
+
+/* The library's current stream on `device` (NULL = legacy default); 0 when it cannot be read. */
+static int current_stream(int torch, int device, void **stream) {
+    PyObject *o;
+    if (torch && g.dl && g.dl->current_work_stream(ACC_DL_CUDA, device, stream) == 0) return 1;
+    if (torch) {
+        PyErr_Clear();
+        PyObject *d = PyLong_FromLong(device);
+        if (!d) goto error;
+        o = PyObject_CallOneArg(g.torch_stream, d);
+        Py_DECREF(d);
+    } else {
+        o = PyObject_CallNoArgs(g.cupy_stream);
+    }
+    if (!o) goto error;
+    *stream = PyLong_AsVoidPtr(o);
+    Py_DECREF(o);
+    if (PyErr_Occurred()) goto error;
+    return 1;
+error:
+    PyErr_Clear();
+    return 0;
+}
+
+/* A new C (m x n, or m for a vector) through the array library's allocator, or NULL (no exception). */
+static PyObject *new_output(int torch, PyObject *B, const gview *vb, int64_t m, gview *vc) {
+    if (torch && g.dl) return dl_new(vb->device, vb->ndim, m, vb->cols, vc);
+    PyObject *shape = vb->ndim == 1 ? Py_BuildValue("(L)", (long long)m)
+                                    : Py_BuildValue("(LL)", (long long)m, (long long)vb->cols);
+    if (!shape) goto error;
+    PyObject *C;
+    if (torch) {
+        PyObject *args[2] = {B, shape};
+        C = PyObject_VectorcallMethod(s_new_empty, args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    } else {
+        C = PyObject_CallFunctionObjArgs((PyObject *)g.cupy_ndarray, shape, g.float32_descr, NULL);
+    }
+    Py_DECREF(shape);
+    if (!C) goto error;
+    if (!(torch ? torch_view(C, 1, vc) : cupy_view(C, vc))) { /* cannot happen for a fresh array */
+        Py_DECREF(C);
+        return NULL;
+    }
+    return C;
+error:
+    PyErr_Clear();
+    return NULL;
+}
+
+/* ---- the Launcher type ------------------------------------------------------------------------ */
+
+static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    long long m, k, nw;
+    unsigned long long perm, wo, meta, vals;
+    int device;
+    if (kwds && PyDict_GET_SIZE(kwds)) {
+        PyErr_SetString(PyExc_TypeError, "Launcher takes positional arguments only");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(
+            args, "LLLKKKKi;Launcher(m, k, num_windows, perm, window_offsets, block_meta, values, device)",
+            &m, &k, &nw, &perm, &wo, &meta, &vals, &device))
+        return NULL;
+    if (m < 0 || k < 0 || nw != (m + 7) / 8) {
+        PyErr_SetString(PyExc_ValueError, "Launcher: inconsistent sizes");
+        return NULL;
+    }
+    LauncherObject *self = (LauncherObject *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    memset(&self->base, 0, sizeof self->base);
+    self->base.m = m;
+    self->base.k = k;
+    self->base.num_windows = nw;
+    self->base.perm = (const int64_t *)(uintptr_t)perm;
+    self->base.window_offsets = (const int64_t *)(uintptr_t)wo;
+    self->base.block_meta = (const int32_t *)(uintptr_t)meta;
+    self->base.values = (const float *)(uintptr_t)vals;
+    self->device = device;
+    return (PyObject *)self;
+}
+
+/* register(n, stream, tasks, num_tasks, workspace, counters, variant5): the launch for (n, stream). */
+static PyObject *launcher_register(LauncherObject *self, PyObject *args) {
+    long long n, ntasks;
+    unsigned long long stream, tasks, ws, cnt;
+    launch_entry e;
+    if (!PyArg_ParseTuple(args,
+                          "LKKLKK(iiiii);register(n, stream, tasks, num_tasks, workspace, counters, variant)",
+                          &n, &stream, &tasks, &ntasks, &ws, &cnt, &e.variant.slice_s, &e.variant.depth,
+                          &e.variant.cache_l1, &e.variant.slice_major, &e.variant.staged))
+        return NULL;
+    if (n <= 0 || ntasks <= 0 || !tasks) {
+        PyErr_SetString(PyExc_ValueError, "register: n and num_tasks must be positive");
+        return NULL;
+    }
+    e.n = n;
+    e.stream = (void *)(uintptr_t)stream;
+    e.tasks = (const int32_t *)(uintptr_t)tasks;
+    e.num_tasks = ntasks;
+    e.workspace = (float *)(uintptr_t)ws;
+    e.counters = (int32_t *)(uintptr_t)cnt;
+    int slot = -1;
+    for (int i = 0; i < self->count; i++)
+        if (self->entry[i].n == n && self->entry[i].stream == e.stream) slot = i;
+    if (slot < 0 && self->count < LAUNCH_SLOTS) slot = self->count++;
+    if (slot < 0) {
+        slot = self->next;
+        self->next = (self->next + 1) % LAUNCH_SLOTS;
+    }
+    self->entry[slot] = e;
+    Py_RETURN_NONE;
+}
+
+/* clear(): forgets every registered launch (the Python layer freed or regrew a workspace, or closed). */
+static PyObject *launcher_clear(LauncherObject *self, PyObject *noargs) {
+    (void)noargs;
+    self->count = self->next = 0;
+    Py_RETURN_NONE;
+}
+
+/* call(B, out, raw) -> C, or None where the Python layer must take the call (module comment). */
+static PyObject *launcher_call(LauncherObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "call(B, out, raw) takes 3 arguments");
+        return NULL;
+    }
+    PyObject *B = args[0], *out = args[1];
+    const int raw = PyObject_IsTrue(args[2]) == 1;
+    PyTypeObject *tp = Py_TYPE(B);
+    int torch;
+    if (g.torch_tensor && tp == g.torch_tensor)
+        torch = 1;
+    else if (g.cupy_ndarray && tp == g.cupy_ndarray)
+        torch = 0;
+    else
+        Py_RETURN_NONE;
+    if (self->count == 0) Py_RETURN_NONE;
+    gview vb, vc;
+    if (!(torch ? torch_view(B, raw, &vb) : cupy_view(B, &vb))) Py_RETURN_NONE;
+    const acc_tf32_args *base = &self->base;
+    if (vb.device != self->device || vb.rows != base->k || base->m == 0) Py_RETURN_NONE;
+    int cur = -1;
+    if (acc_cuda_get_device(&cur) != ACC_SUCCESS || cur != self->device) Py_RETURN_NONE;
+    void *stream = NULL;
+    if (!current_stream(torch, vb.device, &stream)) Py_RETURN_NONE;
+    const launch_entry *e = NULL;
+    for (int i = 0; i < self->count; i++)
+        if (self->entry[i].n == vb.cols && self->entry[i].stream == stream) e = &self->entry[i];
+    if (!e) Py_RETURN_NONE;
+    if (e->workspace) { /* a capture must use the plan's capture workspace (accspmm._tf32._workspace) */
+        int capturing = 1;
+        if (acc_cuda_stream_capturing(stream, &capturing) != ACC_SUCCESS || capturing) Py_RETURN_NONE;
+    }
+    PyObject *C;
+    if (out == Py_None) {
+        C = new_output(torch, B, &vb, base->m, &vc);
+        if (!C) Py_RETURN_NONE;
+    } else {
+        if (Py_TYPE(out) != tp || !(torch ? torch_view(out, 0, &vc) : cupy_view(out, &vc))) Py_RETURN_NONE;
+        const uintptr_t b_end = vb.ptr + (uintptr_t)(vb.rows * vb.cols * 4);
+        const uintptr_t c_end = vc.ptr + (uintptr_t)(vc.rows * vc.cols * 4);
+        if (vc.device != self->device || vc.ndim != vb.ndim || vc.rows != base->m || vc.cols != vb.cols ||
+            (vc.ptr < b_end && vb.ptr < c_end))
+            Py_RETURN_NONE; /* the Python layer names what is wrong */
+        Py_INCREF(out);
+        C = out;
+    }
+    acc_tf32_args a = *base;
+    a.n = vb.cols;
+    a.tasks = e->tasks;
+    a.num_tasks = e->num_tasks;
+    a.workspace = e->workspace;
+    a.counters = e->counters;
+    a.B = (const float *)vb.ptr;
+    a.C = (float *)vc.ptr;
+    /* The GIL stays held: a launch only enqueues (a few µs), and giving the GIL up would let the
+     * call wait for another thread's whole switch interval to get it back (PyTorch's ops keep it
+     * for their launches too). */
+    const int st = acc_tf32_spmm(&a, &e->variant, stream);
+    if (st) {
+        Py_DECREF(C);
+        return acc_py_cuda_raise(st, "TF32 SpMM launch failed", 0);
+    }
+    self->fast_calls++;
+    return C;
+}
+
+static PyMethodDef launcher_methods[] = {
+    {"call", (PyCFunction)(void (*)(void))launcher_call, METH_FASTCALL,
+     "call(B, out, raw) -> C, or None where the Python layer must take the call"},
+    {"register", (PyCFunction)launcher_register, METH_VARARGS,
+     "register(n, stream, tasks, num_tasks, workspace, counters, variant5)"},
+    {"clear", (PyCFunction)launcher_clear, METH_NOARGS, "clear(): forget every registered launch"},
+    {NULL, NULL, 0, NULL}};
+
+static PyMemberDef launcher_members[] = {
+    {"fast_calls", T_ULONGLONG, offsetof(LauncherObject, fast_calls), READONLY, "calls completed in C"},
+    {"registered", T_INT, offsetof(LauncherObject, count), READONLY, "registered (n, stream) launches"},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyTypeObject LauncherType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "accspmm._cuda.Launcher",
+    .tp_basicsize = sizeof(LauncherObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The steady-state call of a TF32 plan (csrc/cuda_launcher.c).",
+    .tp_new = launcher_new,
+    .tp_methods = launcher_methods,
+    .tp_members = launcher_members,
+};
+
+/* set_interop("torch", torch.Tensor, torch.float32, raw_stream_fn[, exchange_api_capsule]) or
+ * set_interop("cupy", cupy.ndarray, current_stream_ptr_fn, numpy.dtype("float32")). */
+static PyObject *py_set_interop(PyObject *self, PyObject *args) {
+    const char *lib;
+    PyObject *type, *a, *b, *c = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "sO!OO|O", &lib, &PyType_Type, &type, &a, &b, &c)) return NULL;
+    if (!PyCallable_Check(strcmp(lib, "torch") == 0 ? b : a)) {
+        PyErr_SetString(PyExc_TypeError, "set_interop: the stream getter must be callable");
+        return NULL;
+    }
+    if (strcmp(lib, "torch") == 0) {
+        const acc_dl_exchange_api *api = NULL;
+        if (c && c != Py_None) { /* torch.Tensor.__dlpack_c_exchange_api__ */
+            api = PyCapsule_GetPointer(c, "dlpack_exchange_api");
+            if (!api) return NULL;
+            if (api->version.major != 1) api = NULL; /* an ABI we do not know: the attribute route */
+        }
+        Py_XINCREF(c);
+        Py_XSETREF(g.dl_capsule, c);
+        g.dl = api;
+        Py_INCREF(type), Py_INCREF(a), Py_INCREF(b);
+        Py_XSETREF(g.torch_float32, a);
+        Py_XSETREF(g.torch_stream, b);
+        Py_XSETREF(g.torch_tensor, (PyTypeObject *)type);
+    } else if (strcmp(lib, "cupy") == 0 && PyArray_DescrCheck(b)) {
+        Py_INCREF(type), Py_INCREF(a), Py_INCREF(b);
+        Py_XSETREF(g.cupy_stream, a);
+        Py_XSETREF(g.float32_descr, b);
+        Py_XSETREF(g.cupy_ndarray, (PyTypeObject *)type);
+    } else {
+        PyErr_Format(PyExc_ValueError, "set_interop: unknown library or arguments for %s", lib);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef interop_method = {
+    "set_interop", py_set_interop, METH_VARARGS,
+    "set_interop(lib, array type, ...): hands a library's types to the fast call"};
+
+int acc_launcher_add(PyObject *module) {
+#define INTERN(var, text)                                                                                    \
+    if (!(var = PyUnicode_InternFromString(text))) return -1;
+    INTERN(s_requires_grad, "requires_grad")
+    INTERN(s_dtype, "dtype")
+    INTERN(s_get_device, "get_device")
+    INTERN(s_shape, "shape")
+    INTERN(s_stride, "stride")
+    INTERN(s_data_ptr, "data_ptr")
+    INTERN(s_new_empty, "new_empty")
+    INTERN(s_is_neg, "is_neg")
+    INTERN(s_strides, "strides")
+    INTERN(s_data, "data")
+    INTERN(s_ptr, "ptr")
+    INTERN(s_device_id, "device_id")
+#undef INTERN
+    if (PyType_Ready(&LauncherType) < 0) return -1;
+    Py_INCREF(&LauncherType);
+    if (PyModule_AddObject(module, "Launcher", (PyObject *)&LauncherType) < 0) {
+        Py_DECREF(&LauncherType);
+        return -1;
+    }
+    PyObject *fn = PyCFunction_NewEx(&interop_method, NULL, NULL);
+    if (!fn || PyModule_AddObject(module, "set_interop", fn) < 0) {
+        Py_XDECREF(fn);
+        return -1;
+    }
+    return 0;
+}
