@@ -13,13 +13,17 @@ device, and an explicit precision that does not fit the dtype raises ValueError.
 
 from __future__ import annotations
 
+import itertools
+import sys
 import time
 import weakref
 
 import numpy as np
+import scipy.sparse as sp
 
 from . import _core, _reorder
-from ._device import DeviceArray, ForeignArray, cuda_available, cuda_status, load_cusparse, require_cuda, stream_handle
+from ._device import (DeviceArray, ForeignArray, array_library, cuda_available, cuda_status, load_cusparse,
+                      register_interop, require_cuda, stream_handle)
 from ._format import BitTCF, check_perm
 from ._validate import INT32_MAX, CSR, as_csr, as_host_b, check_b_dtype, check_out, compute_dtype, is_gpu_array
 
@@ -27,6 +31,29 @@ DEVICES = ("auto", "cpu", "gpu")
 PRECISIONS = ("tf32", "fp32", "fp64")
 FORMATS = ("auto", "csr", "bittcf")
 _SPMM_CSR_ALGS = {"default": 0, "alg1": 4, "alg2": 6, "alg3": 12}
+
+
+# The PyTorch op (accspmm._torch) names a plan by an integer handle: torch.library ops take
+# tensors and plain scalars.  Plans are held weakly: a handle dies with its plan.
+_PLANS = weakref.WeakValueDictionary()
+_HANDLES = itertools.count(1)
+
+
+def _never() -> bool:
+    return False
+
+
+# Set by accspmm._torch when it loads: torch.compiler.is_compiling, and the traced form of a call.
+_compiling = _never
+_traced_call = None
+
+
+def lookup(handle: int) -> "Plan":
+    """The live plan of a handle (``Plan.handle``); the torch op's argument."""
+    p = _PLANS.get(int(handle))
+    if p is None or p._closed:
+        raise RuntimeError(f"accspmm plan {handle} was closed or garbage-collected")
+    return p
 
 
 def _resolve_device(device: str) -> str:
@@ -102,8 +129,17 @@ class Plan:
         ``plan.stats["schedule_by_n"][n]["tuned_ms"]``).
     cusparse_alg : cuSPARSE CSR algorithm for "fp32"/"fp64" on the GPU: "default", "alg1", "alg2", "alg3".
 
-    Call the plan with ``B`` (array-like, k x n or length-k vector; or a CuPy / PyTorch CUDA array)
-    to get ``A @ B`` in the original row order, of the same kind as ``B``.
+    Call the plan with ``B`` (array-like, k x n or length-k vector; a CuPy array; a PyTorch tensor,
+    CPU or CUDA, with or without ``requires_grad``) to get ``A @ B`` in the original row order, of
+    the same kind as ``B``.  A PyTorch ``B`` that requires grad goes through the autograd op
+    ``torch.ops.accspmm.spmm`` (dL/dB = A^T @ dL/dC by a transposed plan built at the first
+    backward; A's values are constants), also under ``torch.compile``.
+
+    The call is lean: after the first call for a width n on a stream (which decides and times the
+    kernel, synchronously), a call with a CuPy or PyTorch CUDA ``B`` is one C function that
+    launches on the library's current stream and returns: no host synchronisation and no device
+    allocation beyond the result (through the library's allocator).  Warm up each width once
+    before a CUDA-graph capture; captured calls replay with new values in ``B``.
     """
 
     def __init__(self, A, *, device="auto", precision=None, format="auto", reorder=None, reorder_params=None,
@@ -128,12 +164,17 @@ class Plan:
             raise ValueError("tuning applies to the GPU TF32 kernel only (device='gpu', precision='tf32')")
         self._tuning = tuning
         self._closed = False
+        self._fast = None  # the C steady-state call (TF32 on the GPU)
+        self._T = None  # the plan of A^T (autograd's backward), built at first use
+        self.handle = next(_HANDLES)
+        _PLANS[self.handle] = self
         self._device_id = None
         self._dev = {}  # name -> DeviceArray
         self._cusparse = {}  # n -> capsule
         self.stats = {"nnz": csr.nnz, "shape": csr.shape, "device": self.device,
                       "precision": self.precision, "format": self.format}
         csr = csr.astype(dtype)
+        self._source = csr  # kept for the transposed plan
         self._csr = None
         self._bittcf = None
         if perm is not None and reorder not in (None, "none"):
@@ -161,6 +202,8 @@ class Plan:
             self._upload()
             self.stats["upload_seconds"] = time.perf_counter() - t1
         self._finalizer = weakref.finalize(self, Plan._free_device, self._dev, self._cusparse)
+        if "torch" in sys.modules:  # register the torch op now, before any torch.compile traces a call
+            from . import _torch  # noqa: F401
 
     # ---- lifetime -----------------------------------------------------------------------
 
@@ -174,7 +217,24 @@ class Plan:
     def close(self):
         """Frees the plan's device memory now (also done on garbage collection)."""
         self._closed = True
+        self._fast = None
+        if self.format == "bittcf" and self.device == "gpu":
+            self._tf32.launcher.clear()
+        if self._T is not None:
+            self._T.close()
         self._finalizer()
+
+    def transposed(self) -> "Plan":
+        """The plan of ``A.T`` with this plan's device, precision, dtype, format and balance
+        (built at the first call: autograd's backward uses it)."""
+        if self._closed:
+            raise RuntimeError("this plan was closed")
+        if self._T is None:
+            src = self._source
+            At = sp.csr_matrix((src.data, src.indices, src.indptr), shape=src.shape).T.tocsr()
+            self._T = Plan(At, device=self.device, precision=self.precision, format=self.format, dtype=self.dtype,
+                           balance=self.balance, cusparse_alg=self.cusparse_alg)
+        return self._T
 
     def __enter__(self):
         return self
@@ -213,19 +273,45 @@ class Plan:
 
         self._tf32 = TF32Runner(self._bittcf, put, self._dev, self._device_id, self.stats, self.balance,
                                 self._tuning)
+        self._fast = self._tf32.launcher.call
 
     # ---- execution ------------------------------------------------------------------------
 
-    def __call__(self, B, *, out=None, stream=None, check_finite=True):
-        """Returns ``A @ B`` (NumPy for host B, same library for CuPy/PyTorch CUDA B).
+    def __call__(self, B, *, out=None, stream=None, check_finite=False):
+        """Returns ``A @ B`` (NumPy for host B, same library for CuPy/PyTorch B).
 
-        With precision "tf32", B must be finite; ``check_finite=True`` verifies it (for GPU
-        arrays that is one reduction over B and a host synchronisation per call: pass False
-        when B is known to be finite, e.g. inside a training loop)."""
+        Non-finite values in B follow scipy under every precision: NaN and inf reach exactly the
+        output entries where a stored entry of A meets them (the TF32 kernel finds such tiles on
+        the device and recomputes them exactly; no host synchronisation).  ``check_finite=True``
+        raises ValueError instead when B holds NaN or inf; it reads B back, so it synchronises.
+        ``stream``: a CuPy or PyTorch stream or an int handle (default: the current stream of
+        B's library, or the legacy default stream for host arrays)."""
+        if _compiling():  # torch.compile traces the torch op instead of the C call
+            return _traced_call(self, B, out)
+        fast = self._fast
+        if fast is not None and stream is None and not check_finite:
+            C = fast(B, out, False)
+            if C is not None:
+                return C
+        return self._call(B, out, stream, check_finite)
+
+    def _call(self, B, out, stream, check_finite):
+        """Every call the C fast path did not take: first calls, host arrays, other libraries,
+        autograd, and every error message."""
         if self._closed:
             raise RuntimeError("this plan was closed")
+        lib = array_library(B)
+        if lib == "torch":
+            from . import _torch
+
+            return _torch.call(self, B, out, stream, check_finite)
+        if lib == "cupy":
+            register_interop("cupy")
         if is_gpu_array(B):
             return self._call_gpu_array(B, out, stream, check_finite)
+        return self._call_host(B, out, stream, check_finite)
+
+    def _call_host(self, B, out, stream, check_finite):
         m, k = self.shape
         Bh, vector = as_host_b(B, k)
         if Bh.dtype.kind == "f" and np.dtype(np.result_type(Bh.dtype, self.dtype)) != self.dtype:
@@ -253,12 +339,12 @@ class Plan:
             _core.bittcf_spmm(self._bittcf, B, C)
 
     def _check_finite(self, B, check: bool):
-        """Tensor-Core blocks multiply stored zeros too: 0 * inf would give NaN where scipy gives 0."""
-        if self.precision == "tf32" and check:
+        """check_finite=True: ValueError when B holds NaN or inf (reads the answer back: synchronises)."""
+        if check:
             finite = bool(B.isfinite().all()) if hasattr(B, "isfinite") else bool(np.isfinite(B).all())
             if not finite:
-                raise ValueError("B holds NaN or inf; precision='tf32' needs finite B "
-                                 "(use precision='fp32' for IEEE semantics with non-finite values)")
+                raise ValueError("B holds NaN or inf (check_finite=True); by default they propagate as in "
+                                 "scipy, to exactly the entries where a stored entry of A meets them")
 
     def _run_gpu_host(self, B: np.ndarray, C: np.ndarray, stream, check_finite: bool):
         self._check_finite(B, check_finite)
@@ -338,7 +424,7 @@ def plan(A, **kwargs) -> Plan:
 
 
 def spmm(A, B, *, device="auto", precision=None, format="auto", reorder="none", out=None, stream=None,
-         check_finite=True):
+         check_finite=False):
     """``C = A @ B`` for sparse ``A`` and dense ``B`` (one-shot form of :func:`plan`).
 
     ``device="auto"`` runs on the GPU when one is usable (precision "tf32" by default for float32
@@ -349,7 +435,14 @@ def spmm(A, B, *, device="auto", precision=None, format="auto", reorder="none", 
     :func:`plan` to multiply the same A many times (it reorders by default).
     """
     csr = as_csr(A)
-    if is_gpu_array(B):
+    if array_library(B) == "torch":
+        from . import _torch
+
+        b_dtype = _torch.numpy_dtype(B)
+        if B.is_cuda and device == "cpu":
+            raise ValueError("B is a CUDA tensor; use device='gpu' or 'auto', or pass a CPU tensor")
+        device = "gpu" if B.is_cuda else device
+    elif is_gpu_array(B):
         if device == "cpu":
             raise ValueError("B is a GPU array; use device='gpu' or 'auto', or pass a host array")
         device = "gpu"
@@ -361,7 +454,10 @@ def spmm(A, B, *, device="auto", precision=None, format="auto", reorder="none", 
             B = B.reshape(-1)
     check_b_dtype(b_dtype)
     dtype = compute_dtype(csr.dtype, b_dtype)
-    with Plan(csr, device=device, precision=precision, format=format, reorder=reorder, dtype=dtype) as p:
+    p = Plan(csr, device=device, precision=precision, format=format, reorder=reorder, dtype=dtype)
+    if getattr(B, "requires_grad", False):  # the autograd graph holds the plan until its backward
+        return p(B, out=out, stream=stream, check_finite=check_finite)
+    with p:
         return p(B, out=out, stream=stream, check_finite=check_finite)
 
 

@@ -106,7 +106,14 @@ def compute_dtype(a_dtype: np.dtype, b_dtype: np.dtype) -> np.dtype:
     return np.dtype(a_dtype)
 
 
+HALF_MESSAGE = ("B has dtype {}: half-precision SpMM is not available yet; accspmm multiplies float32 B "
+                "(precision 'tf32', the GPU default, or 'fp32') and float64 B (precision 'fp64'); "
+                "convert B with B.float() (PyTorch) or B.astype(numpy.float32)")
+
+
 def check_b_dtype(b_dtype: np.dtype) -> None:
+    if (b_dtype.kind == "f" and b_dtype.itemsize == 2) or b_dtype.name == "bfloat16":
+        raise TypeError(HALF_MESSAGE.format(b_dtype.name))
     if b_dtype.kind not in "fiub":
         raise TypeError(f"B must hold real numbers, got dtype {b_dtype}")
 
