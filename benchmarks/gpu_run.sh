@@ -7,9 +7,10 @@
 #                           before this checkout is installed) with $BASELINE_ARGS;
 #                 tests: pytest -m gpu (-k "$PYTEST_K" when set); sanitize: compute-sanitizer;
 #                 ncu: Nsight Compute counters of the TF32 kernel (benchmarks/ncu_gpu.py);
-#                 bench: benchmarks/bench_gpu.py DATA_DIR with the remaining arguments.
+#                 bench: benchmarks/bench_gpu.py DATA_DIR with the remaining arguments;
+#                 python: benchmarks/bench_python.py DATA_DIR $PYBENCH_ARGS (the call as users make it).
 #   OUT           where logs and results go (default benchmarks/results/raw): run.log (every
-#                 stage's output), results.json/md, baseline/results.json/md, ncu.txt.
+#                 stage's output), results.json/md, baseline/results.json/md, ncu.txt, python.json/md.
 # The benchmark table prints last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -46,4 +47,10 @@ if [[ $STAGES == *" bench "* ]]; then
   stage bench
   timeout "${BENCH_TIMEOUT:-540}" python3 benchmarks/bench_gpu.py "$DATA" --out "$OUT" "$@" 2>&1 | tee -a "$LOG" | grep -v "^|"
   [ -f "$OUT/results.md" ] && tail -25 "$OUT/results.md"
+fi
+if [[ $STAGES == *" python "* ]]; then
+  stage python
+  timeout "${PYBENCH_TIMEOUT:-540}" python3 benchmarks/bench_python.py "$DATA" --out "$OUT" ${PYBENCH_ARGS:-} 2>&1 \
+    | tee -a "$LOG" | grep -v "^|" | tail -40
+  [ -f "$OUT/python.md" ] && grep -A12 "^## Summary" "$OUT/python.md"
 fi

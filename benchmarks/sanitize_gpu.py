@@ -2,8 +2,11 @@
 with identity, packed, grouped and split schedules (GROUP and SPLIT tasks reduce through shared
 memory; window 5 is a GROUP of 2 warps at cap 32, a multi-part SPLIT at caps 2 and 4), every slice
 width, register and cp.async-staged pipelines, several depths, both grid orders, N tails (4-byte copy path), empty windows, and the
-cuSPARSE path; exits 1 on any wrong result."""
+cuSPARSE path; B with inf/NaN (the kernels' exact recompute of non-finite tiles, PACK, GROUP and
+SPLIT writers) against scipy's pattern; and the C steady-state call with CuPy arrays; exits 1 on
+any wrong result."""
 
+import cupy as cp
 import numpy as np
 import scipy.sparse as sp
 
@@ -15,18 +18,36 @@ d[8:24] = 0  # empty windows
 d[40] = rng.integers(1, 9, size=300)  # long row -> window 5 has 38 blocks: split at cap 2..32
 A = sp.csr_matrix(d.astype(np.float32))
 ok = True
+
+
+def check(cond, what):
+    global ok
+    if not cond:
+        print("WRONG:", what)
+    ok &= bool(cond)
+
+
 configs = [{"cap": 0}, {"cap": 2}, {"cap": 32, "depth": 4}, {"cap": 2, "slice_s": 1},
            {"cap": 4, "slice_major": 1, "cache_l1": 0},
            {"cap": 0, "staged": 1}, {"cap": 2, "staged": 1, "depth": 3}, {"cap": 32, "staged": 1, "slice_s": 1}]
 for n in (1, 5, 32, 37, 64, 130):
     B = rng.integers(-8, 9, size=(300, n)).astype(np.float32)
     ref = A @ B
+    Bx = B.copy()  # inf / NaN in rows of stored columns and at random
+    Bx[rng.choice(300, 6, replace=False), :] = [[np.inf], [-np.inf], [np.nan], [np.inf], [np.nan], [-np.inf]]
+    Bx[rng.random(Bx.shape) < 0.01] = np.nan
+    refx = A @ Bx
     for tuning in configs:
-        C = accspmm.plan(A, device="gpu", reorder="none", tuning=tuning)(B)
-        ok &= bool(np.array_equal(C, ref))
-    C = accspmm.plan(A, device="gpu")(B)  # defaults: reordering and the cost model
-    ok &= bool(np.array_equal(C, ref))
-    C = accspmm.spmm(A, B, device="gpu", precision="fp32")
-    ok &= bool(np.array_equal(C, ref))
+        p = accspmm.plan(A, device="gpu", reorder="none", tuning=tuning)
+        check(np.array_equal(p(B), ref), f"n={n} {tuning}")
+        check(np.array_equal(p(Bx), refx, equal_nan=True), f"n={n} {tuning} inf/NaN")
+    p = accspmm.plan(A, device="gpu")  # defaults: reordering and the cost model
+    check(np.array_equal(p(B), ref), f"n={n} default plan")
+    Bg, Cg = cp.asarray(Bx), cp.full((45, n), cp.nan, cp.float32)
+    for _ in range(3):  # the first call registers the launch, the next two take the C call
+        p(Bg, out=Cg)
+        check(np.array_equal(cp.asnumpy(Cg), refx, equal_nan=True), f"n={n} C call inf/NaN")
+    check(p._tf32.launcher.fast_calls >= 2, f"n={n}: the C call was not taken")
+    check(np.array_equal(accspmm.spmm(A, B, device="gpu", precision="fp32"), ref), f"n={n} fp32")
 print("sanitize workload:", "OK" if ok else "WRONG")
 raise SystemExit(0 if ok else 1)
