@@ -224,6 +224,8 @@ def register_interop(lib: str) -> None:
         if lib == "torch":
             import torch
 
+            if not hasattr(torch._C, "_cuda_getCurrentRawStream"):  # a CPU-only PyTorch: Python takes the calls
+                return
             api = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
             if os.environ.get("ACCSPMM_NO_DLPACK_API"):  # the attribute route, for tests and A/B timing
                 api = None

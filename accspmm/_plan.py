@@ -203,7 +203,10 @@ class Plan:
             self.stats["upload_seconds"] = time.perf_counter() - t1
         self._finalizer = weakref.finalize(self, Plan._free_device, self._dev, self._cusparse)
         if "torch" in sys.modules:  # register the torch op now, before any torch.compile traces a call
-            from . import _torch  # noqa: F401
+            try:
+                from . import _torch  # noqa: F401
+            except (ImportError, AttributeError):  # a PyTorch without torch.library's API: a call with
+                pass  # a tensor imports it again and reports why
 
     # ---- lifetime -----------------------------------------------------------------------
 

@@ -163,79 +163,61 @@ fail:
     return NULL;
 }
 
+/* 1 when obj.name (obj.name() with `method`) is `expected` (identity); 0 otherwise or on error. */
+static int attr_is(PyObject *obj, PyObject *name, int method, PyObject *expected) {
+    PyObject *o = method ? PyObject_CallMethodNoArgs(obj, name) : PyObject_GetAttr(obj, name);
+    const int same = o == expected;
+    Py_XDECREF(o);
+    return same;
+}
+
+/* obj's shape and strides (PyTorch: stride(), in elements; CuPy: strides, in bytes) into *v;
+ * 1 when 1-D or 2-D, C-contiguous and not empty. */
+static int layout_of(PyObject *obj, int torch, gview *v) {
+    PyObject *shape = PyObject_GetAttr(obj, s_shape);
+    PyObject *strides = !shape  ? NULL
+                        : torch ? PyObject_CallMethodNoArgs(obj, s_stride)
+                                : PyObject_GetAttr(obj, s_strides);
+    const int ok = strides ? dense_layout(shape, strides, torch ? 1 : 4, v) : 0;
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    return ok;
+}
+
 /* 1: t is a contiguous float32 CUDA tensor (not needing grad unless `raw`) seen in *v; 0: not
  * handled here (no exception set). */
 static int torch_view(PyObject *t, int raw, gview *v) {
     long long val;
-    PyObject *o;
-    int ok = 0;
-    if (!raw) {
-        if (!(o = PyObject_GetAttr(t, s_requires_grad))) goto error;
-        ok = o == Py_False;
-        Py_DECREF(o);
-        if (!ok) return 0;
-    }
-    if (!(o = PyObject_CallMethodNoArgs(t, s_is_neg)))
-        goto error; /* a lazily negated view: Python resolves it */
-    ok = o == Py_False;
-    Py_DECREF(o);
-    if (!ok) return 0;
+    if (!raw && !attr_is(t, s_requires_grad, 0, Py_False)) goto fallback;
+    if (!attr_is(t, s_is_neg, 1, Py_False)) goto fallback; /* a lazily negated view: Python resolves it */
     if (g.dl && dl_view(t, v)) return 1;
-    if (!(o = PyObject_GetAttr(t, s_dtype))) goto error;
-    ok = o == g.torch_float32;
-    Py_DECREF(o);
-    if (!ok) return 0;
-    int r = get_int(t, s_get_device, 1, &val);
-    if (r <= 0 || val < 0) goto done_r; /* CPU tensors: -1 */
+    if (!attr_is(t, s_dtype, 0, g.torch_float32)) goto fallback;
+    if (get_int(t, s_get_device, 1, &val) <= 0 || val < 0) goto fallback; /* CPU tensors: -1 */
     v->device = (int)val;
-    PyObject *shape = PyObject_GetAttr(t, s_shape);
-    PyObject *stride = shape ? PyObject_CallMethodNoArgs(t, s_stride) : NULL;
-    ok = stride ? dense_layout(shape, stride, 1, v) : 0;
-    Py_XDECREF(shape);
-    Py_XDECREF(stride);
-    if (!ok) goto error_or_zero;
-    r = get_int(t, s_data_ptr, 1, &val);
-    if (r <= 0) goto done_r;
+    if (!layout_of(t, 1, v) || get_int(t, s_data_ptr, 1, &val) <= 0) goto fallback;
     v->ptr = (uintptr_t)val;
     return 1;
-done_r:
-    if (r < 0) PyErr_Clear();
-    return 0;
-error_or_zero:
-    if (PyErr_Occurred()) PyErr_Clear();
-    return 0;
-error:
+fallback:
     PyErr_Clear();
     return 0;
 }
 
 /* The same for a CuPy array. */
 static int cupy_view(PyObject *a, gview *v) {
-    PyObject *o = PyObject_GetAttr(a, s_dtype);
-    if (!o) goto error;
-    int ok = PyArray_DescrCheck(o) && ((PyArray_Descr *)o)->type_num == NPY_FLOAT32 &&
-             PyArray_ISNBO(((PyArray_Descr *)o)->byteorder);
-    Py_DECREF(o);
-    if (!ok) return 0;
-    PyObject *shape = PyObject_GetAttr(a, s_shape);
-    PyObject *strides = shape ? PyObject_GetAttr(a, s_strides) : NULL;
-    ok = strides ? dense_layout(shape, strides, 4, v) : 0;
-    Py_XDECREF(shape);
-    Py_XDECREF(strides);
-    if (!ok) goto error_or_zero;
-    PyObject *mp = PyObject_GetAttr(a, s_data);
-    if (!mp) goto error;
     long long ptr = 0, dev = -1;
-    ok = get_int(mp, s_ptr, 0, &ptr) > 0 && get_int(mp, s_device_id, 0, &dev) > 0;
-    Py_DECREF(mp);
-    if (!ok) goto error_or_zero;
+    PyObject *o = PyObject_GetAttr(a, s_dtype);
+    int ok = o && PyArray_DescrCheck(o) && ((PyArray_Descr *)o)->type_num == NPY_FLOAT32 &&
+             PyArray_ISNBO(((PyArray_Descr *)o)->byteorder);
+    Py_XDECREF(o);
+    if (!ok || !layout_of(a, 0, v)) goto fallback;
+    PyObject *mp = PyObject_GetAttr(a, s_data);
+    ok = mp && get_int(mp, s_ptr, 0, &ptr) > 0 && get_int(mp, s_device_id, 0, &dev) > 0;
+    Py_XDECREF(mp);
+    if (!ok) goto fallback;
     v->ptr = (uintptr_t)ptr;
     v->device = (int)dev;
     return 1;
-error_or_zero:
-    if (PyErr_Occurred()) PyErr_Clear();
-    return 0;
-error:
+fallback:
     PyErr_Clear();
     return 0;
 }

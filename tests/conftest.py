@@ -64,6 +64,17 @@ def int_dense(k, n, seed=1, dtype=np.float32):
     return rng.integers(-8, 9, size=(k, n)).astype(dtype)
 
 
+def long_window_matrix():
+    """37 x 3000 with windows of 0, 1, 40 and 375 TC blocks (a dense 3000-column row), integer
+    values: PACK, GROUP and multi-part SPLIT tasks at small caps."""
+    rng = np.random.default_rng(3)
+    d = (rng.random((37, 3000)) < 0.004) * rng.integers(-8, 9, (37, 3000))
+    d[8:16] = 0
+    d[20] = rng.integers(1, 9, 3000)
+    d[30, :320] = rng.integers(-8, 9, 320)
+    return sp.csr_matrix(d.astype(np.float32))
+
+
 def scipy_ref(A, B):
     """scipy's product in the result dtype (the object of bit-exact comparisons)."""
     return np.asarray(A @ B)

@@ -11,7 +11,8 @@ import pytest
 import scipy.sparse as sp
 
 import accspmm
-from conftest import assert_bit_exact, error_bound_check, int_dense, load_int_matrix, real_matrix_params, scipy_ref
+from conftest import (assert_bit_exact, error_bound_check, int_dense, load_int_matrix, long_window_matrix,
+                      real_matrix_params, scipy_ref)
 
 pytestmark = pytest.mark.gpu
 
@@ -139,22 +140,12 @@ def test_tf32_misaligned_b(bundled_int):
         _assert_exact_gpu(_run_poisoned(p, Bg), _exact_ref_gpu(A, Bg))
 
 
-def _long_window_matrix():
-    """Windows of 0, 1, 40 and 375 TC blocks (a dense 3000-column row), integer values."""
-    rng = np.random.default_rng(3)
-    d = (rng.random((37, 3000)) < 0.004) * rng.integers(-8, 9, (37, 3000))
-    d[8:16] = 0
-    d[20] = rng.integers(1, 9, 3000)
-    d[30, :320] = rng.integers(-8, 9, 320)
-    return sp.csr_matrix(d.astype(np.float32))
-
-
 @pytest.mark.parametrize("cap", [1, 2, 8, 64])
 def test_tf32_multi_part_splits(cap):
     """Long windows split over several thread blocks: exact on integers, every call (the counters
     are left at zero) and every width (one workspace per stream, grown to the largest), bitwise
     deterministic on random values, and safe on two streams at once."""
-    A = _long_window_matrix()
+    A = long_window_matrix()
     rng = np.random.default_rng(cap)
     with accspmm.plan(A, device="gpu", reorder="none", tuning={"cap": cap}) as p:
         parts = p._tf32._schedule(cap)[0][:, 2]

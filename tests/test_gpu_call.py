@@ -11,22 +11,12 @@ import pytest
 import scipy.sparse as sp
 
 import accspmm
-from conftest import int_dense, with_int_values
+from conftest import int_dense, long_window_matrix, with_int_values
 
 pytestmark = pytest.mark.gpu
 
 torch = pytest.importorskip("torch") if accspmm.cuda_available() else None
 cp = pytest.importorskip("cupy") if accspmm.cuda_available() else None
-
-
-def _long_window_matrix():
-    """Windows of 0, 1, 40 and 375 TC blocks (a dense 3000-column row), integer values."""
-    rng = np.random.default_rng(3)
-    d = (rng.random((37, 3000)) < 0.004) * rng.integers(-8, 9, (37, 3000))
-    d[8:16] = 0
-    d[20] = rng.integers(1, 9, 3000)
-    d[30, :320] = rng.integers(-8, 9, 320)
-    return sp.csr_matrix(d.astype(np.float32))
 
 
 def _same(C, ref):
@@ -136,7 +126,7 @@ def test_no_sync_and_no_allocation_in_steady_state(bundled_int):
 def test_torch_graph_capture_replays_new_values(cap):
     """Capture p(B, out=C) and p(B) (the result from the graph's pool); replay with new B values.
     cap=2 gives multi-part splits, whose workspace a capture must not allocate."""
-    A = _long_window_matrix() if cap else with_int_values(accspmm.datasets.load_bundled(np.float32), 7)
+    A = long_window_matrix() if cap else with_int_values(accspmm.datasets.load_bundled(np.float32), 7)
     m, k = A.shape
     p = accspmm.plan(A, device="gpu", **({"reorder": "none", "tuning": {"cap": cap}} if cap else {}))
     B = torch.from_numpy(int_dense(k, 96, seed=1)).cuda()
@@ -233,7 +223,7 @@ VARIANTS = [dict(slice_s=s, depth=d, staged=g, slice_major=o) for g in (0, 1) fo
 def test_nonfinite_b_like_scipy_every_variant(bundled_int, variant):
     """PACK (caps 0, 8), GROUP (cap 256 on the 375-block window) and multi-part SPLIT (cap 2)
     tasks, every pipeline, both grid orders, 16-byte and 4-byte column paths."""
-    for A in (bundled_int, _long_window_matrix()):
+    for A in (bundled_int, long_window_matrix()):
         for cap in (0, 2, 8, 256):
             with accspmm.plan(A, device="gpu", reorder="none", tuning={"cap": cap, **variant}) as p:
                 for n in (1, 33, 64, 130):
