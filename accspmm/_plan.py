@@ -131,9 +131,10 @@ class Plan:
 
     Call the plan with ``B`` (array-like, k x n or length-k vector; a CuPy array; a PyTorch tensor,
     CPU or CUDA, with or without ``requires_grad``) to get ``A @ B`` in the original row order, of
-    the same kind as ``B``.  A PyTorch ``B`` that requires grad goes through the autograd op
-    ``torch.ops.accspmm.spmm`` (dL/dB = A^T @ dL/dC by a transposed plan built at the first
-    backward; A's values are constants), also under ``torch.compile``.
+    the same kind as ``B``.  A PyTorch ``B`` that requires grad is differentiated (dL/dB =
+    A^T @ dL/dC by a transposed plan built at the first backward; A's values are constants):
+    eagerly through a ``torch.autograd.Function``, under ``torch.compile`` through the operator
+    ``torch.ops.accspmm.spmm`` with the same formula.
 
     The call is lean: after the first call for a width n on a stream (which decides and times the
     kernel, synchronously), a call with a CuPy or PyTorch CUDA ``B`` is one C function that

@@ -169,6 +169,12 @@ def host_costs(A):
     p(B), p(B, out=out), p(Bc), p(Bc, out=outc)
     fast = p._fast
     a, v = p._tf32.args(B.data_ptr(), out.data_ptr(), n, None)
+    op = torch.ops.accspmm.spmm.default
+    Bg = B.clone().requires_grad_()
+
+    @torch.library.custom_op("accspmm_bench::spmm", mutates_args=())
+    def decorated(B: torch.Tensor, plan: int) -> torch.Tensor:  # the other registration route, timed beside ours
+        return p._fast(B, None, True)
     res = {"matrix": f"{m}x{k}, nnz {A.nnz}, N = {n}",
            "accspmm p(B, out=C) torch": host_us(lambda: p(B, out=out)),
            "accspmm p(B) torch": host_us(lambda: p(B)),
@@ -179,6 +185,9 @@ def host_costs(A):
            "torch.sparse.mm(A, B)": host_us(lambda: torch.sparse.mm(At, B)),
            "cupy A @ B": host_us(lambda: Ac @ Bc),
            "breakdown: the C call alone (p._fast(B, out, False))": host_us(lambda: fast(B, out, False)),
+           "torch.ops.accspmm.spmm(B, handle) (define/impl op, dispatcher)": host_us(lambda: op(B, p.handle, False)),
+           "the same kernel as a @torch.library.custom_op": host_us(lambda: decorated(B, p.handle)),
+           "p(B) with B.requires_grad (autograd op, forward only)": host_us(lambda: p(Bg)),
            "breakdown: bare launch (_cuda.tf32_spmm, cached tuples)": host_us(lambda: _cuda.tf32_spmm(a, v, None))}
     torch.cuda.synchronize()
     c, r = p(B), torch.sparse.mm(At, B)
