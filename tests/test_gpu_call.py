@@ -303,3 +303,33 @@ def test_torch_compile_and_graph_of_training_step(bundled_int):
     g.replay()
     torch.cuda.synchronize()
     assert float(loss.detach()) == l_eager and torch.equal(W.grad, g_eager)
+
+
+def test_results_of_the_c_call_own_their_memory(bundled_int, lib):
+    """A result allocated by the C call (PyTorch's DLPack allocator, new_empty, or CuPy) stays valid
+    and distinct while other results and allocations come and go."""
+    A = bundled_int
+    m, k = A.shape
+    p = accspmm.plan(A, device="gpu")
+    mk = (lambda x: torch.from_numpy(x).cuda()) if lib == "torch" else cp.asarray
+    Bs = [int_dense(k, 48, seed=s) for s in range(4)]
+    p(mk(Bs[0]))
+    p(mk(Bs[0]))
+    results = [p(mk(B)) for B in Bs]
+    ptrs = {(r.data_ptr() if lib == "torch" else r.data.ptr) for r in results}
+    assert len(ptrs) == len(results)
+    for _ in range(20):  # churn the allocator
+        junk = [p(mk(Bs[1])) for _ in range(5)]
+        del junk
+        tmp = mk(np.full((m, 48), 7.0, np.float32))
+        del tmp
+    for r, B in zip(results, Bs):
+        _same(r, np.asarray(A @ B))
+    if lib == "torch":  # and a dropped result gives its memory back at once
+        B2 = mk(Bs[2])
+        p(B2)
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        for _ in range(100):
+            p(B2)
+        assert torch.cuda.memory_allocated() == base
