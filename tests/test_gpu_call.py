@@ -333,3 +333,34 @@ def test_results_of_the_c_call_own_their_memory(bundled_int, lib):
         for _ in range(100):
             p(B2)
         assert torch.cuda.memory_allocated() == base
+
+
+def test_operator_under_cuda_graph_forward_and_backward(bundled_int):
+    """torch.ops.accspmm.spmm itself (the route torch.compile takes) captured with its autograd:
+    replays give A @ B and A^T @ G for new values."""
+    A = bundled_int
+    m, k = A.shape
+    p = accspmm.plan(A, device="gpu")
+    op = torch.ops.accspmm.spmm
+    B = torch.from_numpy(int_dense(k, 40, seed=1)).cuda().requires_grad_()
+    G = torch.from_numpy(int_dense(m, 40, seed=2)).cuda()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            op(B, p.handle, False).backward(G)
+            B.grad = None
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        C = op(B, p.handle, False)
+        C.backward(G)
+    for seed in (3, 4):
+        Bn, Gn = int_dense(k, 40, seed=seed), int_dense(m, 40, seed=seed + 10)
+        with torch.no_grad():
+            B.copy_(torch.from_numpy(Bn))
+        G.copy_(torch.from_numpy(Gn))
+        g.replay()
+        torch.cuda.synchronize()
+        _same(C.detach(), np.asarray(A @ Bn))
+        _same(B.grad, np.asarray(A.T @ Gn))
