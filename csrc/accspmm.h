@@ -195,6 +195,13 @@ acc_status acc_bittcf_spmm(const acc_bittcf *F, const void *B, int64_t n, void *
 /* Rows by nnz, descending (stable: equal rows keep ascending index). */
 acc_status acc_reorder_degree(const acc_csr *A, int64_t *perm);
 
+/* Reverse Cuthill-McKee of the square pattern G (symmetric for the usual meaning), breadth-first
+ * searches rooted at the unvisited nodes in the order of seeds[m] (a permutation), in
+ * O(nnz log nnz + m) whatever the degrees: perm[m], the same order as
+ * scipy.sparse.csgraph.reverse_cuthill_mckee given scipy's seeds (acc_reorder_rcm.c).  Not the
+ * empty-rows-last rule of the other methods.  Needs m < 2^31. */
+acc_status acc_reorder_rcm(const acc_csr *G, const int64_t *seeds, int64_t *perm);
+
 /* How the dendrogram's communities rank the affinity walk's candidates. */
 enum {
     ACC_COMMUNITY_IGNORE = 0, /* only the shared-column count ranks candidates */

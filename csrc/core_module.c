@@ -420,6 +420,10 @@ static acc_status run_degree(const acc_csr *A, const void *params, int64_t *perm
     (void)progress;
     return acc_reorder_degree(A, perm);
 }
+static acc_status run_rcm(const acc_csr *A, const void *params, int64_t *perm, int64_t *progress) {
+    (void)progress;
+    return acc_reorder_rcm(A, params, perm);
+}
 static acc_status run_affinity(const acc_csr *A, const void *params, int64_t *perm, int64_t *progress) {
     return acc_reorder_affinity(A, params, perm, progress);
 }
@@ -460,6 +464,18 @@ static PyObject *py_reorder_degree(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "nnOO", &m, &k, &indptr, &indices)) return NULL;
     return reorder_common(m, k, indptr, indices, NULL, run_degree, NULL);
+}
+
+static PyObject *py_reorder_rcm(PyObject *self, PyObject *args) {
+    Py_ssize_t m;
+    PyObject *indptr, *indices, *seedobj;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "nOOO", &m, &indptr, &indices, &seedobj)) return NULL;
+    PyArrayObject *seeds = acc_py_array(seedobj, NPY_INT64, 1, m, -1, 0, "seeds");
+    if (!seeds) return NULL;
+    PyObject *perm = reorder_common(m, m, indptr, indices, NULL, run_rcm, PyArray_DATA(seeds));
+    Py_DECREF(seeds);
+    return perm;
 }
 
 static PyObject *py_reorder_affinity(PyObject *self, PyObject *args) {
@@ -562,6 +578,8 @@ static PyMethodDef core_methods[] = {
     {"bittcf_spmm", py_bittcf_spmm, METH_VARARGS, "bittcf_spmm(fmt, B, C): C = A @ B"},
     {"reorder_degree", py_reorder_degree, METH_VARARGS,
      "reorder_degree(m, k, indptr, indices) -> perm (rows by nnz, descending)"},
+    {"reorder_rcm", py_reorder_rcm, METH_VARARGS,
+     "reorder_rcm(n, indptr, indices, seeds) -> perm (reverse Cuthill-McKee of a square pattern)"},
     {"reorder_affinity", py_reorder_affinity, METH_VARARGS,
      "reorder_affinity(m, k, indptr, indices, seed, max_scan, community, max_community, chunk_nnz, "
      "part_edges, progress) "

@@ -190,3 +190,64 @@ def test_bad_plan_arguments(bundled_int):
         accspmm.plan(bundled_int, device="cpu", format="csr", reorder="affinity")
     with pytest.raises(TypeError):
         accspmm.reorder(bundled_int.toarray(), "affinity")
+
+
+def _scipy_rcm(A):
+    """scipy's reverse Cuthill-McKee on the graph our "rcm" uses (A + A^T, or bipartite)."""
+    from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+    m, k = A.shape
+    pat = sp.csr_matrix((np.ones(A.nnz, np.int8), A.indices, A.indptr), shape=A.shape)
+    g = (pat + pat.T).tocsr() if m == k else sp.bmat([[None, pat], [pat.T, None]], format="csr")
+    order = reverse_cuthill_mckee(g, symmetric_mode=True).astype(np.int64)
+    return order if m == k else order[order < m]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 60), st.integers(1, 60), st.floats(0.01, 0.5), st.booleans(), st.integers(0, 2**31))
+def test_rcm_is_scipys_order(m, k, density, square, seed):
+    """Our C RCM gives exactly scipy's order (diagonals, isolated nodes, rectangular A included)."""
+    k = m if square else k
+    A = sp.random(m, k, density=density, format="csr", random_state=seed % 2**32)
+    if square and seed % 3 == 0:
+        A = (A + sp.identity(m, format="csr")).tocsr()
+    A.sum_duplicates()
+    perm = _reorder.compute(A, "rcm")[0]
+    check_perm(perm, A)
+    if A.nnz:
+        assert np.array_equal(perm, _scipy_rcm(A))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", real_matrix_params())
+def test_rcm_is_scipys_order_on_real_matrices(path):
+    A = sp.csr_matrix(load_int_matrix(path))
+    assert np.array_equal(_reorder.compute(A, "rcm")[0], _scipy_rcm(A))
+
+
+def _hub_matrix(n, per_row, hub_nnz, seed=0):
+    """n x n power-law columns, one row with hub_nnz nonzeros and one column with n/2."""
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, n, per_row * n)
+    cols = (rng.zipf(1.8, per_row * n) - 1) % n
+    rows = np.r_[rows, np.zeros(hub_nnz, np.int64), rng.permutation(n)[: n // 2]]
+    cols = np.r_[cols, rng.permutation(n)[:hub_nnz], np.full(n // 2, 7)]
+    A = sp.csr_matrix((np.ones(rows.size, np.float32), (rows, cols)), shape=(n, n))
+    A.sum_duplicates()
+    return A
+
+
+@pytest.mark.timeout(300)
+def test_hub_row_and_column_do_not_stall_rcm_or_the_default_plan():
+    """scipy's RCM sorts each node's neighbours by insertion: a hub row of 10^5+ neighbours took
+    minutes (a 992k-neighbour hub did not finish in 5 minutes).  Ours is O(nnz log nnz); the
+    default BitTCF plan (reorder "auto": none, affinity, rcm, degree) finishes too.  The timeout
+    fails the test instead of stalling CI."""
+    A = _hub_matrix(300_000, 3, 290_000)
+    assert np.diff(A.indptr).max() >= 250_000
+    perm = _reorder.compute(A, "rcm")[0]
+    check_perm(perm, A)
+    p = accspmm.plan(A, device="cpu", format="bittcf")
+    check_perm(np.asarray(p._bittcf.perm), A)
+    B = int_dense(A.shape[1], 3, seed=1)
+    assert_bit_exact(p(B), np.asarray(A @ B))

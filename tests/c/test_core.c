@@ -322,6 +322,45 @@ static void test_reorders(int64_t m, int64_t k, int per_row_max) {
     free_csr(&C);
 }
 
+/* Reverse Cuthill-McKee on a square pattern (any, not only symmetric): a permutation, the same
+ * twice, seeds checked, every allocation failed in turn. */
+static void test_rcm(int64_t n, int per_row_max) {
+    csr_t C = canonical_csr(n, n, per_row_max);
+    acc_csr a = view(&C);
+    const size_t bytes = (size_t)(n ? n : 1) * 8;
+    int64_t *seeds = malloc(bytes), *p1 = malloc(bytes), *p2 = malloc(bytes);
+    for (int64_t i = 0; i < n; i++)
+        seeds[i] = n - 1 - i;
+    EXPECT(acc_reorder_rcm(&a, seeds, p1) == ACC_SUCCESS);
+    EXPECT(acc_reorder_rcm(&a, seeds, p2) == ACC_SUCCESS);
+    EXPECT(acc_perm_check(p1, n) == ACC_SUCCESS);
+    EXPECT(n == 0 || memcmp(p1, p2, (size_t)n * 8) == 0);
+    if (n > 1) {
+        seeds[0] = n; /* out of range */
+        EXPECT(acc_reorder_rcm(&a, seeds, p1) == ACC_ERR_INVALID_ARGUMENT);
+        seeds[0] = seeds[1]; /* not a permutation: the node it lost is never a root */
+        const int st = acc_reorder_rcm(&a, seeds, p1);
+        EXPECT(st == ACC_SUCCESS || st == ACC_ERR_INVALID_ARGUMENT);
+        seeds[0] = n - 1;
+    }
+    acc_csr rect = a;
+    rect.k = n + 1;
+    EXPECT(acc_reorder_rcm(&rect, seeds, p1) == ACC_ERR_INVALID_ARGUMENT);
+    int succeeded = 0;
+    for (long countdown = 1; countdown < 100 && !succeeded; countdown++) {
+        acc_set_alloc_countdown(countdown);
+        const int st = acc_reorder_rcm(&a, seeds, p1);
+        acc_set_alloc_countdown(0);
+        EXPECT(st == ACC_SUCCESS || st == ACC_ERR_OUT_OF_MEMORY);
+        succeeded = st == ACC_SUCCESS;
+    }
+    EXPECT(succeeded);
+    free(seeds);
+    free(p1);
+    free(p2);
+    free_csr(&C);
+}
+
 int main(void) {
     static const int64_t shapes[][4] = {{0, 0, 0, 3},    {1, 1, 1, 1},     {7, 5, 3, 9},
                                         {8, 8, 8, 8},    {37, 19, 6, 33},  {64, 300, 40, 17},
@@ -332,6 +371,9 @@ int main(void) {
                                          {300, 40, 6}, {40, 300, 20}, {64, 64, 0}};
     for (size_t t = 0; t < sizeof rshapes / sizeof rshapes[0]; t++)
         test_reorders(rshapes[t][0], rshapes[t][1], (int)rshapes[t][2]);
+    static const int64_t rcm_shapes[][2] = {{0, 0}, {1, 1}, {9, 0}, {57, 5}, {300, 40}};
+    for (size_t t = 0; t < sizeof rcm_shapes / sizeof rcm_shapes[0]; t++)
+        test_rcm(rcm_shapes[t][0], (int)rcm_shapes[t][1]);
     test_malformed();
     test_out_of_memory();
     if (failures) {
