@@ -18,9 +18,12 @@
  * pushed.  Without a cap this is exactly the original algorithm.  Clustered
  * rows are swap-removed from the index lists when a scan meets them
  * (O(nnz) in total).  Each cluster examines at most max_candidates rows and
- * scans at most 8 * max_candidates index entries, so the cost is
- * O(nnz log + m * max_candidates * (log + row length)) in the worst case;
- * the cap can only make clusters smaller than the original's.
+ * scans at most 8 * max_candidates index entries; an examined row is read only
+ * when its length is within a factor 1 / (1 - tau) of P's size (otherwise its
+ * distance exceeds tau whatever it holds), so a hub row is not read by every
+ * small cluster.  The cost is O(nnz log + m * max_candidates * log +
+ * max_candidates * nnz / (1 - tau)) in the worst case; the cap can only make
+ * clusters smaller than the original's.
  *
  * tau = 1 would join rows with no block in common; it is treated as the
  * largest tau below 1 (candidates still come from shared blocks).
@@ -185,6 +188,14 @@ acc_status acc_reorder_jaccard(const acc_csr *A, const acc_jaccard_params *param
                 examined++;
                 int64_t inter = 0;
                 const int64_t len = rb_offsets[c + 1] - rb_offsets[c];
+                /* |pat & P| / |pat | P| <= min(len, p_size) / max(len, p_size): a row much longer
+                 * or much shorter than P cannot be within tau, so it is rejected without reading it
+                 * (the same decision the scan below takes; the margin keeps rounding out of it).
+                 * This bounds the work of an examination by P's size: a hub row is not read again
+                 * by every small cluster that meets it. */
+                const double lo = (double)(len < p_size ? len : p_size),
+                             hi = (double)(len < p_size ? p_size : len);
+                if (lo * (1.0 + 1e-9) < (1.0 - tau) * hi) continue;
                 for (int64_t q = rb_offsets[c]; q < rb_offsets[c + 1]; q++)
                     inter += in_p[rb[q]] == cluster;
                 const double dist = 1.0 - (double)inter / (double)(p_size + len - inter);
