@@ -394,15 +394,16 @@ class TF32Runner:
             self._ws_keys.append(key)
         return self.dev[key].ptr, self.dev[ckey].ptr
 
-    def args(self, d_B: int, d_C: int, n: int, stream=None, cap=None, variant=None) -> tuple:
+    def args(self, d_B: int, d_C: int, n: int, stream=None, cap=None, variant=None, workspace=None) -> tuple:
         """(argument tuple, variant tuple) of _cuda.tf32_spmm for width n on ``stream``; ``cap``
-        and ``variant`` (a dict of VARIANT_KEYS) override the decision (benchmarks)."""
+        and ``variant`` (a dict of VARIANT_KEYS) override the decision (benchmarks);
+        ``workspace`` (a pointer pair) replaces the stream's split workspace."""
         m, k = self.shape
         best, v = self.decide(n)
         cap = best if cap is None else cap
         v = v if variant is None else variant
         d_tasks, ntasks = self._device_tasks(cap, v.get("order", 0))
-        ws, cnt = self._workspace(cap, -(-n // (32 * v["slice_s"])), v["slice_s"], stream)
+        ws, cnt = workspace or self._workspace(cap, -(-n // (32 * v["slice_s"])), v["slice_s"], stream)
         d = self.dev
         a = (m, k, n, self.num_windows, d["perm"].ptr, d["window_offsets"].ptr, d["block_meta"].ptr,
              d["values"].ptr, d_tasks, ntasks, ws, cnt, d_B, d_C)
@@ -479,13 +480,9 @@ class TF32Runner:
                                    "(it synchronises), which a CUDA-graph capture does not allow: call the plan "
                                    "once with this width before capturing (warm-up)")
             cap, v = self.decide(n)
-            d_tasks, ntasks = self._device_tasks(cap, v.get("order", 0))
-            m, k = self.shape
-            d = self.dev
-            a = (m, k, n, self.num_windows, d["perm"].ptr, d["window_offsets"].ptr, d["block_meta"].ptr,
-                 d["values"].ptr, d_tasks, ntasks, 0, 0, d_B, d_C)
+            a, vt = self.args(d_B, d_C, n, stream, workspace=(0, 0))  # the graph allocates its own
             need, cneed = self._split_need(cap, -(-n // (32 * v["slice_s"])), v["slice_s"])
-            self._cuda.tf32_spmm(a, tuple(v[key] for key in KERNEL_KEYS), stream, need, cneed)
+            self._cuda.tf32_spmm(a, vt, stream, need, cneed)
             return
         if self._autotune and n not in self._tuned:
             self.tune(d_B, d_C, n, stream)

@@ -102,8 +102,7 @@ class _EagerSpMM(torch.autograd.Function):
 
 
 def call(plan, B: torch.Tensor, out, stream, check_finite):
-    """``Plan.__call__`` for a tensor the C fast path did not take."""
-    numpy_dtype(B)
+    """``Plan.__call__`` for a tensor the C fast path did not take (``run`` checks B's dtype)."""
     if torch.is_grad_enabled() and B.requires_grad:
         if out is not None:
             raise RuntimeError("accspmm: out= does not support automatic differentiation (B requires grad); "
