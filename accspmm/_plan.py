@@ -31,6 +31,10 @@ DEVICES = ("auto", "cpu", "gpu")
 PRECISIONS = ("tf32", "fp32", "fp64")
 FORMATS = ("auto", "csr", "bittcf")
 _SPMM_CSR_ALGS = {"default": 0, "alg1": 4, "alg2": 6, "alg3": 12}
+#: The first call for each width times ~50 launches of candidate kernel variants (accspmm._tf32):
+#: on by default only when the plan is told it will make at least this many calls (then the
+#: timing costs a few percent of them at most).
+AUTOTUNE_MIN_CALLS = 1000
 
 
 # The PyTorch op (accspmm._torch) names a plan by an integer handle: torch.library ops take
@@ -108,10 +112,16 @@ class Plan:
     format : "auto", "csr" or "bittcf" ("bittcf" on the CPU runs the format's reference kernel).
     reorder : row reordering for BitTCF plans (see :func:`accspmm.reorder`): "none", "rcm", "degree",
         "jaccard", "affinity" or "auto" (fewest TC blocks among ``accspmm._reorder.AUTO_CANDIDATES``).
-        Default None: "auto" when the plan builds BitTCF (GPU "tf32", or ``format="bittcf"``), where
-        it cuts the TC blocks the kernel processes; "none" for CSR plans, whose kernels do not depend
-        on row order.  The method, its time and why it was chosen are in ``plan.stats["reorder"]``.
-        Reordering never changes the result: row i of the reordered product goes to ``C[perm[i]]``.
+        Default None: no reordering (the plan stays cheap: on the GPU the format is built on the
+        device in milliseconds), unless ``calls`` is given and a prediction says that "auto" pays
+        back its cost within that many calls (``accspmm._reorder.choose``: "auto" run on a sample
+        of row runs predicts the TC blocks it saves; ``PAYBACK`` holds the cost model).  The method,
+        its time, the prediction and why it was chosen are in ``plan.stats["reorder"]``.
+        Reordering never changes the result: row i of the reordered product goes to ``C[perm[i]]``,
+        and a plan's format never changes after it is built.
+    calls : the number of products you expect to make with this plan (a hint; default None:
+        unknown).  It decides whether reordering (above) and the first call's variant timing
+        (``tuning["autotune"]``, on from ``AUTOTUNE_MIN_CALLS`` calls) are worth their cost.
     reorder_params : dict of the method's parameters (``accspmm._reorder.DEFAULT_PARAMS``), and ``seed``.
     perm : a row permutation (new -> old) of your own for BitTCF, instead of ``reorder``.
     dtype : compute dtype (default: A's); float64 data can be planned in float32 and vice versa.
@@ -119,11 +129,13 @@ class Plan:
         many TC blocks a warp packs and which long windows are split across a thread block), True
         (a balanced schedule always), False (one window per warp, nothing split).  Every schedule
         gives a deterministic result; it is in ``plan.stats["schedule_by_n"]``.
-    tuning : advanced, for experiments: ``{"cap": int}`` forces the schedule's cap and the keys of
+    tuning : advanced, for experiments: ``{"build": "cpu"}`` builds the format with the C builder and
+        uploads it (default "gpu": built on the device, bit-identical); ``{"cap": int}`` forces the
+        schedule's cap and the keys of
         ``accspmm._tf32.VARIANT_KEYS`` force a kernel variant or the task launch order
         (neither ever changes a result bit).
-        ``{"autotune": False}`` turns off the variant timing of the first call for each width n
-        (on by default unless a variant field is forced: a few candidate variants of the same
+        ``{"autotune": bool}`` turns the variant timing of the first call for each width n on or
+        off (default: on when ``calls >= AUTOTUNE_MIN_CALLS`` and no variant field is forced: a few candidate variants of the same
         schedule are timed on the caller's B, C and stream, synchronously, and the fastest is
         kept for later calls; the result bits are the same whichever wins; the times are in
         ``plan.stats["schedule_by_n"][n]["tuned_ms"]``).
@@ -144,7 +156,7 @@ class Plan:
     """
 
     def __init__(self, A, *, device="auto", precision=None, format="auto", reorder=None, reorder_params=None,
-                 perm=None, dtype=None, balance="auto", cusparse_alg="default", tuning=None):
+                 perm=None, dtype=None, balance="auto", cusparse_alg="default", tuning=None, calls=None):
         t0 = time.perf_counter()
         csr = A if isinstance(A, CSR) else as_csr(A)
         dtype = np.dtype(dtype) if dtype is not None else csr.dtype
@@ -163,6 +175,14 @@ class Plan:
         self.balance = balance
         if tuning is not None and not (self.device == "gpu" and self.precision == "tf32"):
             raise ValueError("tuning applies to the GPU TF32 kernel only (device='gpu', precision='tf32')")
+        if calls is not None and (isinstance(calls, bool) or not isinstance(calls, (int, np.integer)) or calls < 0):
+            raise ValueError(f"calls must be a non-negative int (the number of products you expect), got {calls!r}")
+        self.calls = calls
+        if self.device == "gpu" and self.precision == "tf32" and "autotune" not in (tuning or {}):
+            # timing the variants costs ~50 launches: worth it only when many calls follow
+            tuning = dict(tuning or {}, autotune=calls is not None and calls >= AUTOTUNE_MIN_CALLS)
+        if tuning is not None and tuning.get("build", "gpu") not in ("gpu", "cpu"):
+            raise ValueError(f"tuning['build'] must be 'gpu' or 'cpu', got {tuning['build']!r}")
         self._tuning = tuning
         self._closed = False
         self._fast = None  # the C steady-state call (TF32 on the GPU)
@@ -180,16 +200,28 @@ class Plan:
         self._bittcf = None
         if perm is not None and reorder not in (None, "none"):
             raise ValueError("pass either perm or reorder, not both")
+        steps = self.stats["seconds"] = {"validate": time.perf_counter() - t0}
+        self._pending = None  # (canonical CSR, perm or None) of a format the GPU builds at upload
         if self.format == "bittcf":
+            t = time.perf_counter()
+            csr = csr.canonicalized()
+            steps["canonicalize"] = time.perf_counter() - t
+            t = time.perf_counter()
             if perm is None:
-                csr = csr.canonicalized()
-                perm, info = _reorder.compute(csr, "auto" if reorder is None else reorder,
-                                              **dict(reorder_params or {}))
+                params = dict(reorder_params or {})
+                perm, info = _reorder.choose(csr, reorder, params, calls, params.pop("seed", 0))
                 self.stats["reorder"] = info
             else:
                 self.stats["reorder"] = {"method": "perm", "chosen": "perm (given)", "seconds": 0.0}
-            self._bittcf = BitTCF.from_csr(csr, perm)
-            self.stats.update(self._bittcf.stats)
+            steps["reorder"] = time.perf_counter() - t
+            t = time.perf_counter()
+            if self.device == "gpu" and (tuning or {}).get("build", "gpu") == "gpu":
+                identity = self.stats["reorder"]["chosen"] == "none"
+                self._pending = (csr, None if identity else check_perm(perm, csr.shape[0]))
+            else:
+                self._bittcf = BitTCF.from_csr(csr, perm)
+                self.stats.update(self._bittcf.stats)
+                steps["build"] = time.perf_counter() - t
         else:
             if perm is not None:
                 check_perm(perm, csr.shape[0])  # validated even though CSR does not use it
@@ -202,6 +234,7 @@ class Plan:
             t1 = time.perf_counter()
             self._upload()
             self.stats["upload_seconds"] = time.perf_counter() - t1
+        steps["total"] = time.perf_counter() - t0
         self._finalizer = weakref.finalize(self, Plan._free_device, self._dev, self._cusparse)
         if "torch" in sys.modules:  # register the torch op now, before any torch.compile traces a call
             try:
@@ -275,6 +308,15 @@ class Plan:
     def _upload_bittcf(self, put):
         from ._tf32 import TF32Runner
 
+        if self._pending is not None:  # the format is built on the device from the CSR
+            from ._device_format import DeviceBitTCF
+
+            t = time.perf_counter()
+            csr, perm = self._pending
+            self._pending = None
+            self._bittcf = DeviceBitTCF(csr, perm, self._dev, self._device_id)
+            self.stats.update(self._bittcf.stats)
+            self.stats["seconds"]["build_gpu"] = time.perf_counter() - t
         self._tf32 = TF32Runner(self._bittcf, put, self._dev, self._device_id, self.stats, self.balance,
                                 self._tuning)
         self._fast = self._tf32.launcher.call

@@ -217,6 +217,114 @@ def compute(A, method: str = "affinity", *, seed=0, progress=None, **params):
     return perm, info
 
 
+# ---- whether a plan reorders: the pay-back prediction (Plan's reorder=None) ------------------
+
+#: Cost model of the pay-back decision, one place.  Reordering is worth it when its cost comes back
+#: within the calls the user says they will make:  cost / saving per call <= calls.
+PAYBACK = {
+    # "auto" (every candidate of AUTO_CANDIDATES) runs at about this many nonzeros per second on
+    # 2 cores; its slowest inputs (hubs, bipartite graphs; benchmarks/preprocess_times.md) run at
+    # ~2.5M/s, the real matrices at 5-20M/s: the slow end is assumed, so a prediction errs towards
+    # not reordering.  The affinity walk does not scale with cores (issue 16), so cores are ignored.
+    "auto_nnz_per_s": 2.5e6,
+    # TF32 kernel time per TC block per call at N = 128 on an H100 (G3_circuit: 754,366 blocks in
+    # 0.999 ms; the kernel is bound by the B rows each block loads, so time tracks the block count).
+    "block_seconds_n128": 1.3e-9,
+    # the sample: about this many nonzeros (at most 65,536 rows), in up to 32 runs of whole windows
+    "sample_nnz": 1 << 18,
+    "sample_max_rows": 1 << 16,
+    "sample_chunks": 32,
+}
+
+
+def _sample_rows(m: int, nnz: int) -> np.ndarray:
+    """Rows of the pay-back sample: runs of consecutive rows starting at multiples of 8 (so the
+    sample's windows in the original order are the matrix's own), spread evenly, about
+    ``PAYBACK["sample_nnz"]`` nonzeros in all; every row when the matrix is that small."""
+    want = int(PAYBACK["sample_nnz"] * m / max(nnz, 1))
+    rows = min(m, PAYBACK["sample_max_rows"], max(256, want))
+    if rows >= m:
+        return np.arange(m, dtype=np.int64)
+    chunks = max(1, min(PAYBACK["sample_chunks"], rows // 256))
+    chunk = max(8, rows // chunks // 8 * 8)
+    starts = (np.arange(chunks, dtype=np.int64) * ((m - chunk) // chunks)) // 8 * 8
+    return (starts[:, None] + np.arange(chunk, dtype=np.int64)[None, :]).ravel()
+
+
+def predict_payback(csr: CSR, calls, seed=0, params=None) -> tuple:
+    """(perm or None, info): whether reordering ``csr`` (canonical) pays back within ``calls`` products
+    at N = 128, from "auto" run on a sample of row runs (``_sample_rows``): the sample's TC blocks in
+    the original order and after reordering give the fraction of blocks the reordering saves, which
+    scales the whole matrix's block count.  A sample that is the whole matrix gives the exact count
+    and its permutation is returned for reuse.  A sample sees only partners within itself, so it
+    under-predicts what reordering finds in matrices whose similar rows lie far apart (the decision
+    errs towards not reordering).  Cost model: ``PAYBACK``."""
+    m, k = csr.shape
+    rows = _sample_rows(m, csr.nnz)
+    whole = rows.shape[0] == m
+    if whole:
+        sub = csr
+    else:
+        pattern = sp.csr_matrix((np.ones(csr.nnz, np.int8), csr.indices, csr.indptr), shape=(m, k))[rows]
+        sub = CSR((rows.shape[0], k), pattern.indptr.astype(np.int64), pattern.indices.astype(np.int32, copy=False),
+                  np.ones(pattern.nnz, np.float32), True)
+    t0 = time.perf_counter()
+    sub_perm, sub_info = compute(sub, "auto", seed=seed, progress=False, **(params or {}))
+    sample_s = time.perf_counter() - t0
+
+    def blocks(p):
+        return _core.bittcf_count_stats(sub.shape[0], k, sub.indptr, sub.indices, p, False)["tc_blocks"]
+
+    before = blocks(np.arange(sub.shape[0], dtype=np.int64))
+    after = blocks(sub_perm)
+    full_before = before if whole else _core.bittcf_count_stats(
+        m, k, csr.indptr, csr.indices, np.arange(m, dtype=np.int64), False)["tc_blocks"]
+    frac = (before - after) / before if before else 0.0
+    saved_blocks = frac * full_before
+    saving = saved_blocks * PAYBACK["block_seconds_n128"]
+    cost = 0.0 if whole else csr.nnz / PAYBACK["auto_nnz_per_s"]
+    break_even = cost / saving if saving > 0 else float("inf")
+    info = {"sample_rows": int(sub.shape[0]), "sample_is_whole": whole, "sample_seconds": sample_s,
+            "sample_chosen": sub_info["chosen"], "tc_blocks_none": int(full_before),
+            "tc_blocks_predicted": int(round(full_before - saved_blocks)),
+            "predicted_saving_per_call_s_n128": saving, "predicted_reorder_seconds": cost,
+            "predicted_break_even_calls": break_even, "calls": calls}
+    return (sub_perm if whole else None), sub_info, info
+
+
+def choose(csr: CSR, reorder, params: dict, calls, seed=0):
+    """The permutation and info of a plan's ``reorder`` argument.  ``reorder=None``: no reordering
+    unless ``calls`` (the number of products the user expects) is given and the pay-back prediction
+    (``predict_payback``) says "auto" pays back within those calls."""
+    if reorder is not None:
+        perm, info = compute(csr, reorder, seed=seed, **params)
+        info["why"] = info.get("why", f"reorder={reorder!r} was asked for")
+        return perm, info
+    t0 = time.perf_counter()
+    if calls is None:
+        return np.arange(csr.shape[0], dtype=np.int64), {
+            "method": "none", "chosen": "none", "seconds": time.perf_counter() - t0,
+            "why": "default: no reordering, so the plan is cheap; pass calls=<expected number of products> "
+                   "to reorder when a prediction says it pays back, or reorder='auto'"}
+    calls = int(calls)
+    if calls < 0:
+        raise ValueError(f"calls must be a non-negative number of products, got {calls}")
+    perm, sub_info, pred = predict_payback(csr, calls, seed, params)
+    pays = calls > 0 and pred["predicted_break_even_calls"] <= calls
+    if pays and perm is None:
+        perm, info = compute(csr, "auto", seed=seed, **params)
+    elif pays:
+        info = dict(sub_info)
+    else:
+        perm, info = np.arange(csr.shape[0], dtype=np.int64), {"method": "none", "chosen": "none"}
+    info["method"] = "auto" if pays else "none"
+    info["payback"] = pred
+    info["why"] = (f"calls={calls}: reordering predicted to pay back in {pred['predicted_break_even_calls']:.0f} "
+                   f"calls at N = 128 ({'<=' if pays else '>'} {calls})")
+    info["seconds"] = time.perf_counter() - t0
+    return perm, info
+
+
 def reorder(A, method: str = "affinity", *, seed=0, progress=None, **params) -> np.ndarray:
     """Row permutation (new -> old, int64 NumPy array) of ``A`` by ``method``.
 

@@ -147,7 +147,12 @@ def build_tasks(window_offsets, cap: int):
     else:
         new_warp = pack.copy()  # identity: one window per warp
     w_start = idx[new_warp]
-    bounds = np.union1d(np.r_[w_start, idx[split], idx[split] + 1], [nw])
+    mark = np.zeros(nw + 1, bool)  # the sorted union of warp starts, split windows and their ends
+    mark[w_start] = True
+    mark[idx[split]] = True
+    mark[idx[split] + 1] = True
+    mark[nw] = True
+    bounds = np.flatnonzero(mark)
     w_end = bounds[np.searchsorted(bounds, w_start, side="right")]
     w_run = run[w_start]
     w_cost = np.add.reduceat(cost, w_start) + FILL if w_start.size else np.zeros(0)
@@ -161,9 +166,8 @@ def build_tasks(window_offsets, cap: int):
     last = np.r_[np.flatnonzero(new_task)[1:] - 1, w_start.size - 1] if npack else np.zeros(0, np.int64)
     pack_rows[:] = w_end[last][:, None]
     pack_rows[task_of, rank % WARPS] = w_start
-    pack_cost = np.zeros(npack)
-    np.maximum.at(pack_cost, task_of, w_cost)
-    pack_cost += TASK
+    # warps of a task are consecutive: the task's cost is its slowest warp's (reduceat, not the slow ufunc.at)
+    pack_cost = (np.maximum.reduceat(w_cost, np.flatnonzero(new_task)) if npack else np.zeros(0)) + TASK
     pack_tasks = np.zeros((npack, TASK_WORDS), np.int64)
     pack_tasks[:, 1::2] = pack_rows[:, :-1]
     pack_tasks[:, 2::2] = pack_rows[:, 1:]
@@ -175,7 +179,18 @@ def build_tasks(window_offsets, cap: int):
     # groups packed greedily, in window order, into GROUP tasks of up to WARPS warps
     group_rows, group_cost, group_key = [], [], []
     row, used, worst = None, 0, 0.0
-    for w, n_w in zip(sw[~multi].tolist(), nb[sw[~multi]].tolist()):
+    gw = sw[~multi]
+    g_all = -(-nb[gw] // max(cap, 1))
+    if gw.size and bool((g_all == WARPS).all()):  # every group fills a task (always so for WARPS = 2)
+        g_rows = np.zeros((gw.size, TASK_WORDS), np.int64)
+        g_rows[:, 0] = 1
+        g_rows[:, 1::2] = gw[:, None]
+        g_rows[:, 2::2] = (np.arange(WARPS, dtype=np.int64) << 4) | WARPS
+        vec = (g_rows, gw.copy(), (-(-nb[gw] // WARPS) + FILL + REDUCE + TASK).astype(np.float64))
+        gw = gw[:0]
+    else:
+        vec = None
+    for w, n_w in zip(gw.tolist(), nb[gw].tolist()):
         g = -(-n_w // cap)
         if row is None or used + g > WARPS:
             if row is not None:
@@ -194,6 +209,9 @@ def build_tasks(window_offsets, cap: int):
         group_rows.append(row)
         group_cost.append(worst + TASK)
     group_tasks = np.array(group_rows, np.int64).reshape(-1, TASK_WORDS)
+    group_key, group_cost = np.array(group_key, np.int64), np.array(group_cost, np.float64)
+    if vec is not None:
+        group_tasks, group_key, group_cost = vec
     # Q > 1: one task per part, all WARPS warps; a split id (counter) and workspace slots, one per part
     sm, qm = sw[multi], q[multi]
     split_id = np.arange(sm.size)
@@ -208,10 +226,10 @@ def build_tasks(window_offsets, cap: int):
     split_tasks[:, 4] = slot_base[rep]
     split_cost = (np.ceil(nb[sm][rep] / qm[rep] / WARPS) + FILL + REDUCE + TASK + MERGE * (1 + qm[rep]))
     # all tasks in window order
-    keys = np.r_[pack_rows[:, 0], np.array(group_key, np.int64), sm[rep]]
+    keys = np.r_[pack_rows[:, 0], group_key, sm[rep]]
     order = np.argsort(keys, kind="stable")
     tasks = np.concatenate([pack_tasks, group_tasks, split_tasks])[order].astype(np.int32)
-    task_cost = np.concatenate([pack_cost, np.array(group_cost), split_cost])[order]
+    task_cost = np.concatenate([pack_cost, group_cost, split_cost])[order]
     return tasks, task_cost
 
 
@@ -243,6 +261,19 @@ def predict(task_cost: np.ndarray, slices: int, variant: dict) -> float:
         return 0.0
     P = REF_SMS * blocks_per_sm(variant)
     return float(task_cost.sum() * slices / P + task_cost.max())
+
+
+def predict_cap(window_offsets, cap: int, slices: int, variant: dict) -> float:
+    """``predict(build_tasks(window_offsets, cap)[1], slices, variant)`` without building the tasks:
+    the task costs' sum and max in one C pass (csrc/acc_schedule_cost.c, the same integer-valued
+    costs, so the same prediction), so that a plan's first call prices every cap in O(windows)."""
+    from . import _core
+
+    total, worst, ntasks = _core.schedule_cost(np.asarray(window_offsets, np.int64), int(cap), WARPS,
+                                               (WB, FILL, REDUCE, TASK, MERGE))
+    if ntasks == 0:
+        return 0.0
+    return float(total * slices / (REF_SMS * blocks_per_sm(variant)) + worst)
 
 
 def choose_variant(n: int, k: int, l2_bytes: int, override: dict | None = None) -> dict:
@@ -278,7 +309,7 @@ class TF32Runner:
         self.shape = fmt.shape
         self.balance = balance
         self.tuning = dict(tuning or {})
-        unknown = set(self.tuning) - {"cap", "autotune", *VARIANT_KEYS}
+        unknown = set(self.tuning) - {"cap", "autotune", "build", *VARIANT_KEYS}
         if unknown:
             raise ValueError(f"unknown tuning key(s) {sorted(unknown)}")
         self.num_windows = fmt.num_windows
@@ -288,10 +319,11 @@ class TF32Runner:
         self.dev = dev  # the plan's: freed with it
         self._device = dev_id
         self._ws_keys = []
-        for name in ("perm", "window_offsets"):
-            put(name, np.asarray(getattr(fmt, name)))
-        put("block_meta", pack_meta(fmt))
-        put("values", round_tf32(fmt.values))
+        if "block_meta" not in dev:  # a host BitTCF (else built on the device: accspmm._device_format)
+            for name in ("perm", "window_offsets"):
+                put(name, np.asarray(getattr(fmt, name)))
+            put("block_meta", pack_meta(fmt))
+            put("values", round_tf32(fmt.values))
         # the steady-state call in C (csrc/cuda_launcher.c): run() registers each (n, stream) launch
         self.launcher = _cuda.Launcher(fmt.shape[0], fmt.shape[1], fmt.num_windows, dev["perm"].ptr,
                                        dev["window_offsets"].ptr, dev["block_meta"].ptr, dev["values"].ptr, dev_id)
@@ -328,7 +360,7 @@ class TF32Runner:
             caps, why = tuple(c for c in CAPS if c > 0), "balance=True: best balanced cap by the cost model"
         else:
             caps, why = CAPS, "cost model"
-        pred = {c: predict(self._schedule(c)[1], slices, variant) for c in caps}
+        pred = {c: predict_cap(self._window_offsets, c, slices, variant) for c in caps}
         best = min(caps, key=lambda c: (pred[c], -c))
         tasks = self._schedule(best)[0]
         wave = REF_SMS * blocks_per_sm(variant)

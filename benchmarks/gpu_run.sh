@@ -8,7 +8,8 @@
 #                 tests: pytest -m gpu (-k "$PYTEST_K" when set); sanitize: compute-sanitizer;
 #                 ncu: Nsight Compute counters of the TF32 kernel (benchmarks/ncu_gpu.py);
 #                 bench: benchmarks/bench_gpu.py DATA_DIR with the remaining arguments;
-#                 python: benchmarks/bench_python.py DATA_DIR $PYBENCH_ARGS (the call as users make it).
+#                 python: benchmarks/bench_python.py DATA_DIR $PYBENCH_ARGS (the call as users make it);
+#                 preprocess: benchmarks/bench_preprocess_gpu.py DATA_DIR $PREP_ARGS (GPU build, break-even).
 #   OUT           where logs and results go (default benchmarks/results/raw): run.log (every
 #                 stage's output), results.json/md, baseline/results.json/md, ncu.txt, python.json/md.
 # The benchmark table prints last.
@@ -53,4 +54,10 @@ if [[ $STAGES == *" python "* ]]; then
   timeout "${PYBENCH_TIMEOUT:-540}" python3 benchmarks/bench_python.py "$DATA" --out "$OUT" ${PYBENCH_ARGS:-} 2>&1 \
     | tee -a "$LOG" | grep -v "^|" | tail -40
   [ -f "$OUT/python.md" ] && grep -A12 "^## Summary" "$OUT/python.md"
+fi
+if [[ $STAGES == *" preprocess "* ]]; then
+  stage preprocess
+  timeout "${PREP_TIMEOUT:-540}" python3 benchmarks/bench_preprocess_gpu.py "$DATA" --out "$OUT" ${PREP_ARGS:-} 2>&1 \
+    | tee -a "$LOG" | grep -v "^|" | tail -40
+  [ -f "$OUT/preprocess_gpu.md" ] && cat "$OUT/preprocess_gpu.md"
 fi

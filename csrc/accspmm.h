@@ -166,6 +166,15 @@ acc_status acc_bittcf_fill(const acc_csr *A, const int64_t *perm, const int64_t 
                            int32_t *block_cols, uint64_t *block_mask, int64_t *block_value_offsets,
                            void *values);
 
+/* The predicted cost of the TF32 kernel's schedule for `cap` (accspmm._tf32's
+ * cost model, one pass, without building the tasks):
+ *   window_offsets [num_windows + 1]  BitTCF window offsets
+ *   warps                             warps per task (ACC_TF32_WARPS)
+ *   c[5]                              WB, FILL, REDUCE, TASK, MERGE (model units)
+ * Writes the sum and the max of the task costs and the number of tasks. */
+acc_status acc_schedule_cost(const int64_t *window_offsets, int64_t num_windows, int64_t cap, int warps,
+                             const double c[5], double *sum, double *max, int64_t *ntasks);
+
 /* Computes the statistics of a BitTCF (block arrays may be NULL except
  * window_offsets and block_value_offsets). */
 acc_status acc_bittcf_get_stats(const acc_bittcf *F, acc_bittcf_stats *out);

@@ -553,6 +553,51 @@ fail:
     return NULL;
 }
 
+/* BitTCF statistics from its window offsets alone (a format built on the GPU):
+ * bittcf_window_stats(m, k, nnz, window_offsets, float64) -> stats dict. */
+static PyObject *py_bittcf_window_stats(PyObject *self, PyObject *args) {
+    Py_ssize_t m, k, nnz;
+    PyObject *woobj;
+    int f64;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "nnnOp", &m, &k, &nnz, &woobj, &f64)) return NULL;
+    const int64_t W = (m + ACC_TILE - 1) / ACC_TILE;
+    PyArrayObject *wo = acc_py_array(woobj, NPY_INT64, 1, W + 1, -1, 0, "window_offsets");
+    if (!wo) return NULL;
+    const int64_t *w = PyArray_DATA(wo);
+    const acc_bittcf F = {m,    k,    W,    w[W], nnz, NULL, w,
+                          NULL, NULL, NULL, NULL, f64 ? ACC_FLOAT64 : ACC_FLOAT32};
+    acc_bittcf_stats st;
+    acc_status status = acc_bittcf_get_stats(&F, &st);
+    Py_DECREF(wo);
+    if (status != ACC_SUCCESS) return acc_py_raise(status, "cannot compute BitTCF statistics");
+    return stats_dict(&st);
+}
+
+/* schedule_cost(window_offsets, cap, warps, (WB, FILL, REDUCE, TASK, MERGE)) -> (sum, max, ntasks) */
+static PyObject *py_schedule_cost(PyObject *self, PyObject *args) {
+    PyObject *woobj;
+    long long cap;
+    int warps;
+    double c[5];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OLi(ddddd)", &woobj, &cap, &warps, &c[0], &c[1], &c[2], &c[3], &c[4])) return NULL;
+    PyArrayObject *wo = acc_py_array(woobj, NPY_INT64, 1, -1, -1, 0, "window_offsets");
+    if (!wo) return NULL;
+    const int64_t W = PyArray_DIM(wo, 0) - 1;
+    double sum = 0.0, max = 0.0;
+    int64_t ntasks = 0;
+    acc_status st = W < 0 ? ACC_ERR_INVALID_ARGUMENT : ACC_SUCCESS;
+    if (st == ACC_SUCCESS) {
+        Py_BEGIN_ALLOW_THREADS
+        st = acc_schedule_cost(PyArray_DATA(wo), W, cap, warps, c, &sum, &max, &ntasks);
+        Py_END_ALLOW_THREADS
+    }
+    Py_DECREF(wo);
+    if (st != ACC_SUCCESS) return acc_py_raise(st, "schedule cost");
+    return Py_BuildValue("(ddL)", sum, max, (long long)ntasks);
+}
+
 static PyObject *py_num_threads(PyObject *self, PyObject *noargs) {
     (void)self;
     (void)noargs;
@@ -586,6 +631,10 @@ static PyMethodDef core_methods[] = {
      "-> perm"},
     {"reorder_jaccard", py_reorder_jaccard, METH_VARARGS,
      "reorder_jaccard(m, k, indptr, indices, seed, tau, block_width, max_candidates, progress) -> perm"},
+    {"schedule_cost", py_schedule_cost, METH_VARARGS,
+     "schedule_cost(window_offsets, cap, warps, (WB, FILL, REDUCE, TASK, MERGE)) -> (sum, max, ntasks)"},
+    {"bittcf_window_stats", py_bittcf_window_stats, METH_VARARGS,
+     "bittcf_window_stats(m, k, nnz, window_offsets, float64) -> stats dict"},
     {"bittcf_count_stats", py_bittcf_count_stats, METH_VARARGS,
      "bittcf_count_stats(m, k, indptr, indices, perm, float64) -> stats dict (no format built)"},
     {"num_threads", py_num_threads, METH_NOARGS, "OpenMP threads the core uses"},

@@ -281,6 +281,60 @@ static int parse_tf32(PyObject *tup, PyObject *vtup, tf32_call *c) {
     return 0;
 }
 
+/* bittcf_gpu_build(m, k, nnz, d_indptr, d_indices, d_values, d_perm or None, d_window_offsets,
+ * h_window_offsets, keep_blocks, stream) -> dict of the allocated device addresses (the caller
+ * owns them) and num_blocks; h_window_offsets: writeable C-contiguous int64 ndarray [W+1]. */
+static PyObject *py_bittcf_gpu_build(PyObject *self, PyObject *args) {
+    long long m, k, nnz;
+    PyObject *ip, *ix, *iv, *pp, *wo, *h, *s;
+    int keep;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "LLLOOOOOOpO", &m, &k, &nnz, &ip, &ix, &iv, &pp, &wo, &h, &keep, &s)) return NULL;
+    const long long W = (m + 7) / 8;
+    if (!PyArray_Check(h) || PyArray_TYPE((PyArrayObject *)h) != NPY_INT64 ||
+        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)h) || !PyArray_ISWRITEABLE((PyArrayObject *)h) ||
+        PyArray_SIZE((PyArrayObject *)h) != W + 1) {
+        PyErr_SetString(PyExc_TypeError, "h_window_offsets must be a writeable int64 ndarray of ceil(m/8)+1");
+        return NULL;
+    }
+    acc_bittcf_gpu_input in = {m, k, nnz, as_ptr(ip), as_ptr(ix), as_ptr(iv), pp == Py_None ? NULL : as_ptr(pp)};
+    acc_bittcf_gpu_output out;
+    memset(&out, 0, sizeof out);
+    out.d_window_offsets = as_ptr(wo);
+    out.h_window_offsets = PyArray_DATA((PyArrayObject *)h);
+    out.keep_blocks = keep;
+    void *stream = s == Py_None ? NULL : as_ptr(s);
+    if (PyErr_Occurred()) return NULL;
+    int st;
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_bittcf_gpu_build(&in, &out, stream);
+    Py_END_ALLOW_THREADS
+    if (st) {
+        if (st == ACC_ERR_NOT_CANONICAL) {
+            PyErr_SetString(PyExc_ValueError, "BitTCF GPU build: the CSR has duplicate entries (canonicalise it)");
+            return NULL;
+        }
+        return acc_py_cuda_raise(st, "BitTCF GPU build failed", 0);
+    }
+    return Py_BuildValue("{s:L,s:N,s:N,s:N,s:N,s:N,s:N}", "num_blocks", (long long)out.num_blocks, "block_meta",
+                         PyLong_FromVoidPtr(out.d_block_meta), "values_tf32", PyLong_FromVoidPtr(out.d_values_tf32),
+                         "block_cols", PyLong_FromVoidPtr(out.d_block_cols), "block_mask",
+                         PyLong_FromVoidPtr(out.d_block_mask), "block_value_offsets",
+                         PyLong_FromVoidPtr(out.d_block_value_offsets), "values", PyLong_FromVoidPtr(out.d_values));
+}
+
+static PyObject *py_fill_identity(PyObject *self, PyObject *args) {
+    PyObject *d, *s;
+    long long n;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OLO", &d, &n, &s)) return NULL;
+    void *ptr = as_ptr(d), *stream = s == Py_None ? NULL : as_ptr(s);
+    if (PyErr_Occurred()) return NULL;
+    int st = acc_cuda_fill_identity(ptr, n, stream);
+    if (st) return acc_py_cuda_raise(st, "fill_identity failed", 0);
+    Py_RETURN_NONE;
+}
+
 /* tf32_spmm(args14, variant5, stream[, workspace_floats, counters]): with the last two (> 0), the
  * split workspace is allocated in stream order around the launch (acc_tf32_spmm_ordered). */
 static PyObject *py_tf32_spmm(PyObject *self, PyObject *args) {
@@ -396,6 +450,10 @@ static PyMethodDef cuda_methods[] = {
     {"cusparse_load", py_cusparse_load, METH_VARARGS, "cusparse_load(path)"},
     {"cusparse_spmm_create", py_cusparse_create, METH_VARARGS, "-> capsule"},
     {"cusparse_spmm_run", py_cusparse_run, METH_VARARGS, "cusparse_spmm_run(plan, B, C, stream)"},
+    {"fill_identity", py_fill_identity, METH_VARARGS, "fill_identity(d_int64, n, stream): d[i] = i"},
+    {"bittcf_gpu_build", py_bittcf_gpu_build, METH_VARARGS,
+     "bittcf_gpu_build(m, k, nnz, indptr, indices, values, perm|None, window_offsets, h_window_offsets, "
+     "keep_blocks, stream) -> dict of device addresses"},
     {"tf32_spmm", py_tf32_spmm, METH_VARARGS,
      "tf32_spmm(args14, variant5, stream[, workspace_floats, counters]): launch the TF32 BitTCF kernel"},
     {"tf32_shared_bytes", py_tf32_shared_bytes, METH_O, "tf32_shared_bytes(variant5) -> bytes (-1: invalid)"},

@@ -71,6 +71,48 @@ int acc_cusparse_spmm_create(acc_cusparse_spmm **plan, int64_t m, int64_t k, int
 int acc_cusparse_spmm_run(acc_cusparse_spmm *plan, const void *d_B, void *d_C, void *stream);
 void acc_cusparse_spmm_destroy(acc_cusparse_spmm *plan);
 
+
+/* ---- BitTCF built on the device (bittcf_build.cu) ---------------------- */
+
+/* A canonical CSR on the device (no duplicate (row, column); rows may be unsorted) and a row
+ * permutation (new -> old, a valid permutation: the caller checks it; NULL = identity). */
+typedef struct acc_bittcf_gpu_input {
+    int64_t m, k, nnz;
+    const int64_t *d_row_offsets;    /* [m+1], device */
+    const int32_t *d_column_indices; /* [nnz], device */
+    const float *d_values;           /* [nnz], device */
+    const int64_t *d_perm;           /* [m], device, or NULL */
+} acc_bittcf_gpu_input;
+
+/* The caller provides d_window_offsets (device) and h_window_offsets (host), both [W+1] with
+ * W = ceil(m / 8), and keep_blocks; the build cudaMalloc's the rest (the caller frees them):
+ * d_block_meta [12 * num_blocks] int32 and d_values_tf32 [nnz] (the TF32 kernel's inputs), and
+ * with keep_blocks the BitTCF arrays themselves, as the C builder makes them:
+ * d_block_cols [8 * num_blocks], d_block_mask [num_blocks], d_block_value_offsets
+ * [num_blocks + 1], d_values [nnz].  Every allocation is at least one element. */
+typedef struct acc_bittcf_gpu_output {
+    int64_t *d_window_offsets;
+    int64_t *h_window_offsets;
+    int keep_blocks;
+    int32_t *d_block_cols;
+    uint64_t *d_block_mask;
+    int64_t *d_block_value_offsets;
+    float *d_values;
+    int32_t *d_block_meta;
+    float *d_values_tf32;
+    int64_t num_blocks;
+} acc_bittcf_gpu_output;
+
+/* Builds BitTCF on `stream`, bit-identical to acc_bittcf_count + acc_bittcf_fill, and the TF32
+ * kernel's packed metadata and TF32-rounded values; returns after the device finished (it
+ * synchronises the stream).  O(nnz log m) work (one radix sort), about 40 bytes of device
+ * temporaries per nonzero.  ACC_ERR_NOT_CANONICAL for a duplicate entry, ACC_ERR_TOO_LARGE when
+ * (window, column, row) do not fit 64 bits, ACC_ERR_DEVICE_MEMORY when out of memory (nothing
+ * is left allocated on any error). */
+int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, void *stream);
+/* d_perm[i] = i for i < n (the identity permutation), on `stream`. */
+int acc_cuda_fill_identity(int64_t *d_perm, int64_t n, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,8 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import accspmm
-from accspmm import _reorder
-from conftest import assert_bit_exact, int_dense, load_int_matrix, real_matrix_params, with_int_values
+from accspmm import _reorder, datasets
+from accspmm._validate import as_csr
+from conftest import assert_bit_exact, int_dense, load_int_matrix, real_matrix_params, scipy_ref, with_int_values
 
 METHODS = ["none", "rcm", "degree", "jaccard", "affinity", "auto"]
 #: small chunks, parts and short scans so generated matrices run the parallel multi-chunk and
@@ -155,10 +156,52 @@ def test_report(bundled_int):
 
 
 def test_plan_reorder_defaults(bundled_int):
-    cpu_bittcf = accspmm.plan(bundled_int, device="cpu", format="bittcf")
-    assert cpu_bittcf.stats["reorder"]["method"] == "auto"
-    assert cpu_bittcf.stats["reorder"]["chosen"] in _reorder.AUTO_CANDIDATES
+    cheap = accspmm.plan(bundled_int, device="cpu", format="bittcf")  # default: no reordering, cheap
+    assert cheap.stats["reorder"]["chosen"] == "none" and "calls=" in cheap.stats["reorder"]["why"]
+    np.testing.assert_array_equal(cheap._bittcf.perm, np.arange(bundled_int.shape[0]))
+    asked = accspmm.plan(bundled_int, device="cpu", format="bittcf", reorder="auto")
+    assert asked.stats["reorder"]["method"] == "auto"
+    assert asked.stats["reorder"]["chosen"] in _reorder.AUTO_CANDIDATES
     assert "reorder" not in accspmm.plan(bundled_int, device="cpu").stats  # CSR: row order irrelevant
+    for step in ("validate", "canonicalize", "reorder", "build", "total"):
+        assert cheap.stats["seconds"][step] >= 0
+
+
+def test_calls_hint_decides_by_predicted_payback(bundled_int):
+    """calls=None: no reordering; calls=0: never pays; a huge count: pays whenever the sample saves
+    blocks.  The bundled matrix is small enough that the sample is the whole matrix, so the
+    prediction is exact and its permutation is the plan's."""
+    B = int_dense(bundled_int.shape[1], 9)
+    ref = scipy_ref(bundled_int, B)
+    never = accspmm.plan(bundled_int, device="cpu", format="bittcf", calls=0)
+    assert never.stats["reorder"]["chosen"] == "none"
+    pay = never.stats["reorder"]["payback"]
+    assert pay["sample_is_whole"] and pay["predicted_reorder_seconds"] == 0.0
+    assert pay["tc_blocks_none"] == accspmm.plan(bundled_int, device="cpu", format="bittcf").stats["tc_blocks"]
+    many = accspmm.plan(bundled_int, device="cpu", format="bittcf", calls=10**12)
+    assert many.stats["reorder"]["method"] == "auto"
+    assert many.stats["tc_blocks"] == pay["tc_blocks_predicted"] < pay["tc_blocks_none"]
+    for p in (never, many):
+        assert_bit_exact(p(B), ref)
+    for bad in (-1, 1.5, "many", True):
+        with pytest.raises(ValueError, match="calls"):
+            accspmm.plan(bundled_int, device="cpu", format="bittcf", calls=bad)
+
+
+def test_payback_sample_of_a_large_matrix():
+    """A matrix larger than the sample: a sample of runs of whole windows, a cost
+    predicted from the nonzeros, and the decision follows the break-even."""
+    A = datasets.adversarial("bipartite", 400_000)
+    csr = as_csr(A).canonicalized()
+    perm, _, pay = _reorder.predict_payback(csr, 1000)
+    assert perm is None and not pay["sample_is_whole"]
+    assert pay["sample_rows"] <= _reorder.PAYBACK["sample_max_rows"]
+    assert pay["predicted_reorder_seconds"] == pytest.approx(csr.nnz / _reorder.PAYBACK["auto_nnz_per_s"])
+    assert 0 < pay["tc_blocks_predicted"] < pay["tc_blocks_none"]  # affinity finds shared columns here
+    _, info = _reorder.choose(csr, None, {}, int(pay["predicted_break_even_calls"]) + 1)
+    assert info["method"] == "auto"
+    _, info = _reorder.choose(csr, None, {}, max(int(pay["predicted_break_even_calls"]) - 1, 0))
+    assert info["method"] == "none"
 
 
 @pytest.mark.parametrize("kwargs, exc", [

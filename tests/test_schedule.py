@@ -7,6 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 import accspmm
+from accspmm import _tf32
 from accspmm._tf32 import (CAPS, TASK_WORDS, WARPS, WB, build_tasks, choose_variant, lpt_order, pack_meta, predict,
                            round_tf32)
 from conftest import int_dense, with_int_values
@@ -243,3 +244,19 @@ def test_extension_schedule_encoding():
     """The built CUDA extension and the Python schedule agree on warps per task and task words."""
     _cuda = pytest.importorskip("accspmm._cuda")
     assert (_cuda.TF32_WARPS, _cuda.TF32_TASK_WORDS) == (WARPS, TASK_WORDS)
+
+
+def test_predict_cap_matches_built_schedule():
+    """The C one-pass cost (csrc/acc_schedule_cost.c) gives exactly the prediction of the built tasks,
+    for every cap, on PACK runs, GROUP windows, multi-part SPLIT windows, empty windows and hubs."""
+    rng = np.random.default_rng(7)
+    variant = _tf32.choose_variant(128, 1000, 50 << 20)
+    for trial in range(200):
+        nb = rng.integers(0, [3, 10, 100, 1000][trial % 4], size=int(rng.integers(0, 400)))
+        if trial % 5 == 0 and nb.size:
+            nb[rng.integers(0, nb.size, 3)] = 5000
+        wo = np.r_[0, np.cumsum(nb)].astype(np.int64)
+        for cap in _tf32.CAPS:
+            for slices in (1, 4):
+                built = _tf32.predict(_tf32.build_tasks(wo, cap)[1], slices, variant)
+                assert _tf32.predict_cap(wo, cap, slices, variant) == built, (trial, cap)

@@ -1,0 +1,116 @@
+"""BitTCF built on the GPU (cuda/bittcf_build.cu) for GPU TF32 plans.
+
+The canonical CSR (and the permutation, unless it is the identity) goes up once; the device sorts
+each window's entries by column and writes the format, the TF32 kernel's packed block metadata and
+the TF32-rounded values.  Only the window offsets (ceil(m / 8) + 1 integers, which the schedule and
+the statistics need) come back to the host.  Bit-identical to the C builder
+(:meth:`accspmm.BitTCF.from_csr`), which stays the reference and serves CPU plans.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _core
+from ._device import DeviceArray
+
+
+class _Adopted(DeviceArray):
+    """A DeviceArray around an address that the CUDA layer allocated (freed like any other)."""
+
+    __slots__ = ()
+
+    def __init__(self, ptr: int, shape, dtype, device: int):  # no allocation: takes ownership of ptr
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self.device = device
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        self.ptr = int(ptr)
+
+
+class DeviceBitTCF:
+    """A BitTCF whose arrays live on the GPU, in the plan's dict ``dev``: ``perm``,
+    ``window_offsets``, ``block_meta`` and ``values`` (TF32-rounded), the TF32 kernel's inputs.
+    Host attributes: ``shape``, ``nnz``, ``num_blocks``, ``num_windows``, ``window_offsets``
+    (int64 NumPy), ``perm`` (None for the identity), ``stats`` (as :attr:`BitTCF.stats`)."""
+
+    def __init__(self, csr, perm, dev: dict, device: int, stream=None, keep_blocks=False):
+        """csr: canonical float32 CSR (accspmm._validate.CSR); perm: int64 NumPy (new -> old, already
+        checked) or None for the identity.  keep_blocks: also keep the BitTCF arrays on the device
+        (``block_cols``, ``block_mask``, ``block_value_offsets``, ``raw_values``; see to_host)."""
+        from . import _cuda
+
+        m, k = csr.shape
+        if csr.dtype != np.float32:
+            raise TypeError("the GPU BitTCF build takes float32 values (TF32 plans)")
+        self.shape = (m, k)
+        self.nnz = int(csr.nnz)
+        self._perm = perm
+        W = -(-m // 8)
+        self.num_windows = W
+        up = {}
+        try:
+            for name, arr in (("indptr", np.asarray(csr.indptr, np.int64)), ("indices", csr.indices),
+                              ("data", csr.data[: csr.nnz])):
+                up[name] = DeviceArray.from_host(arr, device, stream)
+            dev["perm"] = DeviceArray((m,), np.int64, device)
+            if perm is None:
+                _cuda.fill_identity(dev["perm"].ptr, m, stream)
+            else:
+                _cuda.memcpy_htod(dev["perm"].ptr, np.ascontiguousarray(perm, np.int64), stream)
+            dev["window_offsets"] = DeviceArray((W + 1,), np.int64, device)
+            self.window_offsets = np.empty(W + 1, np.int64)
+            out = _cuda.bittcf_gpu_build(m, k, self.nnz, up["indptr"].ptr, up["indices"].ptr, up["data"].ptr,
+                                         None if perm is None else dev["perm"].ptr, dev["window_offsets"].ptr,
+                                         self.window_offsets, keep_blocks, stream)
+        finally:
+            for arr in up.values():
+                arr.free()
+        nb = self.num_blocks = int(out["num_blocks"])
+        dev["block_meta"] = _Adopted(out["block_meta"], (max(nb, 1) * 12,), np.int32, device)
+        dev["values"] = _Adopted(out["values_tf32"], (max(self.nnz, 1),), np.float32, device)
+        if keep_blocks:
+            dev["block_cols"] = _Adopted(out["block_cols"], (max(nb, 1) * 8,), np.int32, device)
+            dev["block_mask"] = _Adopted(out["block_mask"], (max(nb, 1),), np.uint64, device)
+            dev["block_value_offsets"] = _Adopted(out["block_value_offsets"], (nb + 1,), np.int64, device)
+            dev["raw_values"] = _Adopted(out["values"], (max(self.nnz, 1),), np.float32, device)
+        self.window_offsets.flags.writeable = False
+        self._dev = dev
+        self._stats = None
+
+    @property
+    def perm(self) -> np.ndarray:
+        """The row permutation (new -> old), int64."""
+        if self._perm is None:
+            return np.arange(self.shape[0], dtype=np.int64)
+        return self._perm
+
+    @property
+    def stats(self) -> dict:
+        if self._stats is None:
+            m, k = self.shape
+            s = _core.bittcf_window_stats(m, k, self.nnz, self.window_offsets, False)
+            s["nnz"] = self.nnz
+            s["bytes_ratio_vs_csr"] = s["bytes"] / s["csr_bytes"] if s["csr_bytes"] else float("nan")
+            self._stats = s
+        return dict(self._stats)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the BitTCF arrays (as :attr:`BitTCF.nbytes`; the device holds the packed form)."""
+        return int(self.stats["bytes"])
+
+    def to_host(self):
+        """(window_offsets, block_cols, block_mask, block_value_offsets, values, block_meta,
+        values_tf32) as NumPy arrays (tests: built with keep_blocks=True)."""
+        d = self._dev
+        if "block_cols" not in d:
+            raise RuntimeError("built without keep_blocks: the BitTCF arrays were not kept")
+        nb, nnz = self.num_blocks, self.nnz
+
+        def get(name, count):
+            return d[name].to_host()[:count]
+
+        return (d["window_offsets"].to_host(), get("block_cols", 8 * nb), get("block_mask", nb),
+                get("block_value_offsets", nb + 1), get("raw_values", nnz), get("block_meta", 12 * nb),
+                get("values", nnz))

@@ -1,0 +1,368 @@
+/*
+ * bittcf_build.cu -- BitTCF built on the device from a canonical CSR and a
+ * row permutation, bit-identical to the C builder (csrc/acc_bittcf_build.c),
+ * plus the TF32 kernel's packed block metadata and TF32-rounded values.
+ *
+ * Algorithm (every step linear in nnz, whatever the degrees: a hub row or a
+ * hub column is just many keys of one sort):
+ *   1. iperm[perm[i]] = i (skipped for the identity);
+ *   2. each nonzero e of row i gets the key (window, column, row in window)
+ *      = (iperm[i] >> 3, c, iperm[i] & 7), packed into as few bits as the
+ *      shape needs, and its index e as the value; the row of e is found by
+ *      binary search in row_offsets (O(log m) per nonzero);
+ *   3. one radix sort of (key, e) (cub): each window's nonzeros in column
+ *      order, so a window's distinct columns are the runs of equal
+ *      (window, column);
+ *   4. distinct-run flags, inclusive scan -> D[j], the global index of j's
+ *      (window, column);  each window's first and last D give its distinct
+ *      column count, hence its TC blocks ceil(count / 8), scanned into
+ *      window_offsets;
+ *   5. per sorted nonzero: its block b = window_offsets[w] + rank / 8 and
+ *      slot rank % 8 (rank = D - the window's first D); the run's first
+ *      nonzero writes block_cols; every nonzero sets its mask bit
+ *      (row * 8 + slot) with an atomicOr (at most 64 per block);
+ *   6. block_value_offsets = exclusive scan of popcount(mask): the C
+ *      builder's order (blocks in window order, values in ascending bit
+ *      order), so value j goes to block_value_offsets[b] + the number of
+ *      mask bits below its bit;
+ *   7. packed metadata (accspmm._tf32.pack_meta's 12-int32 record: columns
+ *      interleaved with padding slots pointed at a real column, mask, value
+ *      offset) and TF32-rounded values (accspmm._tf32.round_tf32: round to
+ *      nearest, ties away from zero, non-finite kept).
+ *
+ * Memory: keys and values of the sort twice (double buffer), D, and cub's
+ * temporary storage: about 40 bytes per nonzero at the peak, all freed
+ * before returning; the outputs are cudaMalloc'ed and owned by the caller.
+ * One host synchronisation, to read the number of blocks before the block
+ * arrays are allocated.
+ */
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+
+#include <cstdint>
+
+#include "acc_cuda_internal.h"
+
+namespace {
+
+constexpr int kThreads = 256;
+
+/* Number of bits of the largest value in [0, n): 0 for n <= 1. */
+int bits_for(int64_t n) {
+    int b = 0;
+    while (b < 63 && (int64_t(1) << b) < n)
+        b++;
+    return b;
+}
+
+unsigned grid_for(int64_t n) {
+    const int64_t g = (n + kThreads - 1) / kThreads;
+    return (unsigned)(g < 1 ? 1 : (g > 1048576 ? 1048576 : g)); /* grid-stride loops cover the rest */
+}
+
+#define GRID_STRIDE(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+__global__ void iota(int64_t n, int64_t *__restrict__ out) {
+    GRID_STRIDE(i, n) out[i] = i;
+}
+
+__global__ void invert_perm(int64_t m, const int64_t *__restrict__ perm, int64_t *__restrict__ iperm) {
+    GRID_STRIDE(i, m) iperm[perm[i]] = i;
+}
+
+/* Step 2: key and value of every nonzero. */
+template <typename V>
+__global__ void make_keys(int64_t m, int64_t nnz, const int64_t *__restrict__ row_offsets,
+                          const int32_t *__restrict__ cols, const int64_t *__restrict__ iperm, int cbits,
+                          uint64_t *__restrict__ keys, V *__restrict__ vals) {
+    GRID_STRIDE(e, nnz) {
+        int64_t lo = 0, hi = m - 1; /* the last row whose offset is <= e: it holds e */
+        while (lo < hi) {
+            const int64_t mid = (lo + hi + 1) >> 1;
+            if (row_offsets[mid] <= e)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        const uint64_t ni = (uint64_t)(iperm ? iperm[lo] : lo);
+        keys[e] = ((ni >> 3) << (cbits + 3)) | ((uint64_t)(uint32_t)cols[e] << 3) | (ni & 7);
+        vals[e] = (V)e;
+    }
+}
+
+/* Step 4: 1 where a (window, column) run starts; *duplicate = 1 where two entries share a key
+ * (the same row and column: a CSR that is not canonical). */
+__global__ void run_flags(int64_t nnz, const uint64_t *__restrict__ keys, int64_t *__restrict__ flag,
+                          int *__restrict__ duplicate) {
+    GRID_STRIDE(j, nnz) {
+        flag[j] = j == 0 || (keys[j] >> 3) != (keys[j - 1] >> 3);
+        if (j > 0 && keys[j] == keys[j - 1]) *duplicate = 1;
+    }
+}
+
+/* Step 4: each nonempty window's first D and one past its last (zero for empty windows). */
+__global__ void window_bounds(int64_t nnz, const uint64_t *__restrict__ keys, const int64_t *__restrict__ D,
+                              int wshift, int64_t *__restrict__ wbeg, int64_t *__restrict__ wend) {
+    GRID_STRIDE(j, nnz) {
+        const uint64_t w = keys[j] >> wshift;
+        if (j == 0 || (keys[j - 1] >> wshift) != w) wbeg[w] = D[j] - 1;
+        if (j == nnz - 1 || (keys[j + 1] >> wshift) != w) wend[w] = D[j];
+    }
+}
+
+/* Step 4: TC blocks per window, written one slot to the right for the scan. */
+__global__ void window_blocks(int64_t W, const int64_t *__restrict__ wbeg, const int64_t *__restrict__ wend,
+                              int64_t *__restrict__ counts) {
+    GRID_STRIDE(w, W) counts[w] = (wend[w] - wbeg[w] + 7) >> 3;
+}
+
+/* Step 5: columns and mask bits; D[j] becomes (block << 6) | bit. */
+__global__ void place(int64_t nnz, const uint64_t *__restrict__ keys, int64_t *__restrict__ D, int wshift,
+                      int cbits, const int64_t *__restrict__ wbeg, const int64_t *__restrict__ window_offsets,
+                      int32_t *__restrict__ block_cols, unsigned long long *__restrict__ mask) {
+    GRID_STRIDE(j, nnz) {
+        const uint64_t key = keys[j], w = key >> wshift;
+        const int64_t rank = D[j] - 1 - wbeg[w];
+        const int64_t b = window_offsets[w] + (rank >> 3);
+        const int slot = (int)(rank & 7), bit = (int)(key & 7) * 8 + slot;
+        if (j == 0 || (keys[j - 1] >> 3) != (key >> 3))
+            block_cols[b * 8 + slot] = (int32_t)((key >> 3) & ((uint64_t(1) << cbits) - 1));
+        atomicOr(mask + b, 1ull << bit);
+        D[j] = (b << 6) | bit;
+    }
+}
+
+/* Step 6: popcount of each mask, one slot to the right for the scan. */
+__global__ void mask_counts(int64_t nblocks, const unsigned long long *__restrict__ mask,
+                            int64_t *__restrict__ offsets) {
+    GRID_STRIDE(b, nblocks) offsets[b + 1] = __popcll(mask[b]);
+    if (blockIdx.x == 0 && threadIdx.x == 0) offsets[0] = 0;
+}
+
+__device__ __forceinline__ float round_tf32(float x) {
+    if (!isfinite(x)) return x;
+    return __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xFFFFE000u); /* as accspmm._tf32.round_tf32 */
+}
+
+/* Step 6: values in the C builder's order (and their TF32 rounding). */
+template <typename V>
+__global__ void place_values(int64_t nnz, const int64_t *__restrict__ D, const V *__restrict__ src,
+                             const float *__restrict__ values_in, const unsigned long long *__restrict__ mask,
+                             const int64_t *__restrict__ offsets, float *__restrict__ values,
+                             float *__restrict__ values_tf32) {
+    GRID_STRIDE(j, nnz) {
+        const int64_t pos = D[j], b = pos >> 6;
+        const int bit = (int)(pos & 63);
+        const int64_t at = offsets[b] + __popcll(mask[b] & ((1ull << bit) - 1));
+        const float v = values_in[src[j]];
+        if (values) values[at] = v;
+        if (values_tf32) values_tf32[at] = round_tf32(v);
+    }
+}
+
+/* Step 7: the TF32 kernel's 12-int32 block record (cuda/tf32_spmm.h block_meta). */
+__global__ void pack_meta(int64_t nblocks, const int32_t *__restrict__ block_cols,
+                          const unsigned long long *__restrict__ mask, const int64_t *__restrict__ offsets,
+                          int32_t *__restrict__ meta) {
+    GRID_STRIDE(b, nblocks) {
+        const int32_t *c = block_cols + b * 8;
+        int32_t *out = meta + b * 12;
+        for (int t = 0; t < 4; t++) {
+            const int32_t lo = c[t] < 0 ? c[0] : c[t];
+            out[2 * t] = lo;
+            out[2 * t + 1] = c[t + 4] < 0 ? lo : c[t + 4];
+        }
+        const unsigned long long mk = mask[b];
+        const uint64_t off = (uint64_t)offsets[b];
+        out[8] = (int32_t)(uint32_t)mk;
+        out[9] = (int32_t)(uint32_t)(mk >> 32);
+        out[10] = (int32_t)(uint32_t)off;
+        out[11] = (int32_t)(uint32_t)(off >> 32);
+    }
+}
+
+/* Temporaries of one build, freed (stream-ordered) on every exit path. */
+struct Temps {
+    cudaStream_t s;
+    void *p[16] = {};
+    int used = 0;
+    explicit Temps(cudaStream_t stream) : s(stream) {}
+    template <typename T>
+    int get(T **out, size_t count) {
+        if (used == (int)(sizeof p / sizeof p[0])) return ACC_ERR_INVALID_ARGUMENT; /* a bug: more than p holds */
+        void *q = nullptr;
+        ACC_CUDA_TRY(cudaMallocAsync(&q, count ? count * sizeof(T) : 1, s));
+        p[used++] = q;
+        *out = static_cast<T *>(q);
+        return ACC_SUCCESS;
+    }
+    ~Temps() {
+        for (int i = 0; i < used; i++)
+            cudaFreeAsync(p[i], s);
+    }
+};
+
+#define TRY(call)                                                                                            \
+    do {                                                                                                     \
+        int st_ = (call);                                                                                    \
+        if (st_ != ACC_SUCCESS) return st_;                                                                  \
+    } while (0)
+
+#define LAUNCH_CHECK(what) ACC_CUDA_TRY(cudaPeekAtLastError())
+
+template <typename V>
+int build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cudaStream_t s, Temps &tmp) {
+    const int64_t m = in->m, nnz = in->nnz, W = (m + 7) / 8;
+    const int cbits = bits_for(in->k), wbits = bits_for(W), wshift = cbits + 3, total = wbits + cbits + 3;
+    if (total > 64) return ACC_ERR_TOO_LARGE;
+    int64_t *iperm = nullptr, *D = nullptr, *wbeg = nullptr, *wend = nullptr;
+    uint64_t *keys[2];
+    V *vals[2];
+    if (in->d_perm) {
+        TRY(tmp.get(&iperm, (size_t)m));
+        invert_perm<<<grid_for(m), kThreads, 0, s>>>(m, in->d_perm, iperm);
+        LAUNCH_CHECK();
+    }
+    TRY(tmp.get(&keys[0], (size_t)nnz));
+    TRY(tmp.get(&keys[1], (size_t)nnz));
+    TRY(tmp.get(&vals[0], (size_t)nnz));
+    TRY(tmp.get(&vals[1], (size_t)nnz));
+    make_keys<V><<<grid_for(nnz), kThreads, 0, s>>>(m, nnz, in->d_row_offsets, in->d_column_indices, iperm, cbits,
+                                                      keys[0], vals[0]);
+    LAUNCH_CHECK();
+    cub::DoubleBuffer<uint64_t> kb(keys[0], keys[1]);
+    cub::DoubleBuffer<V> vb(vals[0], vals[1]);
+    size_t temp_bytes = 0, scan_bytes = 0;
+    ACC_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, kb, vb, nnz, 0, total, s));
+    ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, scan_bytes, (int64_t *)nullptr, (int64_t *)nullptr,
+                                               nnz > W ? nnz : W, s));
+    if (scan_bytes > temp_bytes) temp_bytes = scan_bytes;
+    void *temp = nullptr;
+    TRY(tmp.get((char **)&temp, temp_bytes + 256));
+    ACC_CUDA_TRY(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, kb, vb, nnz, 0, total, s));
+    const uint64_t *K = kb.Current();
+    const V *E = vb.Current();
+    TRY(tmp.get(&D, (size_t)nnz));
+    TRY(tmp.get(&wbeg, (size_t)W));
+    TRY(tmp.get(&wend, (size_t)W));
+    int *dup = nullptr, h_dup = 0;
+    TRY(tmp.get(&dup, 1));
+    ACC_CUDA_TRY(cudaMemsetAsync(dup, 0, sizeof(int), s));
+    run_flags<<<grid_for(nnz), kThreads, 0, s>>>(nnz, K, D, dup);
+    LAUNCH_CHECK();
+    size_t bytes = temp_bytes;
+    ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp, bytes, D, D, nnz, s));
+    ACC_CUDA_TRY(cudaMemsetAsync(wbeg, 0, (size_t)W * sizeof(int64_t), s));
+    ACC_CUDA_TRY(cudaMemsetAsync(wend, 0, (size_t)W * sizeof(int64_t), s));
+    window_bounds<<<grid_for(nnz), kThreads, 0, s>>>(nnz, K, D, wshift, wbeg, wend);
+    LAUNCH_CHECK();
+    int64_t *wo = out->d_window_offsets;
+    window_blocks<<<grid_for(W), kThreads, 0, s>>>(W, wbeg, wend, wo + 1);
+    LAUNCH_CHECK();
+    ACC_CUDA_TRY(cudaMemsetAsync(wo, 0, sizeof(int64_t), s));
+    bytes = temp_bytes;
+    ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp, bytes, wo + 1, wo + 1, W, s));
+    ACC_CUDA_TRY(cudaMemcpyAsync(out->h_window_offsets, wo, (size_t)(W + 1) * sizeof(int64_t),
+                                 cudaMemcpyDeviceToHost, s));
+    ACC_CUDA_TRY(cudaMemcpyAsync(&h_dup, dup, sizeof(int), cudaMemcpyDeviceToHost, s));
+    ACC_CUDA_TRY(cudaStreamSynchronize(s));
+    if (h_dup) return ACC_ERR_NOT_CANONICAL;
+    const int64_t nb = out->h_window_offsets[W];
+    out->num_blocks = nb;
+    /* the block arrays: the caller's when given (tests compare them with the C builder), else ours */
+    int32_t *cols = out->d_block_cols;
+    unsigned long long *mask = (unsigned long long *)out->d_block_mask;
+    int64_t *offsets = out->d_block_value_offsets;
+    if (!out->keep_blocks) {
+        TRY(tmp.get(&cols, (size_t)nb * 8));
+        TRY(tmp.get(&mask, (size_t)nb));
+        TRY(tmp.get(&offsets, (size_t)nb + 1));
+    } else {
+        ACC_CUDA_TRY(cudaMalloc(&out->d_block_cols, (size_t)(nb ? nb : 1) * 8 * sizeof(int32_t)));
+        ACC_CUDA_TRY(cudaMalloc(&out->d_block_mask, (size_t)(nb ? nb : 1) * sizeof(uint64_t)));
+        ACC_CUDA_TRY(cudaMalloc(&out->d_block_value_offsets, (size_t)(nb + 1) * sizeof(int64_t)));
+        ACC_CUDA_TRY(cudaMalloc(&out->d_values, (size_t)(nnz ? nnz : 1) * sizeof(float)));
+        cols = out->d_block_cols;
+        mask = (unsigned long long *)out->d_block_mask;
+        offsets = out->d_block_value_offsets;
+    }
+    ACC_CUDA_TRY(cudaMalloc(&out->d_block_meta, (size_t)(nb ? nb : 1) * 12 * sizeof(int32_t)));
+    ACC_CUDA_TRY(cudaMalloc(&out->d_values_tf32, (size_t)(nnz ? nnz : 1) * sizeof(float)));
+    ACC_CUDA_TRY(cudaMemsetAsync(cols, 0xFF, (size_t)nb * 8 * sizeof(int32_t), s)); /* ACC_PAD_COL = -1 */
+    ACC_CUDA_TRY(cudaMemsetAsync(mask, 0, (size_t)nb * sizeof(uint64_t), s));
+    place<<<grid_for(nnz), kThreads, 0, s>>>(nnz, K, D, wshift, cbits, wbeg, wo, cols, mask);
+    LAUNCH_CHECK();
+    mask_counts<<<grid_for(nb), kThreads, 0, s>>>(nb, mask, offsets);
+    LAUNCH_CHECK();
+    bytes = temp_bytes;
+    if (nb > 0) ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp, bytes, offsets + 1, offsets + 1, nb, s));
+    place_values<V><<<grid_for(nnz), kThreads, 0, s>>>(nnz, D, E, in->d_values, mask, offsets, out->d_values,
+                                                         out->d_values_tf32);
+    LAUNCH_CHECK();
+    pack_meta<<<grid_for(nb), kThreads, 0, s>>>(nb, cols, mask, offsets, out->d_block_meta);
+    LAUNCH_CHECK();
+    ACC_CUDA_TRY(cudaStreamSynchronize(s)); /* the temporaries are released after the work */
+    return ACC_SUCCESS;
+}
+
+void free_outputs(acc_bittcf_gpu_output *out) {
+    void **p[] = {(void **)&out->d_block_cols, (void **)&out->d_block_mask, (void **)&out->d_block_value_offsets,
+                  (void **)&out->d_values, (void **)&out->d_block_meta, (void **)&out->d_values_tf32};
+    for (void **q : p) {
+        if (*q) cudaFree(*q);
+        *q = nullptr;
+    }
+}
+
+} // namespace
+
+extern "C" int acc_cuda_fill_identity(int64_t *d_perm, int64_t n, void *stream) {
+    if (n < 0 || (n > 0 && !d_perm)) return ACC_ERR_INVALID_ARGUMENT;
+    if (n == 0) return ACC_SUCCESS;
+    iota<<<grid_for(n), kThreads, 0, (cudaStream_t)stream>>>(n, d_perm);
+    return acc_cuda_status(cudaPeekAtLastError(), "iota");
+}
+
+extern "C" int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, void *stream) {
+    if (!in || !out || in->m < 0 || in->k < 0 || in->nnz < 0 || !out->d_window_offsets || !out->h_window_offsets ||
+        (in->nnz > 0 && (!in->d_row_offsets || !in->d_column_indices || !in->d_values)))
+        return ACC_ERR_INVALID_ARGUMENT;
+    out->d_block_cols = nullptr;
+    out->d_block_mask = nullptr;
+    out->d_block_value_offsets = nullptr;
+    out->d_values = nullptr;
+    out->d_block_meta = nullptr;
+    out->d_values_tf32 = nullptr;
+    out->num_blocks = 0;
+    cudaStream_t s = (cudaStream_t)stream;
+    const int64_t W = (in->m + 7) / 8;
+    if (in->nnz == 0) { /* no blocks: zero offsets, one-element placeholders */
+        int st = acc_cuda_status(cudaMemsetAsync(out->d_window_offsets, 0, (size_t)(W + 1) * sizeof(int64_t), s),
+                                 "cudaMemsetAsync");
+        for (int64_t w = 0; w <= W; w++)
+            out->h_window_offsets[w] = 0;
+        if (st == ACC_SUCCESS) st = acc_cuda_status(cudaMalloc(&out->d_block_meta, 12 * sizeof(int32_t)), "cudaMalloc");
+        if (st == ACC_SUCCESS) st = acc_cuda_status(cudaMalloc(&out->d_values_tf32, sizeof(float)), "cudaMalloc");
+        if (st == ACC_SUCCESS && out->keep_blocks) {
+            st = acc_cuda_status(cudaMalloc(&out->d_block_cols, 8 * sizeof(int32_t)), "cudaMalloc");
+            if (st == ACC_SUCCESS) st = acc_cuda_status(cudaMalloc(&out->d_block_mask, 8), "cudaMalloc");
+            if (st == ACC_SUCCESS) st = acc_cuda_status(cudaMalloc(&out->d_block_value_offsets, 8), "cudaMalloc");
+            if (st == ACC_SUCCESS) st = acc_cuda_status(cudaMalloc(&out->d_values, 4), "cudaMalloc");
+            if (st == ACC_SUCCESS)
+                st = acc_cuda_status(cudaMemsetAsync(out->d_block_value_offsets, 0, 8, s), "cudaMemsetAsync");
+        }
+        if (st == ACC_SUCCESS) st = acc_cuda_status(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+        if (st != ACC_SUCCESS) free_outputs(out);
+        return st;
+    }
+    int st;
+    {
+        Temps tmp(s);
+        st = in->nnz < (int64_t(1) << 32) ? build<uint32_t>(in, out, s, tmp) : build<uint64_t>(in, out, s, tmp);
+    }
+    if (st != ACC_SUCCESS) {
+        cudaStreamSynchronize(s);
+        free_outputs(out);
+    }
+    return st;
+}

@@ -1,0 +1,122 @@
+"""The BitTCF built on the GPU (cuda/bittcf_build.cu) against the C builder, array by array and bit
+for bit: window offsets, block columns, masks, value offsets, values, and the TF32 kernel's packed
+metadata and rounded values (accspmm._tf32.pack_meta / round_tf32 of the C builder's format).
+Every real matrix (identity and reordered), the adversarial shapes, and odd shapes.  Marked `gpu`."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import accspmm
+from accspmm import _tf32, datasets
+from accspmm._format import BitTCF
+from accspmm._validate import as_csr
+from conftest import assert_bit_exact, int_dense, real_matrix_params, scipy_ref, with_int_values
+
+pytestmark = pytest.mark.gpu
+
+
+def _compare(A, perm=None):
+    """Builds A (perm: None = identity) on the GPU and with the C builder; asserts every array equal."""
+    from accspmm import _cuda
+    from accspmm._device_format import DeviceBitTCF
+
+    csr = as_csr(sp.csr_matrix(A, dtype=np.float32)).canonicalized()
+    ref = BitTCF.from_csr(csr, perm)
+    dev = {}
+    try:
+        g = DeviceBitTCF(csr, perm, dev, _cuda.get_device(), keep_blocks=True)
+        wo, cols, mask, vo, vals, meta, vt = g.to_host()
+        np.testing.assert_array_equal(g.window_offsets, ref.window_offsets)
+        np.testing.assert_array_equal(wo, ref.window_offsets)
+        np.testing.assert_array_equal(cols, ref.block_cols)
+        np.testing.assert_array_equal(mask, ref.block_mask)
+        np.testing.assert_array_equal(vo, ref.block_value_offsets)
+        assert vals.view(np.uint32).tobytes() == ref.values.view(np.uint32).tobytes()
+        np.testing.assert_array_equal(meta, _tf32.pack_meta(ref))
+        assert vt.view(np.uint32).tobytes() == _tf32.round_tf32(ref.values).view(np.uint32).tobytes()
+        np.testing.assert_array_equal(dev["perm"].to_host(), ref.perm)
+        assert g.stats == {**ref.stats}
+        assert g.num_blocks == ref.num_blocks
+    finally:
+        for arr in dev.values():
+            arr.free()
+
+
+@pytest.mark.parametrize("path", real_matrix_params())
+def test_real_matrix_bit_identical(path):
+    A = datasets.load_matrix(path, np.float32)
+    A.data = np.random.default_rng(0).standard_normal(A.nnz).astype(np.float32)  # any float32 bits
+    _compare(A)
+    _compare(A, np.random.default_rng(1).permutation(A.shape[0]))
+    if A.nnz <= 2_000_000:
+        _compare(A, accspmm.reorder(A, "affinity"))
+
+
+@pytest.mark.parametrize("kind", datasets.ADVERSARIAL)
+def test_adversarial_bit_identical(kind):
+    A = datasets.adversarial(kind, 200_000)
+    _compare(A)
+    _compare(A, accspmm.reorder(A, "degree"))
+
+
+@pytest.mark.parametrize("shape,density", [((1, 1), 1.0), ((7, 3), 0.5), ((9, 1), 1.0), ((1, 1000), 0.3),
+                                           ((100, 100), 0.0), ((0, 5), 0.0), ((5, 0), 0.0), ((37, 2000), 0.05),
+                                           ((1000, 17), 0.2)])
+def test_odd_shapes_bit_identical(shape, density):
+    A = sp.random(*shape, density=density, format="csr", random_state=3, dtype=np.float32)
+    _compare(A)
+    if shape[0] > 1:
+        _compare(A, np.random.default_rng(2).permutation(shape[0]))
+
+
+def test_empty_rows_and_windows_and_specials():
+    rng = np.random.default_rng(4)
+    A = sp.random(200, 300, density=0.05, format="lil", random_state=5, dtype=np.float32)
+    A[16:40] = 0  # empty windows
+    A[100] = 0
+    A = A.tocsr()
+    A.data[:5] = [np.inf, -np.inf, np.nan, 0.0, -0.0]  # stored non-finite values and signed zeros
+    A.data[5:8] = [3.4e38, -3.4e38, 1e-45]  # rounding at the range ends
+    _compare(A)
+    _compare(A, rng.permutation(200))
+
+
+def test_duplicates_rejected():
+    from accspmm import _cuda
+    from accspmm._device_format import DeviceBitTCF
+    from accspmm._validate import CSR
+
+    csr = CSR((2, 4), np.array([0, 2, 3], np.int64), np.array([1, 1, 2], np.int32),
+              np.ones(3, np.float32), True)  # claims canonical but has a duplicate
+    dev = {}
+    with pytest.raises(ValueError, match="duplicate"):
+        DeviceBitTCF(csr, None, dev, _cuda.get_device())
+    for arr in dev.values():
+        arr.free()
+
+
+@pytest.mark.parametrize("build", ["gpu", "cpu"])
+def test_plan_exact_either_build(build, bundled_int):
+    A = bundled_int
+    B = int_dense(A.shape[1], 40)
+    for reorder in (None, "affinity"):
+        p = accspmm.plan(A, device="gpu", reorder=reorder, tuning={"build": build})
+        assert p.stats["format"] == "bittcf"
+        assert ("build_gpu" in p.stats["seconds"]) == (build == "gpu")
+        C = p(B)
+        assert_bit_exact(C, scipy_ref(A, B))
+
+
+def test_default_plan_is_cheap_and_calls_hint(bundled_int):
+    A = with_int_values(datasets.adversarial("bipartite", 100_000))
+    p = accspmm.plan(A, device="gpu")
+    assert p.stats["reorder"]["chosen"] == "none" and "calls=" in p.stats["reorder"]["why"]
+    q = accspmm.plan(A, device="gpu", calls=10**9)  # a huge call count: reordering pays
+    pay = q.stats["reorder"]["payback"]
+    assert pay["predicted_break_even_calls"] < 10**9 and q.stats["reorder"]["method"] == "auto"
+    r = accspmm.plan(A, device="gpu", calls=0)  # no calls: never pays
+    assert r.stats["reorder"]["chosen"] == "none"
+    B = int_dense(A.shape[1], 33)
+    for plan in (p, q, r):
+        assert_bit_exact(plan(B), scipy_ref(A, B))
