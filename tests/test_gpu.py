@@ -113,7 +113,7 @@ def test_tf32_autotune_same_bits(bundled_int, n):
     rng = np.random.default_rng(n)
     A.data = rng.standard_normal(A.nnz).astype(np.float32)
     Bg = cp.asarray(rng.standard_normal((A.shape[1], n)).astype(np.float32))
-    with accspmm.plan(A, device="gpu", tuning={"cap": 4}) as p, \
+    with accspmm.plan(A, device="gpu", tuning={"cap": 4, "autotune": True}) as p, \
             accspmm.plan(A, device="gpu", tuning={"cap": 4, "autotune": False}) as q:
         got = _run_poisoned(p, Bg)
         rep = p.stats["schedule_by_n"][n]
