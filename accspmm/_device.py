@@ -74,14 +74,16 @@ class DeviceArray:
 
     __slots__ = ("ptr", "nbytes", "shape", "dtype", "device", "__weakref__")
 
-    def __init__(self, shape, dtype, device: int):
+    def __init__(self, shape, dtype, device: int, adopt: int | None = None):
+        """Allocates shape x dtype on ``device``, or with ``adopt`` takes ownership of that device
+        address (one the CUDA layer allocated for this shape and dtype)."""
         cu = require_cuda()
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
         self.device = device
         self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
         self.ptr = 0
-        self.ptr = cu.malloc(self.nbytes)
+        self.ptr = cu.malloc(self.nbytes) if adopt is None else int(adopt)
 
     @classmethod
     def from_host(cls, arr: np.ndarray, device: int, stream=None) -> "DeviceArray":

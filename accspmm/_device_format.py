@@ -15,19 +15,6 @@ from . import _core
 from ._device import DeviceArray
 
 
-class _Adopted(DeviceArray):
-    """A DeviceArray around an address that the CUDA layer allocated (freed like any other)."""
-
-    __slots__ = ()
-
-    def __init__(self, ptr: int, shape, dtype, device: int):  # no allocation: takes ownership of ptr
-        self.shape = tuple(int(s) for s in shape)
-        self.dtype = np.dtype(dtype)
-        self.device = device
-        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-        self.ptr = int(ptr)
-
-
 class DeviceBitTCF:
     """A BitTCF whose arrays live on the GPU, in the plan's dict ``dev``: ``perm``,
     ``window_offsets``, ``block_meta`` and ``values`` (TF32-rounded), the TF32 kernel's inputs.
@@ -67,13 +54,13 @@ class DeviceBitTCF:
             for arr in up.values():
                 arr.free()
         nb = self.num_blocks = int(out["num_blocks"])
-        dev["block_meta"] = _Adopted(out["block_meta"], (max(nb, 1) * 12,), np.int32, device)
-        dev["values"] = _Adopted(out["values_tf32"], (max(self.nnz, 1),), np.float32, device)
+        dev["block_meta"] = DeviceArray((max(nb, 1) * 12,), np.int32, device, adopt=out["block_meta"])
+        dev["values"] = DeviceArray((max(self.nnz, 1),), np.float32, device, adopt=out["values_tf32"])
         if keep_blocks:
-            dev["block_cols"] = _Adopted(out["block_cols"], (max(nb, 1) * 8,), np.int32, device)
-            dev["block_mask"] = _Adopted(out["block_mask"], (max(nb, 1),), np.uint64, device)
-            dev["block_value_offsets"] = _Adopted(out["block_value_offsets"], (nb + 1,), np.int64, device)
-            dev["raw_values"] = _Adopted(out["values"], (max(self.nnz, 1),), np.float32, device)
+            dev["block_cols"] = DeviceArray((max(nb, 1) * 8,), np.int32, device, adopt=out["block_cols"])
+            dev["block_mask"] = DeviceArray((max(nb, 1),), np.uint64, device, adopt=out["block_mask"])
+            dev["block_value_offsets"] = DeviceArray((nb + 1,), np.int64, device, adopt=out["block_value_offsets"])
+            dev["raw_values"] = DeviceArray((max(self.nnz, 1),), np.float32, device, adopt=out["values"])
         self.window_offsets.flags.writeable = False
         self._dev = dev
         self._stats = None

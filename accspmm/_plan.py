@@ -131,14 +131,13 @@ class Plan:
         gives a deterministic result; it is in ``plan.stats["schedule_by_n"]``.
     tuning : advanced, for experiments: ``{"build": "cpu"}`` builds the format with the C builder and
         uploads it (default "gpu": built on the device, bit-identical); ``{"cap": int}`` forces the
-        schedule's cap and the keys of
-        ``accspmm._tf32.VARIANT_KEYS`` force a kernel variant or the task launch order
-        (neither ever changes a result bit).
-        ``{"autotune": bool}`` turns the variant timing of the first call for each width n on or
-        off (default: on when ``calls >= AUTOTUNE_MIN_CALLS`` and no variant field is forced: a few candidate variants of the same
-        schedule are timed on the caller's B, C and stream, synchronously, and the fastest is
-        kept for later calls; the result bits are the same whichever wins; the times are in
-        ``plan.stats["schedule_by_n"][n]["tuned_ms"]``).
+        schedule's cap and the keys of ``accspmm._tf32.VARIANT_KEYS`` force a kernel variant or the
+        task launch order (neither ever changes a result bit).  ``{"autotune": bool}`` turns the
+        variant timing of the first call for each width n on or off (default: on when
+        ``calls >= AUTOTUNE_MIN_CALLS`` and no variant field is forced): a few candidate variants of
+        the same schedule are timed on the caller's B, C and stream, synchronously, and the fastest
+        is kept for later calls; the result bits are the same whichever wins; the times are in
+        ``plan.stats["schedule_by_n"][n]["tuned_ms"]``.
     cusparse_alg : cuSPARSE CSR algorithm for "fp32"/"fp64" on the GPU: "default", "alg1", "alg2", "alg3".
 
     Call the plan with ``B`` (array-like, k x n or length-k vector; a CuPy array; a PyTorch tensor,

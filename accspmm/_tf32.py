@@ -122,6 +122,42 @@ def round_tf32(x: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(x), r, x).astype(np.float32)
 
 
+def _group_tasks(gw: np.ndarray, nb: np.ndarray, cap: int):
+    """GROUP tasks of build_tasks for the windows ``gw`` (ascending; cap < nb <= WARPS cap): each
+    window takes g = ceil(nb / cap) warps, about cap blocks each, and the groups are packed greedily,
+    in window order, into tasks of up to WARPS warps.  Returns (tasks [T, TASK_WORDS] int64, the
+    window each task starts with, task costs)."""
+    g_all = -(-nb[gw] // max(cap, 1))
+    if gw.size and bool((g_all == WARPS).all()):  # every group fills a task (always so for WARPS = 2)
+        rows = np.zeros((gw.size, TASK_WORDS), np.int64)
+        rows[:, 0] = 1
+        rows[:, 1::2] = gw[:, None]
+        rows[:, 2::2] = (np.arange(WARPS, dtype=np.int64) << 4) | WARPS
+        return rows, gw.astype(np.int64), (-(-nb[gw] // WARPS) + FILL + REDUCE + TASK).astype(np.float64)
+    group_rows, group_cost, group_key = [], [], []
+    row, used, worst = None, 0, 0.0
+    for w, n_w in zip(gw.tolist(), nb[gw].tolist()):
+        g = -(-n_w // cap)
+        if row is None or used + g > WARPS:
+            if row is not None:
+                group_rows.append(row)
+                group_cost.append(worst + TASK)
+            row, used, worst = np.zeros(TASK_WORDS, np.int64), 0, 0.0
+            row[0] = 1
+            row[1::2] = -1
+            group_key.append(w)
+        for j in range(g):
+            row[1 + 2 * (used + j)] = w
+            row[2 + 2 * (used + j)] = (j << 4) | g
+        used += g
+        worst = max(worst, -(-n_w // g) + FILL + REDUCE)
+    if row is not None:
+        group_rows.append(row)
+        group_cost.append(worst + TASK)
+    return (np.array(group_rows, np.int64).reshape(-1, TASK_WORDS), np.array(group_key, np.int64),
+            np.array(group_cost, np.float64))
+
+
 def build_tasks(window_offsets, cap: int):
     """The schedule for ``cap`` (module docstring): ``tasks`` int32 [T, TASK_WORDS] in the kernel's
     encoding (cuda/tf32_spmm.h) and ``task_cost`` float64 [T] in model units (one column slice)."""
@@ -175,43 +211,8 @@ def build_tasks(window_offsets, cap: int):
     sw = idx[split]
     q = -(-nb[sw] // (WARPS * max(cap, 1))) if sw.size else np.zeros(0, np.int64)
     multi = q > 1
-    # Q = 1 (cap < nb <= WARPS cap): a GROUP of g = ceil(nb / cap) warps, about cap blocks each;
-    # groups packed greedily, in window order, into GROUP tasks of up to WARPS warps
-    group_rows, group_cost, group_key = [], [], []
-    row, used, worst = None, 0, 0.0
-    gw = sw[~multi]
-    g_all = -(-nb[gw] // max(cap, 1))
-    if gw.size and bool((g_all == WARPS).all()):  # every group fills a task (always so for WARPS = 2)
-        g_rows = np.zeros((gw.size, TASK_WORDS), np.int64)
-        g_rows[:, 0] = 1
-        g_rows[:, 1::2] = gw[:, None]
-        g_rows[:, 2::2] = (np.arange(WARPS, dtype=np.int64) << 4) | WARPS
-        vec = (g_rows, gw.copy(), (-(-nb[gw] // WARPS) + FILL + REDUCE + TASK).astype(np.float64))
-        gw = gw[:0]
-    else:
-        vec = None
-    for w, n_w in zip(gw.tolist(), nb[gw].tolist()):
-        g = -(-n_w // cap)
-        if row is None or used + g > WARPS:
-            if row is not None:
-                group_rows.append(row)
-                group_cost.append(worst + TASK)
-            row, used, worst = np.zeros(TASK_WORDS, np.int64), 0, 0.0
-            row[0] = 1
-            row[1::2] = -1
-            group_key.append(w)
-        for j in range(g):
-            row[1 + 2 * (used + j)] = w
-            row[2 + 2 * (used + j)] = (j << 4) | g
-        used += g
-        worst = max(worst, -(-n_w // g) + FILL + REDUCE)
-    if row is not None:
-        group_rows.append(row)
-        group_cost.append(worst + TASK)
-    group_tasks = np.array(group_rows, np.int64).reshape(-1, TASK_WORDS)
-    group_key, group_cost = np.array(group_key, np.int64), np.array(group_cost, np.float64)
-    if vec is not None:
-        group_tasks, group_key, group_cost = vec
+    # Q = 1 (cap < nb <= WARPS cap): a GROUP of g = ceil(nb / cap) warps, about cap blocks each
+    group_tasks, group_key, group_cost = _group_tasks(sw[~multi], nb, cap)
     # Q > 1: one task per part, all WARPS warps; a split id (counter) and workspace slots, one per part
     sm, qm = sw[multi], q[multi]
     split_id = np.arange(sm.size)

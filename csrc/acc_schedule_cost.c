@@ -81,7 +81,8 @@ acc_status acc_schedule_cost(const int64_t *window_offsets, int64_t num_windows,
         CLOSE_RUN(); /* a GROUP or SPLIT window cuts the run */
         const int64_t q = (nb + (int64_t)warps * cap - 1) / ((int64_t)warps * cap);
         if (q > 1) {
-            const double per = ceil((double)nb / (double)q / (double)warps) + FILL + REDUCE + TASK + MERGE * (1.0 + (double)q);
+            const double per = ceil((double)nb / (double)q / (double)warps) + FILL + REDUCE + TASK +
+                               MERGE * (1.0 + (double)q);
             for (int64_t j = 0; j < q; j++)
                 add_task(per, sum, max, ntasks);
         } else {

@@ -60,11 +60,11 @@ unsigned grid_for(int64_t n) {
     return (unsigned)(g < 1 ? 1 : (g > 1048576 ? 1048576 : g)); /* grid-stride loops cover the rest */
 }
 
-#define GRID_STRIDE(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+#define GRID_STRIDE(i, n)                                                                                    \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                                \
+         i += (int64_t)gridDim.x * blockDim.x)
 
-__global__ void iota(int64_t n, int64_t *__restrict__ out) {
-    GRID_STRIDE(i, n) out[i] = i;
-}
+__global__ void iota(int64_t n, int64_t *__restrict__ out) { GRID_STRIDE(i, n) out[i] = i; }
 
 __global__ void invert_perm(int64_t m, const int64_t *__restrict__ perm, int64_t *__restrict__ iperm) {
     GRID_STRIDE(i, m) iperm[perm[i]] = i;
@@ -187,9 +187,9 @@ struct Temps {
     void *p[16] = {};
     int used = 0;
     explicit Temps(cudaStream_t stream) : s(stream) {}
-    template <typename T>
-    int get(T **out, size_t count) {
-        if (used == (int)(sizeof p / sizeof p[0])) return ACC_ERR_INVALID_ARGUMENT; /* a bug: more than p holds */
+    template <typename T> int get(T **out, size_t count) {
+        if (used == (int)(sizeof p / sizeof p[0]))
+            return ACC_ERR_INVALID_ARGUMENT; /* a bug: more than p holds */
         void *q = nullptr;
         ACC_CUDA_TRY(cudaMallocAsync(&q, count ? count * sizeof(T) : 1, s));
         p[used++] = q;
@@ -208,7 +208,7 @@ struct Temps {
         if (st_ != ACC_SUCCESS) return st_;                                                                  \
     } while (0)
 
-#define LAUNCH_CHECK(what) ACC_CUDA_TRY(cudaPeekAtLastError())
+#define LAUNCH_CHECK() ACC_CUDA_TRY(cudaPeekAtLastError())
 
 template <typename V>
 int build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cudaStream_t s, Temps &tmp) {
@@ -227,8 +227,8 @@ int build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cudaStream
     TRY(tmp.get(&keys[1], (size_t)nnz));
     TRY(tmp.get(&vals[0], (size_t)nnz));
     TRY(tmp.get(&vals[1], (size_t)nnz));
-    make_keys<V><<<grid_for(nnz), kThreads, 0, s>>>(m, nnz, in->d_row_offsets, in->d_column_indices, iperm, cbits,
-                                                      keys[0], vals[0]);
+    make_keys<V><<<grid_for(nnz), kThreads, 0, s>>>(m, nnz, in->d_row_offsets, in->d_column_indices, iperm,
+                                                    cbits, keys[0], vals[0]);
     LAUNCH_CHECK();
     cub::DoubleBuffer<uint64_t> kb(keys[0], keys[1]);
     cub::DoubleBuffer<V> vb(vals[0], vals[1]);
@@ -297,7 +297,7 @@ int build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cudaStream
     bytes = temp_bytes;
     if (nb > 0) ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp, bytes, offsets + 1, offsets + 1, nb, s));
     place_values<V><<<grid_for(nnz), kThreads, 0, s>>>(nnz, D, E, in->d_values, mask, offsets, out->d_values,
-                                                         out->d_values_tf32);
+                                                       out->d_values_tf32);
     LAUNCH_CHECK();
     pack_meta<<<grid_for(nb), kThreads, 0, s>>>(nb, cols, mask, offsets, out->d_block_meta);
     LAUNCH_CHECK();
@@ -306,8 +306,9 @@ int build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cudaStream
 }
 
 void free_outputs(acc_bittcf_gpu_output *out) {
-    void **p[] = {(void **)&out->d_block_cols, (void **)&out->d_block_mask, (void **)&out->d_block_value_offsets,
-                  (void **)&out->d_values, (void **)&out->d_block_meta, (void **)&out->d_values_tf32};
+    void **p[] = {(void **)&out->d_block_cols,          (void **)&out->d_block_mask,
+                  (void **)&out->d_block_value_offsets, (void **)&out->d_values,
+                  (void **)&out->d_block_meta,          (void **)&out->d_values_tf32};
     for (void **q : p) {
         if (*q) cudaFree(*q);
         *q = nullptr;
@@ -323,8 +324,10 @@ extern "C" int acc_cuda_fill_identity(int64_t *d_perm, int64_t n, void *stream) 
     return acc_cuda_status(cudaPeekAtLastError(), "iota");
 }
 
-extern "C" int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, void *stream) {
-    if (!in || !out || in->m < 0 || in->k < 0 || in->nnz < 0 || !out->d_window_offsets || !out->h_window_offsets ||
+extern "C" int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out,
+                                    void *stream) {
+    if (!in || !out || in->m < 0 || in->k < 0 || in->nnz < 0 || !out->d_window_offsets ||
+        !out->h_window_offsets ||
         (in->nnz > 0 && (!in->d_row_offsets || !in->d_column_indices || !in->d_values)))
         return ACC_ERR_INVALID_ARGUMENT;
     out->d_block_cols = nullptr;
@@ -337,16 +340,20 @@ extern "C" int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_g
     cudaStream_t s = (cudaStream_t)stream;
     const int64_t W = (in->m + 7) / 8;
     if (in->nnz == 0) { /* no blocks: zero offsets, one-element placeholders */
-        int st = acc_cuda_status(cudaMemsetAsync(out->d_window_offsets, 0, (size_t)(W + 1) * sizeof(int64_t), s),
-                                 "cudaMemsetAsync");
+        int st =
+            acc_cuda_status(cudaMemsetAsync(out->d_window_offsets, 0, (size_t)(W + 1) * sizeof(int64_t), s),
+                            "cudaMemsetAsync");
         for (int64_t w = 0; w <= W; w++)
             out->h_window_offsets[w] = 0;
-        if (st == ACC_SUCCESS) st = acc_cuda_status(cudaMalloc(&out->d_block_meta, 12 * sizeof(int32_t)), "cudaMalloc");
-        if (st == ACC_SUCCESS) st = acc_cuda_status(cudaMalloc(&out->d_values_tf32, sizeof(float)), "cudaMalloc");
+        if (st == ACC_SUCCESS)
+            st = acc_cuda_status(cudaMalloc(&out->d_block_meta, 12 * sizeof(int32_t)), "cudaMalloc");
+        if (st == ACC_SUCCESS)
+            st = acc_cuda_status(cudaMalloc(&out->d_values_tf32, sizeof(float)), "cudaMalloc");
         if (st == ACC_SUCCESS && out->keep_blocks) {
             st = acc_cuda_status(cudaMalloc(&out->d_block_cols, 8 * sizeof(int32_t)), "cudaMalloc");
             if (st == ACC_SUCCESS) st = acc_cuda_status(cudaMalloc(&out->d_block_mask, 8), "cudaMalloc");
-            if (st == ACC_SUCCESS) st = acc_cuda_status(cudaMalloc(&out->d_block_value_offsets, 8), "cudaMalloc");
+            if (st == ACC_SUCCESS)
+                st = acc_cuda_status(cudaMalloc(&out->d_block_value_offsets, 8), "cudaMalloc");
             if (st == ACC_SUCCESS) st = acc_cuda_status(cudaMalloc(&out->d_values, 4), "cudaMalloc");
             if (st == ACC_SUCCESS)
                 st = acc_cuda_status(cudaMemsetAsync(out->d_block_value_offsets, 0, 8, s), "cudaMemsetAsync");
@@ -358,7 +365,8 @@ extern "C" int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_g
     int st;
     {
         Temps tmp(s);
-        st = in->nnz < (int64_t(1) << 32) ? build<uint32_t>(in, out, s, tmp) : build<uint64_t>(in, out, s, tmp);
+        st = in->nnz < (int64_t(1) << 32) ? build<uint32_t>(in, out, s, tmp)
+                                          : build<uint64_t>(in, out, s, tmp);
     }
     if (st != ACC_SUCCESS) {
         cudaStreamSynchronize(s);
