@@ -148,7 +148,12 @@ def _rcm(csr: CSR) -> np.ndarray:
     return order if m == k else order[order < m]
 
 
-def _run_method(csr: CSR, method: str, seed: int, params: dict, progress) -> np.ndarray:
+#: Phases of the affinity reordering timed in ``info["phase_seconds"]`` (csrc/accspmm.h).
+AFFINITY_PHASES = ("graph", "dendrogram", "communities", "ordering")
+
+
+def _run_method(csr: CSR, method: str, seed: int, params: dict, progress, phases=None) -> np.ndarray:
+    """perm of one method; ``phases``: a dict that gets the affinity reordering's phase times."""
     m, k = csr.shape
     if method == "none":
         return np.arange(m, dtype=np.int64)
@@ -157,12 +162,16 @@ def _run_method(csr: CSR, method: str, seed: int, params: dict, progress) -> np.
     if method == "degree":
         return _core.reorder_degree(m, k, csr.indptr, csr.indices)
     if method == "affinity":
-        return _run_with_progress(
+        seconds = np.zeros(len(AFFINITY_PHASES))
+        perm = _run_with_progress(
             lambda c: _core.reorder_affinity(m, k, csr.indptr, csr.indices, seed, int(params["max_scan"]),
                                              _COMMUNITY[params["community"]],
                                              float(params["max_community"]), int(params["chunk_nnz"]),
-                                             int(params["part_edges"]), c),
+                                             int(params["part_edges"]), c, seconds),
             csr.nnz, "affinity reordering", progress)
+        if phases is not None:
+            phases.update(zip(AFFINITY_PHASES, seconds.tolist()))
+        return perm
     if method == "jaccard":
         return _run_with_progress(
             lambda c: _core.reorder_jaccard(m, k, csr.indptr, csr.indices, seed, float(params["tau"]),
@@ -195,8 +204,11 @@ def compute(A, method: str = "affinity", *, seed=0, progress=None, **params):
     t0 = time.perf_counter()
     if method != "auto":
         p = _params(method, params)
-        perm = _run_method(csr, method, seed, p, progress)
+        phases = {}
+        perm = _run_method(csr, method, seed, p, progress, phases)
         info = {"method": method, "chosen": method, "params": p, "seed": seed}
+        if phases:
+            info["phase_seconds"] = phases
     else:
         by_method = {c: params.pop(c, {}) for c in AUTO_CANDIDATES}
         if params:

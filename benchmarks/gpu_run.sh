@@ -9,7 +9,9 @@
 #                 ncu: Nsight Compute counters of the TF32 kernel (benchmarks/ncu_gpu.py);
 #                 bench: benchmarks/bench_gpu.py DATA_DIR with the remaining arguments;
 #                 python: benchmarks/bench_python.py DATA_DIR $PYBENCH_ARGS (the call as users make it);
-#                 preprocess: benchmarks/bench_preprocess_gpu.py DATA_DIR $PREP_ARGS (GPU build, break-even).
+#                 preprocess: benchmarks/bench_preprocess_gpu.py DATA_DIR $PREP_ARGS (GPU build, break-even);
+#                 scaling: benchmarks/affinity_scaling.py DATA_DIR $SCALING_ARGS (affinity vs threads);
+#                 profile: benchmarks/profile_setup.py DATA_DIR $PROFILE_ARGS (where setup time goes).
 #   OUT           where logs and results go (default benchmarks/results/raw): run.log (every
 #                 stage's output), results.json/md, baseline/results.json/md, ncu.txt, python.json/md.
 # The benchmark table prints last.
@@ -60,4 +62,15 @@ if [[ $STAGES == *" preprocess "* ]]; then
   timeout "${PREP_TIMEOUT:-540}" python3 benchmarks/bench_preprocess_gpu.py "$DATA" --out "$OUT" ${PREP_ARGS:-} 2>&1 \
     | tee -a "$LOG" | grep -v "^|" | tail -40
   [ -f "$OUT/preprocess_gpu.md" ] && cat "$OUT/preprocess_gpu.md"
+fi
+if [[ $STAGES == *" scaling "* ]]; then
+  stage scaling
+  timeout "${SCALING_TIMEOUT:-400}" python3 benchmarks/affinity_scaling.py "$DATA" --out "$OUT" ${SCALING_ARGS:-} 2>&1 \
+    | tee -a "$LOG" | grep -v "^|" | tail -5
+  [ -f "$OUT/affinity_scaling.md" ] && cat "$OUT/affinity_scaling.md"
+fi
+if [[ $STAGES == *" profile "* ]]; then
+  stage profile
+  timeout "${PROFILE_TIMEOUT:-300}" python3 benchmarks/profile_setup.py "$DATA" ${PROFILE_ARGS:-} > "$OUT/profile_setup.txt" 2>&1
+  grep "^==" "$OUT/profile_setup.txt" | tee -a "$LOG"
 fi

@@ -61,11 +61,7 @@ acc_status acc_csr_spmm(const acc_csr *A, const void *B, int64_t n, void *C) {
     const int64_t total = nnz + m;
 #pragma omp parallel
     {
-        int nth = 1, t = 0;
-#ifdef _OPENMP
-        nth = omp_get_num_threads();
-        t = omp_get_thread_num();
-#endif
+        const int nth = acc_team_size(), t = acc_thread_id();
         const int64_t lo = acc_row_for_work(rp, m, total * t / nth);
         const int64_t hi = acc_row_for_work(rp, m, total * (t + 1) / nth);
         if (A->dtype == ACC_FLOAT64)

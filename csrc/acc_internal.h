@@ -39,6 +39,15 @@ static inline int acc_num_threads(void) {
 #endif
 }
 
+/* Threads of the current team (1 outside a parallel region). */
+static inline int acc_team_size(void) {
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
 static inline int acc_thread_id(void) {
 #ifdef _OPENMP
     return omp_get_thread_num();

@@ -94,6 +94,14 @@
  */
 #include "acc_internal.h"
 
+#include <time.h>
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* One edge of a stored adjacency list. */
 typedef struct edge {
     int32_t target;
@@ -323,16 +331,41 @@ done:
     return status;
 }
 
+/* Depth-first order of the trees whose roots lie in [lo, hi) (every vertex
+ * of those trees does): roots ascending, node before its children, written
+ * to order[lo..hi); comm[x] = x's root (its community).  stack[hi - lo]
+ * workspace. */
+static void dendrogram_dfs(int64_t lo, int64_t hi, const dendrogram *D, int32_t *stack, int32_t *order,
+                           int32_t *comm) {
+    int64_t pos = lo;
+    for (int64_t root = lo; root < hi; root++) {
+        if (D->parent[root] >= 0) continue;
+        int64_t top = 0;
+        stack[top++] = (int32_t)root;
+        while (top > 0) {
+            const int32_t x = stack[--top];
+            order[pos++] = x;
+            comm[x] = (int32_t)root;
+            /* children pushed in merge order pop in reverse merge order:
+             * the community merged last (the strongest link) comes first */
+            for (int32_t c = D->first_child[x]; c >= 0; c = D->next_sib[c])
+                stack[top++] = c;
+        }
+    }
+}
+
 /* Step I in parts (header) for a square A whose graph (offsets adj_offsets[m+1])
  * has more than part_edges edges: vertex ranges [lo, hi) of about part_edges
  * edges each, every range's dendrogram built on its induced subgraph (made
- * from A and its transposed pattern), in parallel.  visit[m] is workspace;
- * D gets global vertex ids. */
+ * from A and its transposed pattern), then its depth-first order, in
+ * parallel (trees never leave their part, so the parts' orders concatenate
+ * to the whole graph's).  visit[m] is workspace; D gets global vertex ids;
+ * dfs[m] and comm[m] out as in dendrogram_dfs. */
 static acc_status build_dendrogram_parts(const acc_csr *A, const int64_t *col_offsets,
                                          const int32_t *col_rows, const int64_t *adj_offsets,
                                          const acc_affinity_params *params, double max_strength,
-                                         int64_t *visit, dendrogram *D, int64_t *progress,
-                                         int64_t progress_total) {
+                                         int64_t *visit, dendrogram *D, int32_t *dfs, int32_t *comm,
+                                         int64_t *progress, int64_t progress_total) {
     const int64_t n = A->m;
     int64_t nparts = 0;
     int64_t *bounds = acc_malloc((size_t)n + 1, sizeof(int64_t));
@@ -378,6 +411,8 @@ static acc_status build_dendrogram_parts(const acc_csr *A, const int64_t *col_of
                 if (D->last_child[v] >= 0) D->last_child[v] += (int32_t)lo;
                 if (D->next_sib[v] >= 0) D->next_sib[v] += (int32_t)lo;
             }
+            /* the part's union-find is no longer needed: its range is the stack */
+            if (st == ACC_SUCCESS) dendrogram_dfs(lo, hi, D, D->dest + lo, dfs, comm);
         }
         acc_free(pe); /* NULL once build_dendrogram took it */
         acc_free(off);
@@ -392,25 +427,6 @@ static acc_status build_dendrogram_parts(const acc_csr *A, const int64_t *col_of
     }
     acc_free(bounds);
     return status;
-}
-
-/* Depth-first order of the dendrogram: roots ascending, node before its
- * children.  order[n] out; stack[n] workspace. */
-static void dendrogram_dfs(int64_t n, const dendrogram *D, int32_t *stack, int32_t *order) {
-    int64_t pos = 0;
-    for (int64_t root = 0; root < n; root++) {
-        if (D->parent[root] >= 0) continue;
-        int64_t top = 0;
-        stack[top++] = (int32_t)root;
-        while (top > 0) {
-            const int32_t x = stack[--top];
-            order[pos++] = x;
-            /* children pushed in merge order pop in reverse merge order:
-             * the community merged last (the strongest link) comes first */
-            for (int32_t c = D->first_child[x]; c >= 0; c = D->next_sib[c])
-                stack[top++] = c;
-        }
-    }
 }
 
 /* ---- step II: ordering -------------------------------------------------- */
@@ -658,16 +674,12 @@ static acc_status order_rows(const acc_csr *A, const int32_t *dfs, int64_t n, co
     int64_t *bounds = acc_malloc((size_t)m + 2, sizeof(int64_t)); /* chunk starts in seq */
     int32_t *local = acc_malloc((size_t)m, sizeof(int32_t));
     const int nthreads = acc_num_threads();
-    walk *walks = acc_malloc((size_t)nthreads, sizeof(walk));
-    if (!seq || !bounds || !local || !walks) {
+    if (!seq || !bounds || !local) {
         acc_free(seq);
         acc_free(bounds);
         acc_free(local);
-        acc_free(walks);
         return ACC_ERR_OUT_OF_MEMORY;
     }
-    for (int t = 0; t < nthreads; t++)
-        memset(&walks[t], 0, sizeof(walk));
     for (int64_t p = 0, acc = 0; p < n; p++) {
         const int32_t r = dfs[p];
         if (r >= m || rp[r + 1] == rp[r]) continue;
@@ -691,14 +703,18 @@ static acc_status order_rows(const acc_csr *A, const int32_t *dfs, int64_t n, co
     const int used_threads = nchunks < nthreads ? (int)(nchunks > 0 ? nchunks : 1) : nthreads;
 #pragma omp parallel num_threads(used_threads)
     {
+        /* each thread's walk lives on its own stack: the hot counters of an
+         * array of walks would share cache lines between threads (measured:
+         * two threads ran each chunk 2x slower than one) */
+        walk W;
         const int t = acc_thread_id();
-        acc_status st = walk_alloc(&walks[t], max_rows, max_nnz, A->k, max_len);
+        acc_status st = walk_alloc(&W, max_rows, max_nnz, A->k, max_len);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t c = 0; c < nchunks; c++) {
             if (st != ACC_SUCCESS) continue;
             const int64_t b = bounds[c], rows = bounds[c + 1] - b;
-            walk_load(&walks[t], A, seq + b, rows, comm);
-            st = walk_order(&walks[t], params, local + b);
+            walk_load(&W, A, seq + b, rows, comm);
+            st = walk_order(&W, params, local + b);
             if (st != ACC_SUCCESS) continue;
             for (int64_t i = 0; i < rows; i++)
                 perm[b + i] = seq[b + local[b + i]];
@@ -706,25 +722,23 @@ static acc_status order_rows(const acc_csr *A, const int32_t *dfs, int64_t n, co
             done_rows += rows;
             if (t == 0) acc_progress_set(progress, progress_base + done_rows, progress_total);
         }
+        walk_free(&W);
         if (st != ACC_SUCCESS) {
 #pragma omp critical(acc_affinity_status)
             status = st;
         }
     }
-    for (int t = 0; t < nthreads; t++)
-        walk_free(&walks[t]);
     int64_t pos = R;
     for (int64_t i = 0; i < m; i++)
         if (rp[i + 1] == rp[i]) perm[pos++] = i; /* empty rows go last */
     acc_free(seq);
     acc_free(bounds);
     acc_free(local);
-    acc_free(walks);
     return status;
 }
 
 acc_status acc_reorder_affinity(const acc_csr *A, const acc_affinity_params *params, int64_t *perm,
-                                int64_t *progress) {
+                                int64_t *progress, double *seconds) {
     if (!A || !params || !perm || A->m < 0 || A->k < 0 || !A->row_offsets || params->max_scan <= 0 ||
         params->chunk_nnz <= 0 || params->part_edges <= 0 || !(params->max_community > 0.0) ||
         (params->community != ACC_COMMUNITY_IGNORE && params->community != ACC_COMMUNITY_TIE))
@@ -753,9 +767,20 @@ acc_status acc_reorder_affinity(const acc_csr *A, const acc_affinity_params *par
         goto done;
     }
     const int64_t total_work = n + m;
+    double t_prev = now_seconds(), t_next;
+#define ACC_PHASE(i)                                                                                         \
+    do {                                                                                                     \
+        t_next = now_seconds();                                                                              \
+        if (seconds) seconds[i] = t_next - t_prev;                                                           \
+        t_prev = t_next;                                                                                     \
+    } while (0)
+    if (seconds)
+        for (int i = 0; i < ACC_AFFINITY_PHASES; i++)
+            seconds[i] = 0.0;
     acc_progress_set(progress, 0, total_work);
     ACC_CHECK(acc_pattern_transpose(A, col_offsets, col_rows));
     ACC_CHECK(graph_offsets(A, col_offsets, col_rows, n, adj_offsets));
+    ACC_PHASE(0);
 
     /* Step I */
     {
@@ -763,17 +788,18 @@ acc_status acc_reorder_affinity(const acc_csr *A, const acc_affinity_params *par
         const double max_strength = params->max_community * (avg_degree > 1.0 ? avg_degree : 1.0);
         if (m == k && adj_offsets[n] > params->part_edges) {
             ACC_CHECK(build_dendrogram_parts(A, col_offsets, col_rows, adj_offsets, params, max_strength,
-                                             visit, &D, progress, total_work));
+                                             visit, &D, dfs, comm, progress, total_work));
+            ACC_PHASE(1);
         } else { /* one part: the whole graph (always for the bipartite graph, see header) */
             ACC_CHECK(graph_edges(A, col_offsets, col_rows, adj_offsets, n, &edges, &cap));
             ACC_CHECK(acc_order_by_length(adj_offsets, n, 1, params->seed, visit));
             ACC_CHECK(build_dendrogram(n, adj_offsets, &edges, cap, visit, max_strength, &D, progress,
                                        total_work)); /* frees edges */
+            ACC_PHASE(1);
+            dendrogram_dfs(0, n, &D, D.dest /* stack: union-find no longer needed */, dfs, comm);
         }
     }
-    dendrogram_dfs(n, &D, comm /* stack */, dfs);
-    for (int64_t v = 0; v < n; v++)
-        comm[v] = find_root(D.dest, (int32_t)v);
+    ACC_PHASE(2); /* in parts, each part's depth-first order is timed with step I */
 
     /* Step II */
     acc_free(col_offsets); /* step II builds each chunk's own transposed pattern */
@@ -781,6 +807,8 @@ acc_status acc_reorder_affinity(const acc_csr *A, const acc_affinity_params *par
     col_offsets = NULL;
     col_rows = NULL;
     ACC_CHECK(order_rows(A, dfs, n, comm, params, perm, progress, n, total_work));
+    ACC_PHASE(3);
+#undef ACC_PHASE
     acc_progress_set(progress, total_work, total_work);
 done:
     acc_free(edges);

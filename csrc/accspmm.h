@@ -227,12 +227,19 @@ typedef struct acc_affinity_params {
     int64_t part_edges;   /* graph edges per independently built part of step I (> 0) */
 } acc_affinity_params;
 
+/* Phases of the affinity reordering timed into its `seconds` array: graph
+ * (transposed pattern and graph offsets), step I (dendrogram), the
+ * depth-first walk and communities (when step I runs in parts, each part's
+ * walk runs and is timed with it), step II (ordering). */
+#define ACC_AFFINITY_PHASES 4
+
 /* Data-affinity reordering: modularity dendrogram + greedy affinity walk;
  * the algorithm, graph definition and complexity are in
  * acc_reorder_affinity.c.  Needs m + k < 2^31 (rectangular) or m < 2^31,
- * and 2 * nnz < 2^31 (ACC_ERR_TOO_LARGE otherwise). */
+ * and 2 * nnz < 2^31 (ACC_ERR_TOO_LARGE otherwise).  seconds: NULL, or
+ * ACC_AFFINITY_PHASES wall times out. */
 acc_status acc_reorder_affinity(const acc_csr *A, const acc_affinity_params *params, int64_t *perm,
-                                int64_t *progress);
+                                int64_t *progress, double *seconds);
 
 /* Parameters of the Jaccard row clustering (SMaT / Sylos Labini et al.). */
 typedef struct acc_jaccard_params {

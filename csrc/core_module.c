@@ -424,8 +424,13 @@ static acc_status run_rcm(const acc_csr *A, const void *params, int64_t *perm, i
     (void)progress;
     return acc_reorder_rcm(A, params, perm);
 }
-static acc_status run_affinity(const acc_csr *A, const void *params, int64_t *perm, int64_t *progress) {
-    return acc_reorder_affinity(A, params, perm, progress);
+typedef struct affinity_call {
+    acc_affinity_params params;
+    double *seconds; /* NULL or ACC_AFFINITY_PHASES */
+} affinity_call;
+static acc_status run_affinity(const acc_csr *A, const void *call, int64_t *perm, int64_t *progress) {
+    const affinity_call *c = call;
+    return acc_reorder_affinity(A, &c->params, perm, progress, c->seconds);
 }
 static acc_status run_jaccard(const acc_csr *A, const void *params, int64_t *perm, int64_t *progress) {
     return acc_reorder_jaccard(A, params, perm, progress);
@@ -480,18 +485,26 @@ static PyObject *py_reorder_rcm(PyObject *self, PyObject *args) {
 
 static PyObject *py_reorder_affinity(PyObject *self, PyObject *args) {
     Py_ssize_t m, k;
-    PyObject *indptr, *indices, *progobj;
+    PyObject *indptr, *indices, *progobj, *secobj;
     unsigned long long seed;
     long long max_scan;
     int community;
     double max_community;
     long long chunk_nnz, part_edges;
     (void)self;
-    if (!PyArg_ParseTuple(args, "nnOOKLidLLO", &m, &k, &indptr, &indices, &seed, &max_scan, &community,
-                          &max_community, &chunk_nnz, &part_edges, &progobj))
+    if (!PyArg_ParseTuple(args, "nnOOKLidLLOO", &m, &k, &indptr, &indices, &seed, &max_scan, &community,
+                          &max_community, &chunk_nnz, &part_edges, &progobj, &secobj))
         return NULL;
-    const acc_affinity_params p = {seed, max_scan, community, max_community, chunk_nnz, part_edges};
-    return reorder_common(m, k, indptr, indices, progobj, run_affinity, &p);
+    PyArrayObject *sec = NULL;
+    if (secobj != Py_None) {
+        sec = acc_py_array(secobj, NPY_FLOAT64, 1, ACC_AFFINITY_PHASES, -1, 1, "seconds");
+        if (!sec) return NULL;
+    }
+    const affinity_call c = {{seed, max_scan, community, max_community, chunk_nnz, part_edges},
+                             sec ? PyArray_DATA(sec) : NULL};
+    PyObject *perm = reorder_common(m, k, indptr, indices, progobj, run_affinity, &c);
+    Py_XDECREF(sec);
+    return perm;
 }
 
 static PyObject *py_reorder_jaccard(PyObject *self, PyObject *args) {
@@ -565,8 +578,8 @@ static PyObject *py_bittcf_window_stats(PyObject *self, PyObject *args) {
     PyArrayObject *wo = acc_py_array(woobj, NPY_INT64, 1, W + 1, -1, 0, "window_offsets");
     if (!wo) return NULL;
     const int64_t *w = PyArray_DATA(wo);
-    const acc_bittcf F = {m,    k,    W,    w[W], nnz, NULL, w,
-                          NULL, NULL, NULL, NULL, f64 ? ACC_FLOAT64 : ACC_FLOAT32};
+    const acc_bittcf F = {m, k,    W,    w[W], nnz,  NULL,
+                          w, NULL, NULL, NULL, NULL, f64 ? ACC_FLOAT64 : ACC_FLOAT32};
     acc_bittcf_stats st;
     acc_status status = acc_bittcf_get_stats(&F, &st);
     Py_DECREF(wo);
@@ -581,7 +594,8 @@ static PyObject *py_schedule_cost(PyObject *self, PyObject *args) {
     int warps;
     double c[5];
     (void)self;
-    if (!PyArg_ParseTuple(args, "OLi(ddddd)", &woobj, &cap, &warps, &c[0], &c[1], &c[2], &c[3], &c[4])) return NULL;
+    if (!PyArg_ParseTuple(args, "OLi(ddddd)", &woobj, &cap, &warps, &c[0], &c[1], &c[2], &c[3], &c[4]))
+        return NULL;
     PyArrayObject *wo = acc_py_array(woobj, NPY_INT64, 1, -1, -1, 0, "window_offsets");
     if (!wo) return NULL;
     const int64_t W = PyArray_DIM(wo, 0) - 1;
@@ -627,7 +641,7 @@ static PyMethodDef core_methods[] = {
      "reorder_rcm(n, indptr, indices, seeds) -> perm (reverse Cuthill-McKee of a square pattern)"},
     {"reorder_affinity", py_reorder_affinity, METH_VARARGS,
      "reorder_affinity(m, k, indptr, indices, seed, max_scan, community, max_community, chunk_nnz, "
-     "part_edges, progress) "
+     "part_edges, progress, seconds) "
      "-> perm"},
     {"reorder_jaccard", py_reorder_jaccard, METH_VARARGS,
      "reorder_jaccard(m, k, indptr, indices, seed, tau, block_width, max_candidates, progress) -> perm"},

@@ -72,6 +72,25 @@ def test_affinity_independent_of_threads(bundled_int):
     assert len(outs) == 1, outs
 
 
+def test_large_reorderings_independent_of_threads():
+    """From 2^18 nonzeros the transposed pattern is built in parallel (private histograms per
+    thread); affinity and jaccard must give the same permutation at every thread count, on a
+    square matrix and on a rectangular one with few columns (every thread fills every column)."""
+    import subprocess
+    import sys
+
+    code = ("import numpy as np, scipy.sparse as sp, accspmm, hashlib, sys\n"
+            "rng = np.random.default_rng(3); out = []\n"
+            "for m, k in ((40000, 40000), (60000, 300)):\n"
+            "    A = sp.random(m, k, density=300000 / (m * k), format='csr', random_state=rng, dtype=np.float32)\n"
+            "    for meth in ('affinity', 'jaccard'):\n"
+            "        out.append(hashlib.md5(accspmm.reorder(A, meth).tobytes()).hexdigest())\n"
+            "sys.stdout.write(' '.join(out))")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**__import__("os").environ, "OMP_NUM_THREADS": t}).stdout for t in ("1", "2", "3")}
+    assert len(outs) == 1, outs
+
+
 @st.composite
 def pattern_matrices(draw):
     """Patterns with empty rows, isolated vertices, self loops, one dense row, rectangular shapes."""

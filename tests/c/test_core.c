@@ -264,7 +264,7 @@ static int run_reorder(const acc_csr *a, int method, uint64_t seed, int64_t *per
         return acc_reorder_degree(a, perm);
     case 1:
     case 2:
-        return acc_reorder_affinity(a, &ap, perm, progress);
+        return acc_reorder_affinity(a, &ap, perm, progress, NULL);
     default:
         return acc_reorder_jaccard(a, &jp, perm, progress);
     }
@@ -293,16 +293,16 @@ static void test_reorders(int64_t m, int64_t k, int per_row_max) {
         }
     }
     acc_affinity_params bad = {0, 0, ACC_COMMUNITY_TIE, 4.0, 40, 300};
-    EXPECT(acc_reorder_affinity(&a, &bad, p1, NULL) == ACC_ERR_INVALID_ARGUMENT);
+    EXPECT(acc_reorder_affinity(&a, &bad, p1, NULL, NULL) == ACC_ERR_INVALID_ARGUMENT);
     bad.max_scan = 8;
     bad.community = 7;
-    EXPECT(acc_reorder_affinity(&a, &bad, p1, NULL) == ACC_ERR_INVALID_ARGUMENT);
+    EXPECT(acc_reorder_affinity(&a, &bad, p1, NULL, NULL) == ACC_ERR_INVALID_ARGUMENT);
     bad.community = ACC_COMMUNITY_TIE;
     bad.chunk_nnz = 0;
-    EXPECT(acc_reorder_affinity(&a, &bad, p1, NULL) == ACC_ERR_INVALID_ARGUMENT);
+    EXPECT(acc_reorder_affinity(&a, &bad, p1, NULL, NULL) == ACC_ERR_INVALID_ARGUMENT);
     bad.chunk_nnz = 40;
     bad.part_edges = 0;
-    EXPECT(acc_reorder_affinity(&a, &bad, p1, NULL) == ACC_ERR_INVALID_ARGUMENT);
+    EXPECT(acc_reorder_affinity(&a, &bad, p1, NULL, NULL) == ACC_ERR_INVALID_ARGUMENT);
     acc_jaccard_params jbad = {0, 1.5, 2, 16};
     EXPECT(acc_reorder_jaccard(&a, &jbad, p1, NULL) == ACC_ERR_INVALID_ARGUMENT);
     /* every allocation of each method fails in turn: OOM or success, no leak */
