@@ -140,6 +140,11 @@ class Plan:
         ``plan.stats["schedule_by_n"][n]["tuned_ms"]``.
     cusparse_alg : cuSPARSE CSR algorithm for "fp32"/"fp64" on the GPU: "default", "alg1", "alg2", "alg3".
 
+    Statistics: ``plan.stats`` holds the format's metrics, ``seconds`` (every preprocessing step),
+    ``reorder`` (method, prediction, why), ``schedule_by_n`` (the kernel's decision per width) and,
+    for GPU TF32 plans, ``vs_cusparse``: the predicted break-even against cuSPARSE at n = 128 in
+    calls, both setups included (a cost model: accspmm._payback); :meth:`compare_cusparse` measures it.
+
     Call the plan with ``B`` (array-like, k x n or length-k vector; a CuPy array; a PyTorch tensor,
     CPU or CUDA, with or without ``requires_grad``) to get ``A @ B`` in the original row order, of
     the same kind as ``B``.  A PyTorch ``B`` that requires grad is differentiated (dL/dB =
@@ -234,6 +239,11 @@ class Plan:
             self._upload()
             self.stats["upload_seconds"] = time.perf_counter() - t1
         steps["total"] = time.perf_counter() - t0
+        if self.device == "gpu" and self.format == "bittcf":
+            from . import _payback
+
+            self.stats["vs_cusparse"] = _payback.predict(self.shape, self.stats["nnz"], self.stats["tc_blocks"],
+                                                         steps["total"])
         self._finalizer = weakref.finalize(self, Plan._free_device, self._dev, self._cusparse)
         if "torch" in sys.modules:  # register the torch op now, before any torch.compile traces a call
             try:
@@ -259,6 +269,23 @@ class Plan:
         if self._T is not None:
             self._T.close()
         self._finalizer()
+
+    def compare_cusparse(self, n: int = 128, reps: int = 20) -> dict:
+        """Measures whether this GPU TF32 plan pays for itself against cuSPARSE at width ``n``: its
+        preprocessing and kernel time against a fresh cuSPARSE CSR plan's setup (upload,
+        descriptors, buffer, preprocess) and call, both timed on this device (accspmm._payback.measure;
+        synchronises, costs one cuSPARSE setup per CSR algorithm).  Returns the result and stores it
+        in ``stats["vs_cusparse_measured"]`` beside the plan-time prediction ``stats["vs_cusparse"]``."""
+        if self._closed:
+            raise RuntimeError("this plan was closed")
+        if not (self.device == "gpu" and self.format == "bittcf"):
+            raise ValueError("compare_cusparse needs a GPU TF32 plan (device='gpu', precision='tf32')")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"n must be a positive int, got {n!r}")
+        from . import _payback
+
+        self.stats["vs_cusparse_measured"] = _payback.measure(self, int(n), int(reps))
+        return self.stats["vs_cusparse_measured"]
 
     def transposed(self) -> "Plan":
         """The plan of ``A.T`` with this plan's device, precision, dtype, format and balance
@@ -477,7 +504,7 @@ def spmm(A, B, *, device="auto", precision=None, format="auto", reorder="none", 
     a NumPy result; a CuPy or PyTorch CUDA ``B`` gives the same kind on the same device.
     The result dtype is numpy's promotion of A's and B's float dtypes (integer B takes A's).
     ``reorder`` defaults to "none" here: a one-shot product cannot amortise a reordering; use
-    :func:`plan` to multiply the same A many times (it reorders by default).
+    :func:`plan` to multiply the same A many times (``calls=`` tells it whether reordering pays).
     """
     csr = as_csr(A)
     if array_library(B) == "torch":

@@ -122,116 +122,17 @@ def round_tf32(x: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(x), r, x).astype(np.float32)
 
 
-def _group_tasks(gw: np.ndarray, nb: np.ndarray, cap: int):
-    """GROUP tasks of build_tasks for the windows ``gw`` (ascending; cap < nb <= WARPS cap): each
-    window takes g = ceil(nb / cap) warps, about cap blocks each, and the groups are packed greedily,
-    in window order, into tasks of up to WARPS warps.  Returns (tasks [T, TASK_WORDS] int64, the
-    window each task starts with, task costs)."""
-    g_all = -(-nb[gw] // max(cap, 1))
-    if gw.size and bool((g_all == WARPS).all()):  # every group fills a task (always so for WARPS = 2)
-        rows = np.zeros((gw.size, TASK_WORDS), np.int64)
-        rows[:, 0] = 1
-        rows[:, 1::2] = gw[:, None]
-        rows[:, 2::2] = (np.arange(WARPS, dtype=np.int64) << 4) | WARPS
-        return rows, gw.astype(np.int64), (-(-nb[gw] // WARPS) + FILL + REDUCE + TASK).astype(np.float64)
-    group_rows, group_cost, group_key = [], [], []
-    row, used, worst = None, 0, 0.0
-    for w, n_w in zip(gw.tolist(), nb[gw].tolist()):
-        g = -(-n_w // cap)
-        if row is None or used + g > WARPS:
-            if row is not None:
-                group_rows.append(row)
-                group_cost.append(worst + TASK)
-            row, used, worst = np.zeros(TASK_WORDS, np.int64), 0, 0.0
-            row[0] = 1
-            row[1::2] = -1
-            group_key.append(w)
-        for j in range(g):
-            row[1 + 2 * (used + j)] = w
-            row[2 + 2 * (used + j)] = (j << 4) | g
-        used += g
-        worst = max(worst, -(-n_w // g) + FILL + REDUCE)
-    if row is not None:
-        group_rows.append(row)
-        group_cost.append(worst + TASK)
-    return (np.array(group_rows, np.int64).reshape(-1, TASK_WORDS), np.array(group_key, np.int64),
-            np.array(group_cost, np.float64))
-
-
 def build_tasks(window_offsets, cap: int):
     """The schedule for ``cap`` (module docstring): ``tasks`` int32 [T, TASK_WORDS] in the kernel's
-    encoding (cuda/tf32_spmm.h) and ``task_cost`` float64 [T] in model units (one column slice)."""
-    wo = np.asarray(window_offsets, dtype=np.int64)
-    nb = np.diff(wo)
-    nw = nb.shape[0]
-    if nw == 0:
-        return np.zeros((0, TASK_WORDS), np.int32), np.zeros(0)
-    if nw > np.iinfo(np.int32).max - 1:
+    encoding (cuda/tf32_spmm.h) and ``task_cost`` float64 [T] in model units (one column slice).
+    One C pass over the windows (csrc/acc_schedule_cost.c; tests/schedule_reference.py is the
+    NumPy form the tests compare it with)."""
+    from . import _core
+
+    wo = np.ascontiguousarray(window_offsets, dtype=np.int64)
+    if wo.shape[0] - 1 > np.iinfo(np.int32).max - 2:
         raise ValueError("too many row windows for the TF32 kernel (limit 2^31 - 2)")
-    idx = np.arange(nw, dtype=np.int64)
-    split = nb > cap if cap > 0 else np.zeros(nw, bool)
-    pack = ~split
-    cost = np.where(pack, nb + WB, 0.0)
-    # runs: maximal sequences of pack windows, cut at every split window
-    run = np.cumsum(split)
-    if cap > 0:
-        pre = np.cumsum(cost) - cost
-        first = np.r_[True, run[1:] != run[:-1]]
-        run_pre = pre[first][np.cumsum(first) - 1]
-        slot = np.floor((pre - run_pre) / (cap + WB)).astype(np.int64)
-        new_warp = pack & np.r_[True, (run[1:] != run[:-1]) | (slot[1:] != slot[:-1]) | split[:-1]]
-    else:
-        new_warp = pack.copy()  # identity: one window per warp
-    w_start = idx[new_warp]
-    mark = np.zeros(nw + 1, bool)  # the sorted union of warp starts, split windows and their ends
-    mark[w_start] = True
-    mark[idx[split]] = True
-    mark[idx[split] + 1] = True
-    mark[nw] = True
-    bounds = np.flatnonzero(mark)
-    w_end = bounds[np.searchsorted(bounds, w_start, side="right")]
-    w_run = run[w_start]
-    w_cost = np.add.reduceat(cost, w_start) + FILL if w_start.size else np.zeros(0)
-    # PACK tasks: consecutive warps of one run, WARPS at a time
-    run_first = np.r_[True, w_run[1:] != w_run[:-1]] if w_start.size else np.zeros(0, bool)
-    rank = np.arange(w_start.size) - np.flatnonzero(run_first)[np.cumsum(run_first) - 1]
-    new_task = rank % WARPS == 0
-    task_of = np.cumsum(new_task) - 1
-    npack = int(new_task.sum())
-    pack_rows = np.empty((npack, WARPS + 1), np.int64)
-    last = np.r_[np.flatnonzero(new_task)[1:] - 1, w_start.size - 1] if npack else np.zeros(0, np.int64)
-    pack_rows[:] = w_end[last][:, None]
-    pack_rows[task_of, rank % WARPS] = w_start
-    # warps of a task are consecutive: the task's cost is its slowest warp's (reduceat, not the slow ufunc.at)
-    pack_cost = (np.maximum.reduceat(w_cost, np.flatnonzero(new_task)) if npack else np.zeros(0)) + TASK
-    pack_tasks = np.zeros((npack, TASK_WORDS), np.int64)
-    pack_tasks[:, 1::2] = pack_rows[:, :-1]
-    pack_tasks[:, 2::2] = pack_rows[:, 1:]
-    # split windows: Q = ceil(nb / (WARPS cap)) parts of about cap blocks per warp
-    sw = idx[split]
-    q = -(-nb[sw] // (WARPS * max(cap, 1))) if sw.size else np.zeros(0, np.int64)
-    multi = q > 1
-    # Q = 1 (cap < nb <= WARPS cap): a GROUP of g = ceil(nb / cap) warps, about cap blocks each
-    group_tasks, group_key, group_cost = _group_tasks(sw[~multi], nb, cap)
-    # Q > 1: one task per part, all WARPS warps; a split id (counter) and workspace slots, one per part
-    sm, qm = sw[multi], q[multi]
-    split_id = np.arange(sm.size)
-    slot_base = np.cumsum(qm) - qm
-    rep = np.repeat(np.arange(sm.size), qm)
-    part = np.arange(rep.size) - np.repeat(np.cumsum(qm) - qm, qm)
-    split_tasks = np.zeros((rep.size, TASK_WORDS), np.int64)
-    split_tasks[:, 0] = -(sm[rep] + 1)
-    split_tasks[:, 1] = part
-    split_tasks[:, 2] = qm[rep]
-    split_tasks[:, 3] = split_id[rep]
-    split_tasks[:, 4] = slot_base[rep]
-    split_cost = (np.ceil(nb[sm][rep] / qm[rep] / WARPS) + FILL + REDUCE + TASK + MERGE * (1 + qm[rep]))
-    # all tasks in window order
-    keys = np.r_[pack_rows[:, 0], group_key, sm[rep]]
-    order = np.argsort(keys, kind="stable")
-    tasks = np.concatenate([pack_tasks, group_tasks, split_tasks])[order].astype(np.int32)
-    task_cost = np.concatenate([pack_cost, group_cost, split_cost])[order]
-    return tasks, task_cost
+    return _core.schedule_build(wo, int(cap), WARPS, (WB, FILL, REDUCE, TASK, MERGE))
 
 
 def variant_tag(v: dict) -> str:
@@ -248,12 +149,10 @@ def lpt_order(task_cost: np.ndarray) -> np.ndarray:
     return np.argsort(-np.asarray(task_cost), kind="stable")
 
 
-def split_windows(tasks: np.ndarray) -> int:
-    """Windows of a schedule cut over several warps (GROUP members or multi-part SPLIT)."""
-    if tasks.size == 0:
-        return 0
-    grp = tasks[tasks[:, 0] == 1][:, 1::2]
-    return int(np.unique(grp[grp >= 0]).size + np.unique(tasks[tasks[:, 0] < 0, 0]).size)
+def split_windows(window_offsets, cap: int) -> int:
+    """Windows of schedule ``cap`` cut over several warps (GROUP members or multi-part SPLIT): those
+    of more than ``cap`` blocks (none for the identity schedule, cap 0)."""
+    return int((np.diff(np.asarray(window_offsets)) > cap).sum()) if cap > 0 else 0
 
 
 def predict(task_cost: np.ndarray, slices: int, variant: dict) -> float:
@@ -264,17 +163,23 @@ def predict(task_cost: np.ndarray, slices: int, variant: dict) -> float:
     return float(task_cost.sum() * slices / P + task_cost.max())
 
 
-def predict_cap(window_offsets, cap: int, slices: int, variant: dict) -> float:
-    """``predict(build_tasks(window_offsets, cap)[1], slices, variant)`` without building the tasks:
-    the task costs' sum and max in one C pass (csrc/acc_schedule_cost.c, the same integer-valued
-    costs, so the same prediction), so that a plan's first call prices every cap in O(windows)."""
+def predict_caps(window_offsets, caps, slices: int, variant: dict) -> dict:
+    """{cap: ``predict(build_tasks(window_offsets, cap)[1], slices, variant)``} without building the
+    tasks: the task costs' sum and max of every cap in one C call, the caps in parallel
+    (csrc/acc_schedule_cost.c: the same integer-valued costs, so the same prediction), so that a
+    plan's first call prices every cap in O(windows)."""
     from . import _core
 
-    total, worst, ntasks = _core.schedule_cost(np.asarray(window_offsets, np.int64), int(cap), WARPS,
-                                               (WB, FILL, REDUCE, TASK, MERGE))
-    if ntasks == 0:
-        return 0.0
-    return float(total * slices / (REF_SMS * blocks_per_sm(variant)) + worst)
+    caps = [int(c) for c in caps]
+    sums, maxes, ntasks = _core.schedule_costs(np.ascontiguousarray(window_offsets, np.int64),
+                                               np.asarray(caps, np.int64), WARPS, (WB, FILL, REDUCE, TASK, MERGE))
+    P = REF_SMS * blocks_per_sm(variant)
+    return {c: float(s * slices / P + w) if t else 0.0 for c, s, w, t in zip(caps, sums, maxes, ntasks)}
+
+
+def predict_cap(window_offsets, cap: int, slices: int, variant: dict) -> float:
+    """``predict_caps`` for one cap."""
+    return predict_caps(window_offsets, (cap,), slices, variant)[int(cap)]
 
 
 def choose_variant(n: int, k: int, l2_bytes: int, override: dict | None = None) -> dict:
@@ -361,7 +266,7 @@ class TF32Runner:
             caps, why = tuple(c for c in CAPS if c > 0), "balance=True: best balanced cap by the cost model"
         else:
             caps, why = CAPS, "cost model"
-        pred = {c: predict_cap(self._window_offsets, c, slices, variant) for c in caps}
+        pred = predict_caps(self._window_offsets, caps, slices, variant)
         best = min(caps, key=lambda c: (pred[c], -c))
         tasks = self._schedule(best)[0]
         wave = REF_SMS * blocks_per_sm(variant)
@@ -371,7 +276,7 @@ class TF32Runner:
             variant = dict(variant, slice_s=1, depth=variant["depth"] if "depth" in self.tuning else 2)
             why += "; S = 1 (under one wave of thread blocks at S = 2)"
         report = {"cap": best, "tasks": int(tasks.shape[0]),
-                  "split_windows": split_windows(tasks),
+                  "split_windows": split_windows(self._window_offsets, best),
                   "predicted": {str(c): round(v, 1) for c, v in pred.items()},
                   "reason": f"{why}: cap {best} ({'identity' if best == 0 else 'packed/split'}) "
                             f"predicts {pred[best]:.1f} units",

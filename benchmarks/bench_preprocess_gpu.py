@@ -8,16 +8,14 @@
    on every matrix of DIR and on synthetic power-law matrices of ``--build-nnz`` nonzeros; the
    build's device part alone (upload excluded) in ms per 10M nonzeros; bit-identity is the test
    suite's (tests/test_gpu_build.py), repeated here on the metadata.
-2. **Break-even of the default plan against cuSPARSE** at width ``--n``, per matrix:
-   - ours: ``accspmm.plan(A)`` (default arguments) + its first call on a torch CUDA B, minus one
-     steady call = preprocessing; steady call = median over ``--repeat`` runs of ``--calls``
-     back-to-back calls between CUDA events;
-   - cuSPARSE: its setup (CSR upload, ``cusparseSpMM_bufferSize``, buffer,
-     ``cusparseSpMM_preprocess``, made through accspmm's fp32 plan, which calls cuSPARSE from C)
-     and its call timed directly from C (CUDA events per launch, median of 20: no Python), for
-     each CSR algorithm; the algorithm with the fastest call is the baseline;
-   - break-even calls = (ours - cuSPARSE's setup) / (cuSPARSE's call - ours), 0 when ours
-     is cheaper to set up, "never" when cuSPARSE's call is faster.
+2. **Break-even of the default plan against cuSPARSE** at width ``--n``, per matrix, medians over
+   ``--setup-reps`` fresh plans of ``Plan.compare_cusparse`` (accspmm._payback.measure): ours = the
+   plan's preprocessing + its first call (minus one kernel time); cuSPARSE = a fresh CSR plan's
+   upload, descriptors, buffer and ``cusparseSpMM_preprocess`` for each of the default, ALG2 and
+   ALG3 algorithms; both calls timed from C (CUDA events, median of 20), the fastest cuSPARSE
+   algorithm compared; break-even calls = (ours - cuSPARSE's setup) / (cuSPARSE's call - ours),
+   0 when ours is cheaper to set up, "never" when cuSPARSE's call is faster.  Beside it, the
+   prediction every plan makes at plan time (``plan.stats["vs_cusparse"]``, a cost model).
 3. **Plans that reorder** (``calls=10**6``: reordering when predicted to pay, variant timing on):
    preprocessing, steady call and the prediction beside the default plan's.
 
@@ -42,14 +40,11 @@ sys.path.insert(0, HERE)
 import torch  # noqa: E402
 
 import accspmm  # noqa: E402
-from accspmm import _cuda, _tf32, datasets  # noqa: E402
+from accspmm import _cuda, _payback, _tf32, datasets  # noqa: E402
 from accspmm._device import DeviceArray  # noqa: E402
 from accspmm._device_format import DeviceBitTCF  # noqa: E402
 from accspmm._format import BitTCF  # noqa: E402
 from accspmm._validate import as_csr  # noqa: E402
-
-ALGS = ["default", "alg1", "alg2", "alg3"]
-
 
 def sync():
     torch.cuda.synchronize()
@@ -137,6 +132,7 @@ def main():
     ap.add_argument("--n", type=int, default=128)
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--setup-reps", type=int, default=5)
     ap.add_argument("--build-nnz", type=int, nargs="*", default=[10_000_000, 30_000_000])
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "raw"))
@@ -165,39 +161,35 @@ def main():
         res["build"].append({"matrix": name, "nnz": nz, "gpu_s": g, "gpu_device_s": gd, "cpu_s": c,
                              "gpu_device_ms_per_10M": gd * 1e3 * 1e7 / max(nz, 1)})
         B = torch.randn(A.shape[1], args.n, device="cuda")
-        ours_s, ours_ms, p = setup_and_call(lambda: accspmm.plan(A), B, args.calls, args.repeat)
+        reps, preds, steps = [], [], []
+        for _ in range(args.setup_reps):  # setups of a few ms are noisy: medians of fresh plans
+            sync()
+            p = accspmm.plan(A)
+            preds.append(p.stats["vs_cusparse"])
+            reps.append(p.compare_cusparse(args.n, reps=20))  # first call + both setups and calls, from C
+            steps.append(p.stats["seconds"])
+            if len(reps) < args.setup_reps:
+                p.close()
         C = p(B)
         ref = torch.from_numpy(A @ B.cpu().numpy()).cuda()
         err = float((C - ref).norm() / ref.norm())
-        steps = dict(p.stats["seconds"])
         p.close()
-        cus = {}
-        for alg in ALGS:
-            try:
-                s, ms, q = setup_and_call(lambda: accspmm.plan(A, precision="fp32", cusparse_alg=alg), B,
-                                          args.calls, args.repeat)
-                # the call itself timed as cuSPARSE runs it, from C (no Python in the way: the fp32
-                # plan's call is not on accspmm's C fast path, which would make cuSPARSE look slow)
-                C32 = torch.empty(A.shape[0], args.n, device="cuda")
-                direct = float(np.median(_cuda.time_cusparse(q._cusparse[args.n], B.data_ptr(), C32.data_ptr(),
-                                                             20, None, 0, None)))
-                q.close()
-                cus[alg] = (max(s + (ms - direct) / 1e3, 0.0), direct)
-            except (NotImplementedError, RuntimeError):
-                pass
-        best = min(cus, key=lambda a: cus[a][1])
-        cs, cms = cus[best]
-        if ours_s <= cs:
-            be = 0.0
-        elif cms > ours_ms:
-            be = (ours_s - cs) / ((cms - ours_ms) / 1e3)
-        else:
-            be = float("inf")
+
+        def med(key, rows=reps):
+            return float(np.median([r[key] for r in rows]))
+
+        ours_s, ours_ms, cs, cms = (med("ours_setup_s"), med("ours_call_s") * 1e3, med("cusparse_setup_s"),
+                                    med("cusparse_call_s") * 1e3)
+        best = max(set(r["cusparse_alg"] for r in reps), key=[r["cusparse_alg"] for r in reps].count)
+        be = _payback.break_even(ours_s, ours_ms / 1e3, cs, cms / 1e3)
+        pred_be = med("break_even_calls", preds)
+        steps = {k: float(np.median([st.get(k, 0.0) for st in steps])) for k in steps[0]}
         r_s, r_ms, r = setup_and_call(lambda: accspmm.plan(A, calls=10**6), B, args.calls, args.repeat)
         info = r.stats["reorder"]
         row = {"matrix": name, "m": A.shape[0], "nnz": A.nnz, "n": args.n, "default_prep_s": ours_s,
                "default_ms": ours_ms, "default_steps_s": steps, "rel_err": err, "cusparse_alg": best,
                "cusparse_setup_s": cs, "cusparse_ms": cms, "break_even_calls": be,
+               "predicted_break_even_calls": pred_be, "predicted": preds[0],
                "speedup_default": cms / ours_ms, "reorder_plan_prep_s": r_s, "reorder_plan_ms": r_ms,
                "reorder_plan_method": info.get("chosen"), "reorder_payback": info.get("payback"),
                "speedup_reorder_plan": cms / r_ms}
@@ -219,13 +211,14 @@ def main():
                      f"{b['cpu_s'] / b['gpu_s']:.1f}x |")
     lines += ["", f"## Break-even of the default plan vs cuSPARSE at N = {args.n} (setup includes the first call)", "",
               "| matrix | nnz | ours prep ms | ours call ms | cuSPARSE setup ms | cuSPARSE call ms (alg) | speedup | "
-              "break-even calls | calls=1e6 plan: method, prep ms, call ms, speedup |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "break-even calls | predicted (plan.stats) | calls=1e6 plan: method, prep ms, call ms, speedup |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["payback"]:
         be = "never (slower)" if r["break_even_calls"] == float("inf") else f"{r['break_even_calls']:.0f}"
+        pbe = "never" if r["predicted_break_even_calls"] == float("inf") else f"{r['predicted_break_even_calls']:.0f}"
         lines.append(f"| {r['matrix']} | {r['nnz']} | {r['default_prep_s'] * 1e3:.2f} | {r['default_ms']:.4f} | "
                      f"{r['cusparse_setup_s'] * 1e3:.2f} | {r['cusparse_ms']:.4f} ({r['cusparse_alg']}) | "
-                     f"{r['speedup_default']:.2f}x | {be} | {r['reorder_plan_method']}, "
+                     f"{r['speedup_default']:.2f}x | {be} | {pbe} | {r['reorder_plan_method']}, "
                      f"{r['reorder_plan_prep_s'] * 1e3:.1f}, {r['reorder_plan_ms']:.4f}, "
                      f"{r['speedup_reorder_plan']:.2f}x |")
     faster = [r for r in res["payback"] if r["speedup_default"] > 1]

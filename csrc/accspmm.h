@@ -166,14 +166,29 @@ acc_status acc_bittcf_fill(const acc_csr *A, const int64_t *perm, const int64_t 
                            int32_t *block_cols, uint64_t *block_mask, int64_t *block_value_offsets,
                            void *values);
 
-/* The predicted cost of the TF32 kernel's schedule for `cap` (accspmm._tf32's
- * cost model, one pass, without building the tasks):
- *   window_offsets [num_windows + 1]  BitTCF window offsets
- *   warps                             warps per task (ACC_TF32_WARPS)
+/* The TF32 kernel's schedule for `cap` (accspmm._tf32's cost model; the
+ * task rows are defined in acc_schedule_cost.c and cuda/tf32_spmm.h), one
+ * pass over the windows:
+ *   window_offsets [num_windows + 1]  BitTCF window offsets (num_windows < 2^31 - 1)
+ *   warps                             warps per task (ACC_TF32_WARPS, >= 2)
  *   c[5]                              WB, FILL, REDUCE, TASK, MERGE (model units)
+ *   tasks [ntasks * (1 + 2 warps)], task_cost [ntasks]
+ *                                     out, both NULL for the costs only (then
+ *                                     call again with room for *ntasks rows)
  * Writes the sum and the max of the task costs and the number of tasks. */
+acc_status acc_schedule_build(const int64_t *window_offsets, int64_t num_windows, int64_t cap, int warps,
+                              const double c[5], int32_t *tasks, double *task_cost, double *sum, double *max,
+                              int64_t *ntasks);
+
+/* acc_schedule_build's costs only. */
 acc_status acc_schedule_cost(const int64_t *window_offsets, int64_t num_windows, int64_t cap, int warps,
                              const double c[5], double *sum, double *max, int64_t *ntasks);
+
+/* acc_schedule_cost for each of caps[ncaps] (in parallel): sums, maxes and
+ * ntasks [ncaps] out. */
+acc_status acc_schedule_costs(const int64_t *window_offsets, int64_t num_windows, const int64_t *caps,
+                              int64_t ncaps, int warps, const double c[5], double *sums, double *maxes,
+                              int64_t *ntasks);
 
 /* Computes the statistics of a BitTCF (block arrays may be NULL except
  * window_offsets and block_value_offsets). */

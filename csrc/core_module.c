@@ -588,28 +588,89 @@ static PyObject *py_bittcf_window_stats(PyObject *self, PyObject *args) {
 }
 
 /* schedule_cost(window_offsets, cap, warps, (WB, FILL, REDUCE, TASK, MERGE)) -> (sum, max, ntasks) */
-static PyObject *py_schedule_cost(PyObject *self, PyObject *args) {
+/* window_offsets (int64, 1-D, >= 1 entry) and the model constants of the
+ * schedule calls; returns the window count or -1 with an exception set. */
+static int64_t schedule_args(PyObject *woobj, PyArrayObject **wo) {
+    *wo = acc_py_array(woobj, NPY_INT64, 1, -1, -1, 0, "window_offsets");
+    if (!*wo) return -1;
+    const int64_t W = PyArray_DIM(*wo, 0) - 1;
+    if (W < 0) {
+        Py_CLEAR(*wo);
+        PyErr_SetString(PyExc_ValueError, "window_offsets needs at least one entry");
+    }
+    return W;
+}
+
+static PyObject *py_schedule_build(PyObject *self, PyObject *args) {
     PyObject *woobj;
     long long cap;
     int warps;
-    double c[5];
+    double c[5], sum = 0.0, max = 0.0;
+    int64_t ntasks = 0;
+    PyArrayObject *wo = NULL, *tasks = NULL, *cost = NULL;
     (void)self;
     if (!PyArg_ParseTuple(args, "OLi(ddddd)", &woobj, &cap, &warps, &c[0], &c[1], &c[2], &c[3], &c[4]))
         return NULL;
-    PyArrayObject *wo = acc_py_array(woobj, NPY_INT64, 1, -1, -1, 0, "window_offsets");
-    if (!wo) return NULL;
-    const int64_t W = PyArray_DIM(wo, 0) - 1;
-    double sum = 0.0, max = 0.0;
-    int64_t ntasks = 0;
-    acc_status st = W < 0 ? ACC_ERR_INVALID_ARGUMENT : ACC_SUCCESS;
-    if (st == ACC_SUCCESS) {
-        Py_BEGIN_ALLOW_THREADS
-        st = acc_schedule_cost(PyArray_DATA(wo), W, cap, warps, c, &sum, &max, &ntasks);
-        Py_END_ALLOW_THREADS
-    }
+    const int64_t W = schedule_args(woobj, &wo);
+    if (W < 0) return NULL;
+    acc_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_schedule_cost(PyArray_DATA(wo), W, cap, warps, c, &sum, &max, &ntasks);
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) goto fail;
+    npy_intp dims[2] = {ntasks, 1 + 2 * (npy_intp)warps};
+    tasks = (PyArrayObject *)PyArray_SimpleNew(2, dims, NPY_INT32);
+    cost = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_FLOAT64);
+    if (!tasks || !cost) goto fail;
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_schedule_build(PyArray_DATA(wo), W, cap, warps, c, PyArray_DATA(tasks), PyArray_DATA(cost), &sum,
+                            &max, &ntasks);
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) goto fail;
     Py_DECREF(wo);
-    if (st != ACC_SUCCESS) return acc_py_raise(st, "schedule cost");
-    return Py_BuildValue("(ddL)", sum, max, (long long)ntasks);
+    return Py_BuildValue("(NN)", (PyObject *)tasks, (PyObject *)cost);
+fail:
+    if (st != ACC_SUCCESS && !PyErr_Occurred()) acc_py_raise(st, "schedule");
+    Py_XDECREF(wo);
+    Py_XDECREF(tasks);
+    Py_XDECREF(cost);
+    return NULL;
+}
+
+static PyObject *py_schedule_costs(PyObject *self, PyObject *args) {
+    PyObject *woobj, *capsobj;
+    int warps;
+    double c[5];
+    PyArrayObject *wo = NULL, *caps = NULL, *sums = NULL, *maxes = NULL, *ntasks = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOi(ddddd)", &woobj, &capsobj, &warps, &c[0], &c[1], &c[2], &c[3], &c[4]))
+        return NULL;
+    const int64_t W = schedule_args(woobj, &wo);
+    if (W < 0) return NULL;
+    acc_status st = ACC_SUCCESS;
+    caps = acc_py_array(capsobj, NPY_INT64, 1, -1, -1, 0, "caps");
+    if (!caps) goto fail;
+    npy_intp n = PyArray_DIM(caps, 0);
+    sums = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_FLOAT64);
+    maxes = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_FLOAT64);
+    ntasks = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
+    if (!sums || !maxes || !ntasks) goto fail;
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_schedule_costs(PyArray_DATA(wo), W, PyArray_DATA(caps), n, warps, c, PyArray_DATA(sums),
+                            PyArray_DATA(maxes), PyArray_DATA(ntasks));
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) goto fail;
+    Py_DECREF(wo);
+    Py_DECREF(caps);
+    return Py_BuildValue("(NNN)", (PyObject *)sums, (PyObject *)maxes, (PyObject *)ntasks);
+fail:
+    if (st != ACC_SUCCESS && !PyErr_Occurred()) acc_py_raise(st, "schedule costs");
+    Py_XDECREF(wo);
+    Py_XDECREF(caps);
+    Py_XDECREF(sums);
+    Py_XDECREF(maxes);
+    Py_XDECREF(ntasks);
+    return NULL;
 }
 
 static PyObject *py_num_threads(PyObject *self, PyObject *noargs) {
@@ -645,8 +706,12 @@ static PyMethodDef core_methods[] = {
      "-> perm"},
     {"reorder_jaccard", py_reorder_jaccard, METH_VARARGS,
      "reorder_jaccard(m, k, indptr, indices, seed, tau, block_width, max_candidates, progress) -> perm"},
-    {"schedule_cost", py_schedule_cost, METH_VARARGS,
-     "schedule_cost(window_offsets, cap, warps, (WB, FILL, REDUCE, TASK, MERGE)) -> (sum, max, ntasks)"},
+    {"schedule_build", py_schedule_build, METH_VARARGS,
+     "schedule_build(window_offsets, cap, warps, (WB, FILL, REDUCE, TASK, MERGE)) -> (tasks int32 [T, 1 + 2 "
+     "warps], task_cost float64 [T])"},
+    {"schedule_costs", py_schedule_costs, METH_VARARGS,
+     "schedule_costs(window_offsets, caps:int64, warps, (WB, FILL, REDUCE, TASK, MERGE)) -> (sums, maxes, "
+     "ntasks) per cap"},
     {"bittcf_window_stats", py_bittcf_window_stats, METH_VARARGS,
      "bittcf_window_stats(m, k, nnz, window_offsets, float64) -> stats dict"},
     {"bittcf_count_stats", py_bittcf_count_stats, METH_VARARGS,

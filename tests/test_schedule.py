@@ -11,6 +11,7 @@ from accspmm import _tf32
 from accspmm._tf32 import (CAPS, TASK_WORDS, WARPS, WB, build_tasks, choose_variant, lpt_order, pack_meta, predict,
                            round_tf32)
 from conftest import int_dense, with_int_values
+from schedule_reference import build_tasks_reference
 
 COUNTS = [[], [0], [0, 0, 3], [1] * 50, [500, 0, 2, 33, 64, 65, 0, 1000, 7],
           list(np.random.default_rng(0).integers(0, 300, 400)), [0] * 9 + [5] + [0] * 20]
@@ -246,17 +247,47 @@ def test_extension_schedule_encoding():
     assert (_cuda.TF32_WARPS, _cuda.TF32_TASK_WORDS) == (WARPS, TASK_WORDS)
 
 
+def _random_window_offsets(rng, trial):
+    nb = rng.integers(0, [3, 10, 100, 1000][trial % 4], size=int(rng.integers(0, 400)))
+    if trial % 5 == 0 and nb.size:
+        nb[rng.integers(0, nb.size, 3)] = 5000
+    return np.r_[0, np.cumsum(nb)].astype(np.int64)
+
+
+def test_c_schedule_matches_reference():
+    """The C builder (csrc/acc_schedule_cost.c) gives the NumPy reference's task rows and costs
+    exactly, for every cap, on PACK runs, GROUP windows, multi-part SPLIT windows, empty windows,
+    hubs, and the bundled matrix's windows in three orders."""
+    rng = np.random.default_rng(7)
+    cases = [_random_window_offsets(rng, t) for t in range(200)]
+    A = accspmm.datasets.load_bundled(np.float32)
+    for perm in (None, "degree", "affinity"):
+        p = None if perm is None else accspmm.reorder(A, perm)
+        cases.append(np.asarray(accspmm.BitTCF.from_csr(A, p).window_offsets))
+    for wo in cases:
+        for cap in CAPS:
+            tasks, cost = build_tasks(wo, cap)
+            ref_tasks, ref_cost = build_tasks_reference(wo, cap)
+            assert tasks.dtype == np.int32 and cost.dtype == np.float64
+            assert np.array_equal(tasks, ref_tasks) and np.array_equal(cost, ref_cost), (wo[:10], cap)
+            assert _tf32.split_windows(wo, cap) == (int((np.diff(wo) > cap).sum()) if cap else 0)
+
+
 def test_predict_cap_matches_built_schedule():
-    """The C one-pass cost (csrc/acc_schedule_cost.c) gives exactly the prediction of the built tasks,
-    for every cap, on PACK runs, GROUP windows, multi-part SPLIT windows, empty windows and hubs."""
+    """The C costs of every cap at once (in parallel) give exactly the prediction of the built tasks."""
     rng = np.random.default_rng(7)
     variant = _tf32.choose_variant(128, 1000, 50 << 20)
     for trial in range(200):
-        nb = rng.integers(0, [3, 10, 100, 1000][trial % 4], size=int(rng.integers(0, 400)))
-        if trial % 5 == 0 and nb.size:
-            nb[rng.integers(0, nb.size, 3)] = 5000
-        wo = np.r_[0, np.cumsum(nb)].astype(np.int64)
-        for cap in _tf32.CAPS:
-            for slices in (1, 4):
-                built = _tf32.predict(_tf32.build_tasks(wo, cap)[1], slices, variant)
-                assert _tf32.predict_cap(wo, cap, slices, variant) == built, (trial, cap)
+        wo = _random_window_offsets(rng, trial)
+        for slices in (1, 4):
+            pred = _tf32.predict_caps(wo, _tf32.CAPS, slices, variant)
+            for cap in _tf32.CAPS:
+                built = _tf32.predict(build_tasks_reference(wo, cap)[1], slices, variant)
+                assert pred[cap] == built == _tf32.predict_cap(wo, cap, slices, variant), (trial, cap)
+
+
+def test_schedule_bad_input():
+    with pytest.raises(ValueError, match="at least one entry"):
+        build_tasks(np.zeros(0, np.int64), 4)
+    with pytest.raises(ValueError):
+        _tf32.predict_caps(np.array([0, 3], np.int64), [-1], 1, _tf32.choose_variant(128, 10, 1 << 20))
