@@ -7,6 +7,7 @@ works only with a driver and a device.  Everything here degrades to a clear reas
 from __future__ import annotations
 
 import glob
+import math
 import os
 import sys
 import threading
@@ -81,7 +82,7 @@ class DeviceArray:
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
         self.device = device
-        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        self.nbytes = math.prod(self.shape) * self.dtype.itemsize  # np.prod costs ~15 us a call
         self.ptr = 0
         self.ptr = cu.malloc(self.nbytes) if adopt is None else int(adopt)
 

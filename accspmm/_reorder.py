@@ -305,16 +305,17 @@ def predict_payback(csr: CSR, calls, seed=0, params=None) -> tuple:
 
 
 def choose(csr: CSR, reorder, params: dict, calls, seed=0):
-    """The permutation and info of a plan's ``reorder`` argument.  ``reorder=None``: no reordering
-    unless ``calls`` (the number of products the user expects) is given and the pay-back prediction
-    (``predict_payback``) says "auto" pays back within those calls."""
+    """The permutation (None for the identity: a GPU plan never needs it on the host) and info of
+    a plan's ``reorder`` argument.  ``reorder=None``: no reordering unless ``calls`` (the number of
+    products the user expects) is given and the pay-back prediction (``predict_payback``) says
+    "auto" pays back within those calls."""
     if reorder is not None:
         perm, info = compute(csr, reorder, seed=seed, **params)
         info["why"] = info.get("why", f"reorder={reorder!r} was asked for")
         return perm, info
     t0 = time.perf_counter()
     if calls is None:
-        return np.arange(csr.shape[0], dtype=np.int64), {
+        return None, {
             "method": "none", "chosen": "none", "seconds": time.perf_counter() - t0,
             "why": "default: no reordering, so the plan is cheap; pass calls=<expected number of products> "
                    "to reorder when a prediction says it pays back, or reorder='auto'"}
@@ -328,7 +329,7 @@ def choose(csr: CSR, reorder, params: dict, calls, seed=0):
     elif pays:
         info = dict(sub_info)
     else:
-        perm, info = np.arange(csr.shape[0], dtype=np.int64), {"method": "none", "chosen": "none"}
+        perm, info = None, {"method": "none", "chosen": "none"}
     info["method"] = "auto" if pays else "none"
     info["payback"] = pred
     info["why"] = (f"calls={calls}: reordering predicted to pay back in {pred['predicted_break_even_calls']:.0f} "

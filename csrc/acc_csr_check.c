@@ -14,14 +14,16 @@ acc_status acc_csr_check(const acc_csr *A, int *canonical) {
 
     /* Offsets first: only once they are monotone is indexing by them safe. */
     int bad_offsets = 0;
-#pragma omp parallel for reduction(| : bad_offsets) schedule(static)
+#pragma omp parallel for reduction(| : bad_offsets) schedule(static) num_threads(acc_threads_for(m))
     for (int64_t i = 0; i < m; i++)
         bad_offsets |= rp[i + 1] < rp[i];
     if (bad_offsets) return ACC_ERR_ROW_OFFSETS;
 
     const int32_t *ci = A->column_indices;
     int bad_index = 0, unsorted = 0;
-#pragma omp parallel for reduction(| : bad_index, unsorted) schedule(dynamic, 1024)
+#pragma omp parallel for reduction(|                                                                         \
+                                   : bad_index, unsorted) schedule(dynamic, 1024)                            \
+    num_threads(acc_threads_for(m + nnz))
     for (int64_t i = 0; i < m; i++) {
         int32_t prev = -1;
         for (int64_t p = rp[i]; p < rp[i + 1]; p++) {

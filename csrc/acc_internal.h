@@ -39,6 +39,17 @@ static inline int acc_num_threads(void) {
 #endif
 }
 
+/* Threads for a parallel pass over `work` cheap items (about a nanosecond
+ * each): one per ACC_ITEMS_PER_THREAD, at most all.  A 16-thread region
+ * over a few hundred microseconds of work waits for its slowest thread,
+ * and one descheduled thread (another runtime's spinning threads, e.g.
+ * PyTorch's) costs milliseconds: measured on the GPU machine. */
+#define ACC_ITEMS_PER_THREAD (1 << 17)
+static inline int acc_threads_for(int64_t work) {
+    const int64_t t = work / ACC_ITEMS_PER_THREAD + 1, max = acc_num_threads();
+    return (int)(t < max ? t : max);
+}
+
 /* Threads of the current team (1 outside a parallel region). */
 static inline int acc_team_size(void) {
 #ifdef _OPENMP

@@ -29,7 +29,8 @@ def test_predict_model():
     assert slow["break_even_calls"] > dense["break_even_calls"]
     be = (dense["ours_setup_s"] - dense["cusparse_setup_s"]) / dense["saving_per_call_s"]
     assert dense["break_even_calls"] == pytest.approx(max(be, 0.0))
-    assert dense["ours_setup_s"] == pytest.approx(0.02 + M["ours_first_call_s"])
+    assert dense["ours_setup_s"] == pytest.approx(0.02 + M["ours_first_call_s"]
+                                                  + M["ours_first_call_s_per_window"] * 125_000)
     tiny = _payback.predict((10, 10), 20, 2, 0.001)
     assert tiny["ours_call_s"] == M["ours_call_floor_s"]
     wide = _payback.predict((1_000_000, 1_000_000), 8_000_000, 300_000, 0.02, n=512)
