@@ -13,6 +13,7 @@ device, and an explicit precision that does not fit the dtype raises ValueError.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import sys
 import time
@@ -316,9 +317,10 @@ class Plan:
         cu = require_cuda()
         self._device_id = cu.get_device()
 
-        def put(name, arr):
-            self._dev[name] = DeviceArray.from_host(arr, self._device_id)
-            return self._dev[name]
+        # no reference to the plan (the TF32 runner keeps `put`): a plan must not sit in a reference
+        # cycle, or the cyclic garbage collector frees its device memory at an arbitrary moment, e.g.
+        # inside a CUDA-graph capture, where cudaFree invalidates the capture
+        put = functools.partial(_put, self._dev, self._device_id)
 
         if self.format == "csr":
             csr = self._csr
@@ -488,6 +490,12 @@ class Plan:
             _cuda.cusparse_spmm_run(plan, d_B, d_C, stream)
         else:
             self._tf32.run(d_B, d_C, n, stream)
+
+
+def _put(dev: dict, device: int, name, arr) -> DeviceArray:
+    """Uploads ``arr`` into ``dev[name]`` (a plan's dict of device arrays)."""
+    dev[name] = DeviceArray.from_host(arr, device)
+    return dev[name]
 
 
 def plan(A, **kwargs) -> Plan:

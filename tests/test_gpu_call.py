@@ -120,6 +120,28 @@ def test_no_sync_and_no_allocation_in_steady_state(bundled_int):
     assert free0 - accspmm.device_info()["free_memory"] < 2**20
 
 
+def test_plan_freed_by_reference_count():
+    """A used GPU plan sits in no reference cycle: dropping it frees its device memory at once, never
+    later from the cyclic garbage collector (which could run inside a CUDA-graph capture, where
+    cudaFree invalidates the capture: seen as a random failure of the capture test)."""
+    import gc
+    import weakref
+
+    A = with_int_values(accspmm.datasets.load_bundled(np.float32), 3)
+    gc.collect()
+    gc.disable()
+    try:
+        for kwargs in ({}, {"precision": "fp32"}, {"reorder": "none", "tuning": {"cap": 2}}):
+            p = accspmm.plan(A, device="gpu", **kwargs)
+            p(torch.ones(A.shape[1], 40, device="cuda"))
+            p(cp.ones((A.shape[1], 8), dtype=cp.float32))
+            ref = weakref.ref(p)
+            del p
+            assert ref() is None, kwargs
+    finally:
+        gc.enable()
+
+
 # ---- CUDA graphs ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("cap", [None, 2])
