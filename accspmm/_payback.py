@@ -23,13 +23,16 @@ import time
 
 import numpy as np
 
+from ._reorder import PAYBACK
+
 #: Model constants (seconds), H100 at n = 128, one place, fitted (relative least squares) on the 24
 #: real matrices of benchmarks/results/h100_preprocess_gpu.json.  cuSPARSE's call: fixed + per
 #: nonzero + per row, scaled by n / 128 (the best CSR algorithm; the fit is within 0.64-1.42x of
 #: every measured call); its setup: fixed + per byte of CSR uploaded from pageable memory (the
 #: slope includes cusparseSpMM_preprocess; within 0.5-1.56x).  Our call: the TF32 kernel's time per
-#: TC block (the kernel is bound by the B rows each block loads; within 0.55-1.9x) with a floor for
-#: launch and one wave; our first call adds the schedule decision and its upload, per row window.
+#: TC block, the reordering decision's constant (accspmm._reorder.PAYBACK["block_seconds_n128"];
+#: within 0.55-1.9x), with a floor for launch and one wave; our first call adds the schedule
+#: decision and its upload, per row window.
 CUSPARSE_MODEL = {
     "cusparse_call_fixed_s": 8.6e-6,
     "cusparse_call_s_per_nnz": 4.24e-11,
@@ -37,7 +40,6 @@ CUSPARSE_MODEL = {
     "cusparse_setup_fixed_s": 0.265e-3,
     "cusparse_setup_s_per_byte": 0.345e-9,
     "ours_call_floor_s": 10e-6,
-    "ours_block_s": 1.3e-9,
     "ours_first_call_s": 0.5e-3,
     "ours_first_call_s_per_window": 30e-9,
     "n": 128,
@@ -62,7 +64,7 @@ def predict(shape, nnz: int, tc_blocks: int, setup_s: float, n: int = 128) -> di
     their_call = M["cusparse_call_fixed_s"] + scale * (M["cusparse_call_s_per_nnz"] * nnz
                                                        + M["cusparse_call_s_per_row"] * m)
     their_setup = M["cusparse_setup_fixed_s"] + M["cusparse_setup_s_per_byte"] * (8 * nnz + 4 * (m + 1))
-    ours_call = max(M["ours_call_floor_s"], scale * M["ours_block_s"] * tc_blocks)
+    ours_call = max(M["ours_call_floor_s"], scale * PAYBACK["block_seconds_n128"] * tc_blocks)
     ours_setup = setup_s + M["ours_first_call_s"] + M["ours_first_call_s_per_window"] * -(-m // 8)
     be = break_even(ours_setup, ours_call, their_setup, their_call)
     return {"n": n, "predicted": True, "ours_setup_s": ours_setup, "ours_call_s": ours_call,

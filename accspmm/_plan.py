@@ -22,7 +22,7 @@ import weakref
 import numpy as np
 import scipy.sparse as sp
 
-from . import _core, _reorder
+from . import _core, _payback, _reorder
 from ._device import (DeviceArray, ForeignArray, array_library, cuda_available, cuda_status, load_cusparse,
                       register_interop, require_cuda, stream_handle)
 from ._format import BitTCF, check_perm
@@ -241,8 +241,6 @@ class Plan:
             self.stats["upload_seconds"] = time.perf_counter() - t1
         steps["total"] = time.perf_counter() - t0
         if self.device == "gpu" and self.format == "bittcf":
-            from . import _payback
-
             self.stats["vs_cusparse"] = _payback.predict(self.shape, self.stats["nnz"], self.stats["tc_blocks"],
                                                          steps["total"])
         self._finalizer = weakref.finalize(self, Plan._free_device, self._dev, self._cusparse)
@@ -283,8 +281,6 @@ class Plan:
             raise ValueError("compare_cusparse needs a GPU TF32 plan (device='gpu', precision='tf32')")
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"n must be a positive int, got {n!r}")
-        from . import _payback
-
         self.stats["vs_cusparse_measured"] = _payback.measure(self, int(n), int(reps))
         return self.stats["vs_cusparse_measured"]
 

@@ -9,14 +9,11 @@
  * thread's first slot within the column (threads in row order); each thread
  * then fills its slots.  Rows come out ascending in every column with no
  * atomics and no sort: the result is the serial one, whatever T.  Work
- * O(nnz + T k); the histograms take T k int32, so T is capped at 2 nnz / k
- * (they never outweigh the output) and small or hypersparse inputs run
- * serially.
+ * O(nnz + T k); T follows the work (acc_threads_for) and is capped at
+ * 2 nnz / k, so the histograms (T k int32) never outweigh the output; small
+ * or hypersparse inputs run serially.
  */
 #include "acc_internal.h"
-
-/* Below this many nonzeros the serial transpose wins (thread start-up). */
-#define ACC_TRANSPOSE_PARALLEL_NNZ (1 << 18)
 
 static void transpose_serial(const acc_csr *A, int64_t *col_offsets, int32_t *rows) {
     const int64_t m = A->m, k = A->k, *rp = A->row_offsets;
@@ -37,12 +34,12 @@ static void transpose_serial(const acc_csr *A, int64_t *col_offsets, int32_t *ro
 
 /* Threads for the parallel transpose; 1 means serial. */
 static int transpose_threads(const acc_csr *A) {
-    const int64_t nnz = A->row_offsets[A->m];
-    int64_t t = acc_num_threads();
 #ifdef _OPENMP
     if (omp_in_parallel()) return 1;
 #endif
-    if (nnz < ACC_TRANSPOSE_PARALLEL_NNZ || A->k < 1) return 1;
+    const int64_t nnz = A->row_offsets[A->m];
+    int64_t t = acc_threads_for(nnz + A->m);
+    if (A->k < 1) return 1;
     if (t > 2 * nnz / A->k) t = 2 * nnz / A->k;
     return t < 2 ? 1 : (int)t;
 }

@@ -73,7 +73,7 @@ def test_affinity_independent_of_threads(bundled_int):
 
 
 def test_large_reorderings_independent_of_threads():
-    """From 2^18 nonzeros the transposed pattern is built in parallel (private histograms per
+    """At 300k nonzeros the transposed pattern is built by 2-3 threads (private histograms per
     thread); affinity and jaccard must give the same permutation at every thread count, on a
     square matrix and on a rectangular one with few columns (every thread fills every column)."""
     import subprocess
