@@ -22,14 +22,14 @@ import weakref
 import numpy as np
 import scipy.sparse as sp
 
-from . import _core, _payback, _reorder
+from . import _core, _half, _payback, _reorder
 from ._device import (DeviceArray, ForeignArray, array_library, cuda_available, cuda_status, load_cusparse,
                       register_interop, require_cuda, stream_handle)
 from ._format import BitTCF, check_perm
 from ._validate import INT32_MAX, CSR, as_csr, as_host_b, check_b_dtype, check_out, compute_dtype, is_gpu_array
 
 DEVICES = ("auto", "cpu", "gpu")
-PRECISIONS = ("tf32", "fp32", "fp64")
+PRECISIONS = ("tf32", "fp32", "fp64", "fp16", "bf16")
 FORMATS = ("auto", "csr", "bittcf")
 _SPMM_CSR_ALGS = {"default": 0, "alg1": 4, "alg2": 6, "alg3": 12}
 #: The first call for each width times ~50 launches of candidate kernel variants (accspmm._tf32):
@@ -159,6 +159,11 @@ class Plan:
     allocation beyond the result (through the library's allocator).  Warm up each width once
     before a CUDA-graph capture; captured calls replay with new values in ``B``.
     """
+
+    def __new__(cls, A=None, *args, **kwargs):
+        if kwargs.get("precision") in _half.PRECISIONS:  # FP16/BF16: accspmm._half's plan
+            return _half.HalfPlan(A, *args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(self, A, *, device="auto", precision=None, format="auto", reorder=None, reorder_params=None,
                  perm=None, dtype=None, balance="auto", cusparse_alg="default", tuning=None, calls=None):
@@ -511,6 +516,15 @@ def spmm(A, B, *, device="auto", precision=None, format="auto", reorder="none", 
     :func:`plan` to multiply the same A many times (``calls=`` tells it whether reordering pays).
     """
     csr = as_csr(A)
+    if precision in _half.PRECISIONS:
+        gpu_b = is_gpu_array(B) or (array_library(B) == "torch" and B.is_cuda)
+        if gpu_b and device == "cpu":
+            raise ValueError("B is a GPU array; use device='gpu' or 'auto', or pass a host array")
+        p = Plan(csr, device="gpu" if gpu_b else device, precision=precision, reorder=reorder)
+        if getattr(B, "requires_grad", False):  # the autograd graph holds the plan until its backward
+            return p(B, out=out, stream=stream, check_finite=check_finite)
+        with p:
+            return p(B, out=out, stream=stream, check_finite=check_finite)
     if array_library(B) == "torch":
         from . import _torch
 

@@ -106,9 +106,9 @@ def compute_dtype(a_dtype: np.dtype, b_dtype: np.dtype) -> np.dtype:
     return np.dtype(a_dtype)
 
 
-HALF_MESSAGE = ("B has dtype {}: half-precision SpMM is not available yet; accspmm multiplies float32 B "
-                "(precision 'tf32', the GPU default, or 'fp32') and float64 B (precision 'fp64'); "
-                "convert B with B.float() (PyTorch) or B.astype(numpy.float32)")
+HALF_MESSAGE = ("B has dtype {}, but this plan computes in float32/float64 (precision 'tf32', 'fp32' or "
+                "'fp64'); for half B plan with precision='fp16' or 'bf16' (FP32 accumulation, C in B's dtype), "
+                "or convert B with B.float() (PyTorch) or B.astype(numpy.float32)")
 
 
 def check_b_dtype(b_dtype: np.dtype) -> None:

@@ -11,7 +11,8 @@
 #                 python: benchmarks/bench_python.py DATA_DIR $PYBENCH_ARGS (the call as users make it);
 #                 preprocess: benchmarks/bench_preprocess_gpu.py DATA_DIR $PREP_ARGS (GPU build, break-even);
 #                 scaling: benchmarks/affinity_scaling.py DATA_DIR $SCALING_ARGS (affinity vs threads);
-#                 profile: benchmarks/profile_setup.py DATA_DIR $PROFILE_ARGS (where setup time goes).
+#                 profile: benchmarks/profile_setup.py DATA_DIR $PROFILE_ARGS (where setup time goes);
+#                 half: benchmarks/bench_half.py DATA_DIR $HALF_ARGS (FP16/BF16 against the vendor paths).
 #   OUT           where logs and results go (default benchmarks/results/raw): run.log (every
 #                 stage's output), results.json/md, baseline/results.json/md, ncu.txt, python.json/md.
 # The benchmark table prints last.
@@ -73,4 +74,10 @@ if [[ $STAGES == *" profile "* ]]; then
   stage profile
   timeout "${PROFILE_TIMEOUT:-300}" python3 benchmarks/profile_setup.py "$DATA" ${PROFILE_ARGS:-} > "$OUT/profile_setup.txt" 2>&1
   grep "^==" "$OUT/profile_setup.txt" | tee -a "$LOG"
+fi
+if [[ $STAGES == *" half "* ]]; then
+  stage half
+  timeout "${HALF_TIMEOUT:-540}" python3 benchmarks/bench_half.py "$DATA" --out "$OUT" ${HALF_ARGS:-} 2>&1 \
+    | tee -a "$LOG" | grep -v "^|" | tail -60
+  [ -f "$OUT/half.md" ] && cat "$OUT/half.md"
 fi

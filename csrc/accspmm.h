@@ -205,6 +205,50 @@ acc_status acc_bittcf_check(const acc_bittcf *F);
  *   B [k*n], C [m*n] row-major, F.dtype; C fully overwritten. */
 acc_status acc_bittcf_spmm(const acc_bittcf *F, const void *B, int64_t n, void *C);
 
+/* ---- Half precision: FP16 / BF16 storage and the 16x16 block format ----
+ *
+ * Half values are stored as their 16-bit patterns (uint16).
+ *
+ * BSR16 (SMaT's block CSR, shaped for mma.m16n8k16): block row r holds the
+ * 16 rows perm[16r .. 16r+15] of A (fewer in the last); its nonzero 16x16
+ * blocks are the column blocks 16c .. 16c+15 that hold an entry, ascending.
+ *   brow_offsets[R+1]       int64, R = ceil(m/16): blocks of block row r are
+ *                           brow_offsets[r] .. brow_offsets[r+1]-1
+ *   block_cols[nblocks]     int32, column block c of each block
+ *   block_values[256*nblocks]  half bits, dense, in the MMA's A-fragment
+ *                           order: entry (i, j) of a block (i: row, j:
+ *                           column, 0..15) sits at 8*(4*(i%8) + (j%8)/2) +
+ *                           2*(i/8 + 2*(j/8)) + j%2, so lane L of a warp
+ *                           reads its whole fragment as 16 bytes at 8*L;
+ *                           zeros where A stores nothing
+ *   block_masks[4*nblocks]  uint64, bit 16i+j of the block's 256-bit mask
+ *                           (word (16i+j)/64) set where A stores an entry
+ *                           (explicit zeros included: they meet inf as NaN)
+ * Memory is O(nblocks + m), never O(m k). */
+typedef enum acc_half_format { ACC_HALF_FP16 = 0, ACC_HALF_BF16 = 1 } acc_half_format;
+
+#define ACC_BSR 16 /* rows and columns of a BSR16 block */
+
+/* Rounds src[count] (float32 or float64, src_dtype) to the half format,
+ * to nearest even, in one rounding.  first_bad (may be NULL) gets the
+ * index of the first finite value that rounds to inf or nonzero value that
+ * rounds to zero, or -1. */
+acc_status acc_half_round(const void *src, acc_dtype src_dtype, int64_t count, acc_half_format fmt,
+                          uint16_t *dst, int64_t *first_bad);
+
+/* Widens half bits to float32 (exact). */
+acc_status acc_half_widen(const uint16_t *src, int64_t count, acc_half_format fmt, float *dst);
+
+/* Pass 1 of the BSR16 build: brow_offsets[ceil(m/16)+1] out.  A canonical
+ * CSR (values unused), perm[m] a valid permutation.  O(nnz + 16 nblocks + m). */
+acc_status acc_bsr16_count(const acc_csr *A, const int64_t *perm, int64_t *brow_offsets);
+
+/* Pass 2: block_cols, block_values (from A's entries as half bits,
+ * half_values[nnz], aligned with A's column indices) and block_masks. */
+acc_status acc_bsr16_fill(const acc_csr *A, const uint16_t *half_values, const int64_t *perm,
+                          const int64_t *brow_offsets, int32_t *block_cols, uint16_t *block_values,
+                          uint64_t *block_masks);
+
 /* ---- Row reorderings ---------------------------------------------------
  * Each returns perm[m] (new -> old), a permutation of [0, m).  All need a
  * canonical CSR (values unused) and are deterministic for a given seed

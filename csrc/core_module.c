@@ -277,6 +277,164 @@ fail:
     return NULL;
 }
 
+static int parse_half_format(int fmt) {
+    if (fmt != ACC_HALF_FP16 && fmt != ACC_HALF_BF16) {
+        PyErr_SetString(PyExc_ValueError, "half format must be 0 (fp16) or 1 (bf16)");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *py_half_round(PyObject *self, PyObject *args) {
+    PyObject *obj;
+    int fmt;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "Oi", &obj, &fmt) || parse_half_format(fmt) < 0) return NULL;
+    if (!PyArray_Check(obj) || acc_py_dtype_of((PyArrayObject *)obj) < 0) {
+        PyErr_SetString(PyExc_TypeError, "half_round takes a float32 or float64 numpy.ndarray");
+        return NULL;
+    }
+    const acc_dtype dt = (acc_dtype)acc_py_dtype_of((PyArrayObject *)obj);
+    PyArrayObject *in = acc_py_array(obj, acc_py_npy_type(dt), 1, -1, -1, 0, "values");
+    if (!in) return NULL;
+    npy_intp n = PyArray_DIM(in, 0);
+    PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_UINT16);
+    if (!out) {
+        Py_DECREF(in);
+        return NULL;
+    }
+    int64_t bad = -1;
+    acc_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_half_round(PyArray_DATA(in), dt, n, (acc_half_format)fmt, PyArray_DATA(out), &bad);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(in);
+    if (st != ACC_SUCCESS) {
+        Py_DECREF(out);
+        return acc_py_raise(st, "half_round");
+    }
+    return Py_BuildValue("(NL)", out, (long long)bad);
+}
+
+static PyObject *py_half_widen(PyObject *self, PyObject *args) {
+    PyObject *obj;
+    int fmt;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "Oi", &obj, &fmt) || parse_half_format(fmt) < 0) return NULL;
+    PyArrayObject *in = acc_py_array(obj, NPY_UINT16, 1, -1, -1, 0, "half bits");
+    if (!in) return NULL;
+    npy_intp n = PyArray_DIM(in, 0);
+    PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_FLOAT32);
+    if (!out) {
+        Py_DECREF(in);
+        return NULL;
+    }
+    acc_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_half_widen(PyArray_DATA(in), n, (acc_half_format)fmt, PyArray_DATA(out));
+    Py_END_ALLOW_THREADS
+    Py_DECREF(in);
+    if (st != ACC_SUCCESS) {
+        Py_DECREF(out);
+        return acc_py_raise(st, "half_widen");
+    }
+    return (PyObject *)out;
+}
+
+static PyObject *py_bsr16_build(PyObject *self, PyObject *args) {
+    Py_ssize_t m, k;
+    PyObject *indptr, *indices, *hobj, *permobj;
+    PyArrayObject *half = NULL, *perm = NULL, *bo = NULL, *cols = NULL, *vals = NULL, *masks = NULL;
+    csr_args a;
+    acc_status st;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "nnOOOO", &m, &k, &indptr, &indices, &hobj, &permobj)) return NULL;
+    if (csr_args_parse(&a, m, k, indptr, indices, NULL) < 0) goto fail;
+    half = acc_py_array(hobj, NPY_UINT16, 1, -1, -1, 0, "half values");
+    perm = half ? acc_py_array(permobj, NPY_INT64, 1, m, -1, 0, "perm") : NULL;
+    if (!perm) goto fail;
+    if (PyArray_DIM(half, 0) < a.view.row_offsets[m]) {
+        PyErr_SetString(PyExc_ValueError, "half values are shorter than indptr[-1]");
+        goto fail;
+    }
+    npy_intp nr1 = (m + ACC_BSR - 1) / ACC_BSR + 1;
+    bo = (PyArrayObject *)PyArray_SimpleNew(1, &nr1, NPY_INT64);
+    if (!bo) goto fail;
+    int canonical = 0;
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_csr_check(&a.view, &canonical);
+    if (st == ACC_SUCCESS) st = canonical ? ACC_SUCCESS : ACC_ERR_NOT_CANONICAL;
+    if (st == ACC_SUCCESS) st = acc_perm_check(PyArray_DATA(perm), m);
+    if (st == ACC_SUCCESS) st = acc_bsr16_count(&a.view, PyArray_DATA(perm), PyArray_DATA(bo));
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) {
+        acc_py_raise(st, "cannot build BSR16");
+        goto fail;
+    }
+    npy_intp nb = ((int64_t *)PyArray_DATA(bo))[nr1 - 1], nv = nb * ACC_BSR * ACC_BSR, nm = 4 * nb;
+    cols = (PyArrayObject *)PyArray_SimpleNew(1, &nb, NPY_INT32);
+    vals = (PyArrayObject *)PyArray_SimpleNew(1, &nv, NPY_UINT16);
+    masks = (PyArrayObject *)PyArray_SimpleNew(1, &nm, NPY_UINT64);
+    if (!cols || !vals || !masks) goto fail;
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_bsr16_fill(&a.view, PyArray_DATA(half), PyArray_DATA(perm), PyArray_DATA(bo), PyArray_DATA(cols),
+                        PyArray_DATA(vals), PyArray_DATA(masks));
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) {
+        acc_py_raise(st, "cannot build BSR16");
+        goto fail;
+    }
+    Py_DECREF(half);
+    Py_DECREF(perm);
+    csr_args_release(&a);
+    return Py_BuildValue("{s:N,s:N,s:N,s:N}", "brow_offsets", bo, "block_cols", cols, "block_values", vals,
+                         "block_masks", masks);
+fail:
+    Py_XDECREF(half);
+    Py_XDECREF(perm);
+    Py_XDECREF(bo);
+    Py_XDECREF(cols);
+    Py_XDECREF(vals);
+    Py_XDECREF(masks);
+    csr_args_release(&a);
+    return NULL;
+}
+
+static PyObject *py_bsr16_count(PyObject *self, PyObject *args) {
+    Py_ssize_t m, k;
+    PyObject *indptr, *indices, *permobj;
+    PyArrayObject *perm = NULL, *bo = NULL;
+    csr_args a;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "nnOOO", &m, &k, &indptr, &indices, &permobj)) return NULL;
+    if (csr_args_parse(&a, m, k, indptr, indices, NULL) < 0) goto fail;
+    perm = acc_py_array(permobj, NPY_INT64, 1, m, -1, 0, "perm");
+    if (!perm) goto fail;
+    npy_intp nr1 = (m + ACC_BSR - 1) / ACC_BSR + 1;
+    bo = (PyArrayObject *)PyArray_SimpleNew(1, &nr1, NPY_INT64);
+    if (!bo) goto fail;
+    int canonical = 0;
+    acc_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_csr_check(&a.view, &canonical);
+    if (st == ACC_SUCCESS) st = canonical ? ACC_SUCCESS : ACC_ERR_NOT_CANONICAL;
+    if (st == ACC_SUCCESS) st = acc_perm_check(PyArray_DATA(perm), m);
+    if (st == ACC_SUCCESS) st = acc_bsr16_count(&a.view, PyArray_DATA(perm), PyArray_DATA(bo));
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) {
+        acc_py_raise(st, "cannot count BSR16 blocks");
+        goto fail;
+    }
+    Py_DECREF(perm);
+    csr_args_release(&a);
+    return (PyObject *)bo;
+fail:
+    Py_XDECREF(perm);
+    Py_XDECREF(bo);
+    csr_args_release(&a);
+    return NULL;
+}
+
 /* Arrays held while a BitTCF view points into them; read from the
  * attributes of a Python format object (accspmm.BitTCF). */
 #define BITTCF_NARRAYS 6
@@ -694,6 +852,13 @@ static PyMethodDef core_methods[] = {
     {"csr_spmm", py_csr_spmm, METH_VARARGS, "csr_spmm(m, k, indptr, indices, data, B, C): C = A @ B"},
     {"bittcf_build", py_bittcf_build, METH_VARARGS,
      "bittcf_build(m, k, indptr, indices, data, perm) -> dict of BitTCF arrays"},
+    {"half_round", py_half_round, METH_VARARGS,
+     "half_round(values:float32/64, fmt) -> (uint16 bits, index of the first out-of-range value or -1)"},
+    {"half_widen", py_half_widen, METH_VARARGS, "half_widen(bits:uint16, fmt) -> float32 (exact)"},
+    {"bsr16_count", py_bsr16_count, METH_VARARGS,
+     "bsr16_count(m, k, indptr, indices, perm) -> brow_offsets (BSR16 blocks per block row, prefix sums)"},
+    {"bsr16_build", py_bsr16_build, METH_VARARGS,
+     "bsr16_build(m, k, indptr, indices, half_values:uint16, perm) -> dict of BSR16 arrays"},
     {"bittcf_stats", py_bittcf_stats, METH_O, "bittcf_stats(fmt) -> dict"},
     {"bittcf_spmm", py_bittcf_spmm, METH_VARARGS, "bittcf_spmm(fmt, B, C): C = A @ B"},
     {"reorder_degree", py_reorder_degree, METH_VARARGS,

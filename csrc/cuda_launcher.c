@@ -28,6 +28,7 @@
 #include "glue.h"
 
 #include "../cuda/accspmm_cuda.h"
+#include "../cuda/half_spmm.h"
 #include "../cuda/tf32_spmm.h"
 #include "cuda_glue.h"
 #include "dlpack_abi.h"
@@ -51,7 +52,14 @@ static struct {
 static PyObject *s_requires_grad, *s_dtype, *s_get_device, *s_shape, *s_stride, *s_data_ptr, *s_new_empty,
     *s_is_neg, *s_strides, *s_data, *s_ptr, *s_device_id;
 
-/* A dense float32 GPU array as the kernel sees it. */
+/* An element type the fast calls accept: DLPack code and bits, NumPy type (-1: none), bytes. */
+typedef struct elem_type {
+    int dl_code, dl_bits, npy, size;
+} elem_type;
+
+static const elem_type k_float32 = {ACC_DL_FLOAT, 32, NPY_FLOAT32, 4};
+
+/* A dense GPU array as the kernel sees it. */
 typedef struct gview {
     uintptr_t ptr;
     int64_t rows, cols; /* cols = 1 for a vector */
@@ -90,7 +98,7 @@ static int get_int(PyObject *obj, PyObject *name, int method, long long *out) {
     return ok;
 }
 
-/* Shape and (element) strides tuples -> rows, cols, ndim; 1 when 1-D or 2-D and C-contiguous. */
+/* Shape and strides tuples (strides in units of `unit`) -> rows, cols, ndim; 1 when 1-D or 2-D and C-contiguous. */
 static int dense_layout(PyObject *shape, PyObject *strides, Py_ssize_t unit, gview *v) {
     if (!PyTuple_Check(shape) || !PyTuple_Check(strides)) return 0;
     const Py_ssize_t nd = PyTuple_GET_SIZE(shape);
@@ -113,14 +121,14 @@ static int dense_layout(PyObject *shape, PyObject *strides, Py_ssize_t unit, gvi
     return inner_ok && outer_ok;
 }
 
-/* PyTorch's DLPack exchange: 1 when t is a dense float32 CUDA tensor, seen in *v. */
-static int dl_view(PyObject *t, gview *v) {
+/* PyTorch's DLPack exchange: 1 when t is a dense CUDA tensor of element type et, seen in *v. */
+static int dl_view(PyObject *t, gview *v, const elem_type *et) {
     acc_dl_tensor d;
     if (g.dl->dltensor_from_py_object_no_sync(t, &d) != 0) {
         PyErr_Clear(); /* the attribute route decides */
         return 0;
     }
-    if (d.device.device_type != ACC_DL_CUDA || d.dtype.code != ACC_DL_FLOAT || d.dtype.bits != 32 ||
+    if (d.device.device_type != ACC_DL_CUDA || d.dtype.code != et->dl_code || d.dtype.bits != et->dl_bits ||
         d.dtype.lanes != 1 || (d.ndim != 1 && d.ndim != 2))
         return 0;
     v->ndim = d.ndim;
@@ -141,10 +149,11 @@ static void dl_ignore_error(void *ctx, const char *kind, const char *message) {
     (void)ctx, (void)kind, (void)message; /* a failed allocation goes to Python, which reports it */
 }
 
-/* A new float32 CUDA tensor of `ndim` dims (rows, cols) through PyTorch's allocator, via DLPack. */
-static PyObject *dl_new(int device, int ndim, int64_t rows, int64_t cols, gview *vc) {
+/* A new CUDA tensor of element type et, `ndim` dims (rows, cols), through PyTorch's allocator, via DLPack. */
+static PyObject *dl_new(int device, int ndim, int64_t rows, int64_t cols, gview *vc, const elem_type *et) {
     int64_t shape[2] = {rows, cols};
-    acc_dl_tensor proto = {NULL, {ACC_DL_CUDA, device}, ndim, {ACC_DL_FLOAT, 32, 1}, shape, NULL, 0};
+    acc_dl_tensor proto = {NULL, {ACC_DL_CUDA, device}, ndim, {(uint8_t)et->dl_code, (uint8_t)et->dl_bits, 1},
+                           shape, NULL, 0};
     acc_dl_managed *mt = NULL;
     void *obj = NULL;
     if (g.dl->managed_tensor_allocator(&proto, &mt, NULL, dl_ignore_error) != 0 || !mt) goto fail;
@@ -173,12 +182,12 @@ static int attr_is(PyObject *obj, PyObject *name, int method, PyObject *expected
 
 /* obj's shape and strides (PyTorch: stride(), in elements; CuPy: strides, in bytes) into *v;
  * 1 when 1-D or 2-D, C-contiguous and not empty. */
-static int layout_of(PyObject *obj, int torch, gview *v) {
+static int layout_of(PyObject *obj, int torch, gview *v, int itemsize) {
     PyObject *shape = PyObject_GetAttr(obj, s_shape);
     PyObject *strides = !shape  ? NULL
                         : torch ? PyObject_CallMethodNoArgs(obj, s_stride)
                                 : PyObject_GetAttr(obj, s_strides);
-    const int ok = strides ? dense_layout(shape, strides, torch ? 1 : 4, v) : 0;
+    const int ok = strides ? dense_layout(shape, strides, torch ? 1 : itemsize, v) : 0;
     Py_XDECREF(shape);
     Py_XDECREF(strides);
     return ok;
@@ -190,11 +199,11 @@ static int torch_view(PyObject *t, int raw, gview *v) {
     long long val;
     if (!raw && !attr_is(t, s_requires_grad, 0, Py_False)) goto fallback;
     if (!attr_is(t, s_is_neg, 1, Py_False)) goto fallback; /* a lazily negated view: Python resolves it */
-    if (g.dl && dl_view(t, v)) return 1;
+    if (g.dl && dl_view(t, v, &k_float32)) return 1;
     if (!attr_is(t, s_dtype, 0, g.torch_float32)) goto fallback;
     if (get_int(t, s_get_device, 1, &val) <= 0 || val < 0) goto fallback; /* CPU tensors: -1 */
     v->device = (int)val;
-    if (!layout_of(t, 1, v) || get_int(t, s_data_ptr, 1, &val) <= 0) goto fallback;
+    if (!layout_of(t, 1, v, 4) || get_int(t, s_data_ptr, 1, &val) <= 0) goto fallback;
     v->ptr = (uintptr_t)val;
     return 1;
 fallback:
@@ -202,14 +211,14 @@ fallback:
     return 0;
 }
 
-/* The same for a CuPy array. */
-static int cupy_view(PyObject *a, gview *v) {
+/* The same for a CuPy array of element type et. */
+static int cupy_view(PyObject *a, gview *v, const elem_type *et) {
     long long ptr = 0, dev = -1;
     PyObject *o = PyObject_GetAttr(a, s_dtype);
-    int ok = o && PyArray_DescrCheck(o) && ((PyArray_Descr *)o)->type_num == NPY_FLOAT32 &&
+    int ok = o && et->npy >= 0 && PyArray_DescrCheck(o) && ((PyArray_Descr *)o)->type_num == et->npy &&
              PyArray_ISNBO(((PyArray_Descr *)o)->byteorder);
     Py_XDECREF(o);
-    if (!ok || !layout_of(a, 0, v)) goto fallback;
+    if (!ok || !layout_of(a, 0, v, et->size)) goto fallback;
     PyObject *mp = PyObject_GetAttr(a, s_data);
     ok = mp && get_int(mp, s_ptr, 0, &ptr) > 0 && get_int(mp, s_device_id, 0, &dev) > 0;
     Py_XDECREF(mp);
@@ -247,7 +256,7 @@ error:
 
 /* A new C (m x n, or m for a vector) through the array library's allocator, or NULL (no exception). */
 static PyObject *new_output(int torch, PyObject *B, const gview *vb, int64_t m, gview *vc) {
-    if (torch && g.dl) return dl_new(vb->device, vb->ndim, m, vb->cols, vc);
+    if (torch && g.dl) return dl_new(vb->device, vb->ndim, m, vb->cols, vc, &k_float32);
     PyObject *shape = vb->ndim == 1 ? Py_BuildValue("(L)", (long long)m)
                                     : Py_BuildValue("(LL)", (long long)m, (long long)vb->cols);
     if (!shape) goto error;
@@ -260,7 +269,7 @@ static PyObject *new_output(int torch, PyObject *B, const gview *vb, int64_t m, 
     }
     Py_DECREF(shape);
     if (!C) goto error;
-    if (!(torch ? torch_view(C, 1, vc) : cupy_view(C, vc))) { /* cannot happen for a fresh array */
+    if (!(torch ? torch_view(C, 1, vc) : cupy_view(C, vc, &k_float32))) { /* cannot happen for a fresh array */
         Py_DECREF(C);
         return NULL;
     }
@@ -359,7 +368,7 @@ static PyObject *launcher_call(LauncherObject *self, PyObject *const *args, Py_s
         Py_RETURN_NONE;
     if (self->count == 0) Py_RETURN_NONE;
     gview vb, vc;
-    if (!(torch ? torch_view(B, raw, &vb) : cupy_view(B, &vb))) Py_RETURN_NONE;
+    if (!(torch ? torch_view(B, raw, &vb) : cupy_view(B, &vb, &k_float32))) Py_RETURN_NONE;
     const acc_tf32_args *base = &self->base;
     if (vb.device != self->device || vb.rows != base->k || base->m == 0) Py_RETURN_NONE;
     int cur = -1;
@@ -379,7 +388,7 @@ static PyObject *launcher_call(LauncherObject *self, PyObject *const *args, Py_s
         C = new_output(torch, B, &vb, base->m, &vc);
         if (!C) Py_RETURN_NONE;
     } else {
-        if (Py_TYPE(out) != tp || !(torch ? torch_view(out, 0, &vc) : cupy_view(out, &vc))) Py_RETURN_NONE;
+        if (Py_TYPE(out) != tp || !(torch ? torch_view(out, 0, &vc) : cupy_view(out, &vc, &k_float32))) Py_RETURN_NONE;
         const uintptr_t b_end = vb.ptr + (uintptr_t)(vb.rows * vb.cols * 4);
         const uintptr_t c_end = vc.ptr + (uintptr_t)(vc.rows * vc.cols * 4);
         if (vc.device != self->device || vc.ndim != vb.ndim || vc.rows != base->m || vc.cols != vb.cols ||
@@ -429,6 +438,172 @@ static PyTypeObject LauncherType = {
     .tp_new = launcher_new,
     .tp_methods = launcher_methods,
     .tp_members = launcher_members,
+};
+
+/* ---- the HalfLauncher type: the whole call of an FP16/BF16 plan (accspmm._half) ----------------
+ * A half plan decides nothing per width, so every call with a PyTorch tensor (through the DLPack
+ * exchange API) or a CuPy array of the plan's half dtype, contiguous, on the plan's device, with out
+ * None or of the same dtype, is launched here; the split rows' workspace, when the plan has any, is a
+ * temporary of the library's allocator on the call's stream.  Everything else (float32 B, float32
+ * out, autograd, errors) returns None: accspmm._half takes the call. */
+
+typedef struct HalfLauncherObject {
+    PyObject_HEAD acc_half_args base; /* the format and schedule (n, B, C, workspace per call) */
+    int device;
+    int64_t slots; /* workspace slots of 16 x n (BSR16) or 8 x n (BITTCF) floats */
+    elem_type et;
+    unsigned long long fast_calls;
+} HalfLauncherObject;
+
+static PyObject *half_launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    long long m, k, ntasks, nsplits, slots;
+    unsigned long long perm, bo, cols, vals, masks, meta, tasks, splits;
+    int fmt, device, layout;
+    if (kwds && PyDict_GET_SIZE(kwds)) {
+        PyErr_SetString(PyExc_TypeError, "HalfLauncher takes positional arguments only");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args,
+                          "LLKKKKKKiKLKLLii;HalfLauncher(m, k, perm, brow_offsets, block_cols, block_values, "
+                          "block_masks, block_meta, layout, tasks, num_tasks, splits, num_splits, slots, fmt, device)",
+                          &m, &k, &perm, &bo, &cols, &vals, &masks, &meta, &layout, &tasks, &ntasks, &splits, &nsplits,
+                          &slots, &fmt, &device))
+        return NULL;
+    if (m < 0 || k < 0 || ntasks < 0 || nsplits < 0 || slots < 0 || (fmt != ACC_HALF_FP16 && fmt != ACC_HALF_BF16) ||
+        (layout != ACC_HALF_BSR16 && layout != ACC_HALF_BITTCF)) {
+        PyErr_SetString(PyExc_ValueError, "HalfLauncher: inconsistent arguments");
+        return NULL;
+    }
+    HalfLauncherObject *self = (HalfLauncherObject *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    acc_half_args *a = &self->base;
+    memset(a, 0, sizeof *a);
+    a->m = m;
+    a->k = k;
+    a->layout = layout;
+    a->block_meta = (const int32_t *)(uintptr_t)meta;
+    a->num_brows = layout == ACC_HALF_BSR16 ? (m + 15) / 16 : (m + 7) / 8;
+    a->perm = (const int64_t *)(uintptr_t)perm;
+    a->brow_offsets = (const int64_t *)(uintptr_t)bo;
+    a->block_cols = (const int32_t *)(uintptr_t)cols;
+    a->block_values = (const uint16_t *)(uintptr_t)vals;
+    a->block_masks = (const uint64_t *)(uintptr_t)masks;
+    a->tasks = (const int64_t *)(uintptr_t)tasks;
+    a->num_tasks = ntasks;
+    a->splits = (const int64_t *)(uintptr_t)splits;
+    a->num_splits = nsplits;
+    a->fmt = fmt;
+    self->slots = slots;
+    self->device = device;
+    self->et = fmt == ACC_HALF_FP16 ? (elem_type){ACC_DL_FLOAT, 16, NPY_FLOAT16, 2}
+                                    : (elem_type){ACC_DL_BFLOAT, 16, -1, 2};
+    return (PyObject *)self;
+}
+
+/* 1: t is a contiguous CUDA tensor of type et that does not need grad, seen in *v (DLPack only). */
+static int torch_half_view(PyObject *t, gview *v, const elem_type *et) {
+    if (!g.dl || !attr_is(t, s_requires_grad, 0, Py_False) || !attr_is(t, s_is_neg, 1, Py_False) ||
+        !dl_view(t, v, et)) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* A new array of the library (same device as vb): `ndim` dims (rows, cols) of type et. */
+static PyObject *new_array(int torch, const gview *vb, int ndim, int64_t rows, int64_t cols, const elem_type *et,
+                           gview *vc) {
+    if (torch) return dl_new(vb->device, ndim, rows, cols, vc, et);
+    PyObject *shape = ndim == 1 ? Py_BuildValue("(L)", (long long)rows) : Py_BuildValue("(LL)", (long long)rows,
+                                                                                         (long long)cols);
+    PyArray_Descr *descr = PyArray_DescrFromType(et->npy);
+    PyObject *C = shape && descr ? PyObject_CallFunctionObjArgs((PyObject *)g.cupy_ndarray, shape, descr, NULL) : NULL;
+    Py_XDECREF(shape);
+    Py_XDECREF(descr);
+    if (C && !cupy_view(C, vc, et)) Py_CLEAR(C);
+    if (!C) PyErr_Clear();
+    return C;
+}
+
+/* call(B, out) -> C, or None where the Python layer must take the call. */
+static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "call(B, out) takes 2 arguments");
+        return NULL;
+    }
+    PyObject *B = args[0], *out = args[1];
+    PyTypeObject *tp = Py_TYPE(B);
+    int torch;
+    if (g.torch_tensor && tp == g.torch_tensor)
+        torch = 1;
+    else if (g.cupy_ndarray && tp == g.cupy_ndarray)
+        torch = 0;
+    else
+        Py_RETURN_NONE;
+    gview vb, vc;
+    if (!(torch ? torch_half_view(B, &vb, &self->et) : cupy_view(B, &vb, &self->et))) Py_RETURN_NONE;
+    const acc_half_args *base = &self->base;
+    if (vb.device != self->device || vb.rows != base->k || base->m == 0 || base->num_tasks == 0) Py_RETURN_NONE;
+    int cur = -1;
+    if (acc_cuda_get_device(&cur) != ACC_SUCCESS || cur != self->device) Py_RETURN_NONE;
+    void *stream = NULL;
+    if (!current_stream(torch, vb.device, &stream)) Py_RETURN_NONE;
+    PyObject *C;
+    if (out == Py_None) {
+        C = new_array(torch, &vb, vb.ndim, base->m, vb.cols, &self->et, &vc);
+        if (!C) Py_RETURN_NONE;
+    } else {
+        if (Py_TYPE(out) != tp || !(torch ? torch_half_view(out, &vc, &self->et) : cupy_view(out, &vc, &self->et)))
+            Py_RETURN_NONE;
+        const uintptr_t b_end = vb.ptr + (uintptr_t)(vb.rows * vb.cols * 2);
+        const uintptr_t c_end = vc.ptr + (uintptr_t)(vc.rows * vc.cols * 2);
+        if (vc.device != self->device || vc.ndim != vb.ndim || vc.rows != base->m || vc.cols != vb.cols ||
+            (vc.ptr < b_end && vb.ptr < c_end))
+            Py_RETURN_NONE; /* the Python layer names what is wrong */
+        Py_INCREF(out);
+        C = out;
+    }
+    acc_half_args a = *base;
+    a.n = vb.cols;
+    a.B = (const uint16_t *)vb.ptr;
+    a.C = (void *)vc.ptr;
+    PyObject *ws = NULL; /* the split rows' workspace: freed (stream-ordered) after the launch */
+    if (a.num_splits > 0) {
+        gview vw;
+        ws = new_array(torch, &vb, 1, self->slots * (a.layout == ACC_HALF_BSR16 ? 16 : 8) * a.n, 1, &k_float32, &vw);
+        if (!ws) {
+            Py_DECREF(C);
+            Py_RETURN_NONE;
+        }
+        a.workspace = (float *)vw.ptr;
+    }
+    const int st = acc_half_spmm(&a, stream);
+    Py_XDECREF(ws);
+    if (st) {
+        Py_DECREF(C);
+        return acc_py_cuda_raise(st, "half-precision SpMM launch failed", 0);
+    }
+    self->fast_calls++;
+    return C;
+}
+
+static PyMethodDef half_launcher_methods[] = {
+    {"call", (PyCFunction)(void (*)(void))half_launcher_call, METH_FASTCALL,
+     "call(B, out) -> C, or None where the Python layer must take the call"},
+    {NULL, NULL, 0, NULL}};
+
+static PyMemberDef half_launcher_members[] = {
+    {"fast_calls", T_ULONGLONG, offsetof(HalfLauncherObject, fast_calls), READONLY, "calls completed in C"},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyTypeObject HalfLauncherType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "accspmm._cuda.HalfLauncher",
+    .tp_basicsize = sizeof(HalfLauncherObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The call of an FP16/BF16 plan (csrc/cuda_launcher.c).",
+    .tp_new = half_launcher_new,
+    .tp_methods = half_launcher_methods,
+    .tp_members = half_launcher_members,
 };
 
 /* set_interop("torch", torch.Tensor, torch.float32, raw_stream_fn[, exchange_api_capsule]) or
@@ -488,10 +663,15 @@ int acc_launcher_add(PyObject *module) {
     INTERN(s_ptr, "ptr")
     INTERN(s_device_id, "device_id")
 #undef INTERN
-    if (PyType_Ready(&LauncherType) < 0) return -1;
+    if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&HalfLauncherType) < 0) return -1;
     Py_INCREF(&LauncherType);
     if (PyModule_AddObject(module, "Launcher", (PyObject *)&LauncherType) < 0) {
         Py_DECREF(&LauncherType);
+        return -1;
+    }
+    Py_INCREF(&HalfLauncherType);
+    if (PyModule_AddObject(module, "HalfLauncher", (PyObject *)&HalfLauncherType) < 0) {
+        Py_DECREF(&HalfLauncherType);
         return -1;
     }
     PyObject *fn = PyCFunction_NewEx(&interop_method, NULL, NULL);

@@ -11,6 +11,7 @@
 #include "glue.h"
 
 #include "../cuda/accspmm_cuda.h"
+#include "../cuda/half_spmm.h"
 #include "../cuda/tf32_spmm.h"
 #include "../cuda/timing.h"
 #include "cuda_glue.h"
@@ -281,6 +282,106 @@ static int parse_tf32(PyObject *tup, PyObject *vtup, tf32_call *c) {
     return 0;
 }
 
+static PyObject *time_runs(acc_run_fn fn, void *ctx, int reps, PyObject *flush,
+                           unsigned long long flush_bytes, PyObject *s, int cusparse);
+
+/* half_spmm((m, k, n, num_brows, perm, brow_offsets, block_cols, block_values, block_masks, block_meta,
+ * layout, tasks, num_tasks, splits, num_splits, workspace, B, C, fmt, out_f32), stream): device
+ * addresses as ints. */
+static int parse_half(PyObject *tup, acc_half_args *a) {
+    unsigned long long perm, bo, cols, vals, masks, meta, tasks, splits, ws, B, C;
+    long long m, k, n, nbr, ntasks, nsplits;
+    int fmt, out_f32, layout;
+    memset(a, 0, sizeof(*a));
+    if (!PyArg_ParseTuple(tup, "LLLLKKKKKKiKLKLKKKii;half args", &m, &k, &n, &nbr, &perm, &bo, &cols, &vals, &masks,
+                          &meta, &layout, &tasks, &ntasks, &splits, &nsplits, &ws, &B, &C, &fmt, &out_f32))
+        return -1;
+    a->block_meta = (const int32_t *)(uintptr_t)meta;
+    a->layout = layout;
+    a->m = m;
+    a->k = k;
+    a->n = n;
+    a->num_brows = nbr;
+    a->perm = (const int64_t *)(uintptr_t)perm;
+    a->brow_offsets = (const int64_t *)(uintptr_t)bo;
+    a->block_cols = (const int32_t *)(uintptr_t)cols;
+    a->block_values = (const uint16_t *)(uintptr_t)vals;
+    a->block_masks = (const uint64_t *)(uintptr_t)masks;
+    a->tasks = (const int64_t *)(uintptr_t)tasks;
+    a->num_tasks = ntasks;
+    a->splits = (const int64_t *)(uintptr_t)splits;
+    a->num_splits = nsplits;
+    a->workspace = (float *)(uintptr_t)ws;
+    a->B = (const uint16_t *)(uintptr_t)B;
+    a->C = (void *)(uintptr_t)C;
+    a->fmt = fmt;
+    a->out_f32 = out_f32;
+    return 0;
+}
+
+static PyObject *py_half_spmm(PyObject *self, PyObject *args) {
+    PyObject *tup, *s;
+    acc_half_args a;
+    int st;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!O", &PyTuple_Type, &tup, &s) || parse_half(tup, &a) < 0) return NULL;
+    void *stream = s == Py_None ? NULL : as_ptr(s);
+    if (PyErr_Occurred()) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_half_spmm(&a, stream);
+    Py_END_ALLOW_THREADS
+    if (st) return acc_py_cuda_raise(st, "half-precision SpMM launch failed", 0);
+    Py_RETURN_NONE;
+}
+
+static int run_half(void *ctx, void *stream) { return acc_half_spmm((const acc_half_args *)ctx, stream); }
+
+/* time_half(args18, reps, flush, flush_bytes, stream) -> [ms] */
+static PyObject *py_time_half(PyObject *self, PyObject *args) {
+    PyObject *tup, *flush, *s;
+    int reps;
+    unsigned long long flush_bytes;
+    acc_half_args a;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!iOKO", &PyTuple_Type, &tup, &reps, &flush, &flush_bytes, &s) ||
+        parse_half(tup, &a) < 0)
+        return NULL;
+    return time_runs(run_half, &a, reps, flush, flush_bytes, s, 0);
+}
+
+/* half_tiles(block_meta, values, num_blocks, tiles, fmt, stream): BITTCF dense tiles on the device. */
+static PyObject *py_half_tiles(PyObject *self, PyObject *args) {
+    PyObject *meta, *vals, *tiles, *s;
+    long long nb;
+    int fmt, st;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOLOiO", &meta, &vals, &nb, &tiles, &fmt, &s)) return NULL;
+    void *d_meta = as_ptr(meta), *d_vals = as_ptr(vals), *d_tiles = as_ptr(tiles),
+         *stream = s == Py_None ? NULL : as_ptr(s);
+    if (PyErr_Occurred()) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_half_tiles(d_meta, d_vals, nb, d_tiles, fmt, stream);
+    Py_END_ALLOW_THREADS
+    if (st) return acc_py_cuda_raise(st, "building the half tiles failed", 0);
+    Py_RETURN_NONE;
+}
+
+/* half_round(src, dst, count, fmt, stream): float32 -> half bits on the device. */
+static PyObject *py_half_round(PyObject *self, PyObject *args) {
+    PyObject *src, *dst, *s;
+    long long count;
+    int fmt, st;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOLiO", &src, &dst, &count, &fmt, &s)) return NULL;
+    void *d_src = as_ptr(src), *d_dst = as_ptr(dst), *stream = s == Py_None ? NULL : as_ptr(s);
+    if (PyErr_Occurred()) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_half_round_device(d_src, d_dst, count, fmt, stream);
+    Py_END_ALLOW_THREADS
+    if (st) return acc_py_cuda_raise(st, "rounding B to half precision failed", 0);
+    Py_RETURN_NONE;
+}
+
 /* bittcf_gpu_build(m, k, nnz, d_indptr, d_indices, d_values, d_perm or None, d_window_offsets,
  * h_window_offsets, keep_blocks, stream) -> dict of the allocated device addresses (the caller
  * owns them) and num_blocks; h_window_offsets: writeable C-contiguous int64 ndarray [W+1]. */
@@ -454,6 +555,11 @@ static PyMethodDef cuda_methods[] = {
     {"bittcf_gpu_build", py_bittcf_gpu_build, METH_VARARGS,
      "bittcf_gpu_build(m, k, nnz, indptr, indices, values, perm|None, window_offsets, h_window_offsets, "
      "keep_blocks, stream) -> dict of device addresses"},
+    {"half_spmm", py_half_spmm, METH_VARARGS, "half_spmm(args20, stream): launch the FP16/BF16 BSR16 kernel"},
+    {"time_half", py_time_half, METH_VARARGS, "time_half(args20, reps, flush, flush_bytes, stream) -> [ms]"},
+    {"half_tiles", py_half_tiles, METH_VARARGS,
+     "half_tiles(block_meta, values, num_blocks, tiles, fmt, stream): BitTCF dense half tiles"},
+    {"half_round", py_half_round, METH_VARARGS, "half_round(src, dst, count, fmt, stream): float32 -> half bits"},
     {"tf32_spmm", py_tf32_spmm, METH_VARARGS,
      "tf32_spmm(args14, variant5, stream[, workspace_floats, counters]): launch the TF32 BitTCF kernel"},
     {"tf32_shared_bytes", py_tf32_shared_bytes, METH_O, "tf32_shared_bytes(variant5) -> bytes (-1: invalid)"},

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 enum { ACC_DL_CPU = 1, ACC_DL_CUDA = 2 }; /* DLDeviceType values */
-enum { ACC_DL_FLOAT = 2 };                /* DLDataTypeCode kDLFloat */
+enum { ACC_DL_FLOAT = 2, ACC_DL_BFLOAT = 4 }; /* DLDataTypeCode kDLFloat, kDLBfloat */
 
 typedef struct acc_dl_version {
     uint32_t major, minor;

@@ -1,0 +1,646 @@
+"""Half precision: ``precision="fp16"`` and ``"bf16"`` (FP32 accumulation).
+
+Semantics (README "Half precision"; GUIDE section 3):
+
+- A (float32 or float64 values) is rounded to the format once, at plan time, to nearest even, in
+  one rounding (float64 is never rounded to float32 first).  A value outside the format's range
+  raises ValueError naming it: a finite value that would round to inf (FP16: |x| >= 65520; BF16:
+  |x| >= (2 - 2^-8) 2^127), or a nonzero one that would round to zero (FP16: |x| <= 2^-25; BF16:
+  |x| <= 2^-134).  Subnormal results are kept, with their reduced precision.
+- B: a half array of the plan's format (NumPy float16, ``ml_dtypes.bfloat16``, PyTorch
+  float16/bfloat16 on the CPU or a GPU, CuPy float16), or float32 (or integers), which the call
+  rounds to the format the same way (beyond the range: inf, as PyTorch's ``.to()``).  float64 B
+  is refused: say which precision you want.
+- Products are exact in FP32 (a half times a half fits in 24 bits) and are summed in FP32.
+- C has B's dtype (PyTorch's convention): a half B gives a half C (the FP32 sums rounded to
+  nearest even once), a float32 B a float32 C.  ``out=`` may be float32 for a half B, to keep the
+  accumulator's precision.
+- Error bound per element: ``|C - C_ref| <= (3 u + k_i 2^-24) (|A| @ |B|)`` plus the output's
+  rounding (u: 2^-11 FP16, 2^-8 BF16); integer data with exact half representations (|x| <= 2048
+  for FP16, <= 256 for BF16, sums below 2^24) is bit-exact against scipy.
+- NaN and inf in B follow scipy: they reach exactly the entries where a stored entry of A meets them.
+
+Kernels: on the GPU, BSR16 blocks (16 x 16, SMaT's block CSR: csrc/acc_bsr16_build.c) on
+``mma.m16n8k16`` (cuda/half_spmm.cu); on the CPU, the reference: the C core's FP32 CSR product of
+the rounded operands (exact products, FP32 sums in ascending column order), then the output
+rounding.  The GPU sums in another order, so on non-integer data the two agree within the bound,
+not bit for bit.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import _core, _reorder
+from ._device import DeviceArray, array_library, register_interop, require_cuda, stream_handle
+from ._format import check_perm
+from ._validate import CSR, as_csr, is_gpu_array
+
+PRECISIONS = ("fp16", "bf16")
+_FMT = {"fp16": 0, "bf16": 1}
+#: (smallest subnormal, largest finite) magnitude of each format
+RANGE = {"fp16": (2.0**-24, 65504.0), "bf16": (2.0**-133, (2 - 2.0**-7) * 2.0**127)}
+#: unit roundoff of each format (GUIDE section 3)
+UNIT_ROUNDOFF = {"fp16": 2.0**-11, "bf16": 2.0**-8}
+#: A block row of more than max(CAP_MIN, CAP_MEDIAN x the median blocks of a nonempty block
+#: row) blocks is cut into parts of at most that many (one warp each), summed by a second kernel
+#: in part order: a hub row then no longer sets the kernel's tail, and rows of a uniform matrix
+#: are never cut.  (The median, not the mean: one hub would raise the mean.)
+CAP_MIN = 128
+CAP_MEDIAN = 4
+TASK_WORDS = 5
+#: packs of small block rows (schedule): about PACK_WAVES waves of 8 warps per SM of REF_SMS SMs
+REF_SMS = 132
+PACK_WAVES = 2
+PACK_MIN, PACK_MAX, PACK_WINDOWS = 1, 32, 256
+#: Bytes a warp moves per block for 64 columns of B (B rows at 2 bytes, plus the block's values and,
+#: for BitTCF, its 48-byte record): the format model of GPU half plans picks the layout that moves
+#: fewer bytes over the whole matrix (both counts are O(nnz) passes, no format is built to decide).
+LAYOUT_BYTES = {"bsr16": 16 * 128 + 512, "bittcf": 8 * 128 + 128 + 48}
+
+
+def _bfloat16():
+    """numpy's bfloat16 dtype (``ml_dtypes``, optional), or None."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        return None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def host_dtype(precision: str):
+    """NumPy dtype of the format (None for bf16 without ml_dtypes)."""
+    return np.dtype(np.float16) if precision == "fp16" else _bfloat16()
+
+
+def round_bits(values: np.ndarray, precision: str) -> tuple:
+    """(uint16 bits of values rounded to the format, index of the first out-of-range value or -1)."""
+    v = np.ascontiguousarray(values).reshape(-1)
+    if v.dtype not in (np.float32, np.float64):
+        v = v.astype(np.float32)
+    return _core.half_round(v, _FMT[precision])
+
+
+def widen(bits: np.ndarray, precision: str) -> np.ndarray:
+    """float32 values of uint16 bits of the format (exact)."""
+    b = np.ascontiguousarray(bits).reshape(-1)
+    return _core.half_widen(b.view(np.uint16), _FMT[precision]).reshape(np.shape(bits))
+
+
+def range_error(value, precision: str, where: str) -> ValueError:
+    lo, hi = RANGE[precision]
+    fate = "inf" if abs(float(value)) > 1 else "zero"
+    return ValueError(
+        f"{where} = {float(value)!r} is outside the {precision} range (nonzero magnitudes {lo:.4g} to {hi:.6g}): "
+        f"it would round to {fate}.  Scale A, or use precision='tf32' (GPU) / 'fp32'")
+
+
+def round_csr(csr: CSR, precision: str) -> np.ndarray:
+    """A's values rounded to the format (uint16 bits), or ValueError naming the first out of range."""
+    bits, bad = round_bits(csr.data[: csr.nnz], precision)
+    if bad >= 0:
+        row = int(np.searchsorted(csr.indptr, bad, side="right")) - 1
+        raise range_error(csr.data[bad], precision, f"A[{row}, {int(csr.indices[bad])}]")
+    return bits
+
+
+def _b_kind(dtype_name: str, precision: str) -> str:
+    """'half' (B is already in the plan's format) or 'float' (rounded by the call); TypeError otherwise."""
+    if dtype_name == {"fp16": "float16", "bf16": "bfloat16"}[precision]:
+        return "half"
+    if dtype_name in ("float16", "bfloat16"):
+        raise TypeError(f"B is {dtype_name} but this plan computes in {precision}; plan with "
+                        f"precision={'fp16' if dtype_name == 'float16' else 'bf16'!r} or cast B")
+    if dtype_name == "float64":
+        raise TypeError(f"B is float64 but this plan computes in {precision} (half inputs, FP32 sums); "
+                        "pass B as float32 or in the half format, or plan with precision='fp64'")
+    if dtype_name in ("float32", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"):
+        return "float"
+    raise TypeError(f"B must hold real numbers, got dtype {dtype_name}")
+
+
+def schedule(brow_offsets: np.ndarray) -> tuple:
+    """(tasks int64 [T, 5], splits int64 [S, 3], slots, cap, pack) of the half kernels (cuda/half_spmm.h).
+
+    A block row (window) of more than ``cap`` blocks (CAP_MIN, CAP_MEDIAN) is split into parts of
+    at most cap blocks, equal ranges, part q writing workspace slot ``first + q``.  The other block
+    rows go in packs of consecutive rows, cut where the blocks before a row reach a multiple of
+    ``pack`` (PACK_WAVES: about that many waves of warps over the reference GPU, between PACK_MIN
+    and PACK_MAX blocks) or after PACK_WINDOWS rows: a warp then streams many small rows without
+    draining its pipeline, and a small matrix still spreads over the GPU."""
+    bo = np.asarray(brow_offsets, np.int64)
+    nb = np.diff(bo)
+    R = nb.shape[0]
+    nonempty = nb[nb > 0]
+    cap = max(CAP_MIN, CAP_MEDIAN * int(np.ceil(np.median(nonempty))) if nonempty.size else CAP_MIN)
+    parts = np.maximum(1, -(-nb // cap))
+    split = parts > 1
+    total = int(bo[-1]) if R else 0
+    pack = int(min(PACK_MAX, max(PACK_MIN, total // (REF_SMS * 4 * PACK_WAVES * 8))))
+    # packs: consecutive unsplit rows with the same (rows split so far, blocks before // pack, row // PACK_WINDOWS)
+    idx = np.arange(R, dtype=np.int64)
+    seg = np.cumsum(split)
+    key = np.stack([seg, (bo[:-1] // pack), idx // PACK_WINDOWS], axis=1)
+    start = np.ones(R, bool)
+    if R:
+        start[1:] = (key[1:] != key[:-1]).any(axis=1) | split[1:] | split[:-1]
+    starts = np.flatnonzero(start & ~split)
+    bounds = np.append(np.flatnonzero(start | split), R)  # a pack runs to the next pack start or split row
+    ends = bounds[np.searchsorted(bounds, starts, side="right")]
+    packs = np.stack([starts, ends, bo[starts], bo[ends], np.full(starts.size, -1)], axis=1)
+    srows = np.flatnonzero(split)
+    P = parts[srows]
+    slot_base = (np.cumsum(P) - P).astype(np.int64)  # exclusive prefix sums (empty when nothing splits)
+    row = np.repeat(srows, P)
+    first = np.repeat(slot_base, P)
+    q = np.arange(row.size, dtype=np.int64) - first
+    Pr = parts[row]
+    lo, hi = bo[row] + nb[row] * q // Pr, bo[row] + nb[row] * (q + 1) // Pr
+    parts_rows = np.stack([row, row + 1, lo, hi, np.repeat(slot_base, P) + q], axis=1)
+    tasks = np.concatenate([packs.reshape(-1, 5), parts_rows.reshape(-1, 5)]).astype(np.int64)
+    tasks = tasks[np.lexsort((tasks[:, 2], tasks[:, 0]))]  # row order (neighbours share a thread block)
+    splits = np.stack([srows, slot_base, P], axis=1).astype(np.int64).reshape(-1, 3)
+    return tasks, splits, int(P.sum()), cap, pack
+
+
+class HalfPlan:
+    """A plan with precision "fp16" or "bf16" (made by :func:`accspmm.plan` / :class:`accspmm.Plan`
+    with that precision; see the module docstring for the semantics).  ``stats`` holds the format
+    (BSR16 blocks, fill), the schedule and the time of every step."""
+
+    def __init__(self, A, *, device="auto", precision="fp16", format="auto", reorder=None, reorder_params=None,
+                 perm=None, dtype=None, balance="auto", cusparse_alg="default", tuning=None, calls=None):
+        from ._plan import _HANDLES, _PLANS, _resolve_device
+
+        t0 = time.perf_counter()
+        if precision not in PRECISIONS:
+            raise ValueError(f"HalfPlan precision must be one of {PRECISIONS}, got {precision!r}")
+        csr = A if isinstance(A, CSR) else as_csr(A)
+        if dtype is not None and np.dtype(dtype) not in (np.float32, np.float64):
+            raise TypeError(f"dtype must be float32 or float64, got {np.dtype(dtype)}")
+        if tuning is not None:
+            raise ValueError("tuning applies to the GPU TF32 kernel only")
+        if balance not in ("auto", True, False):
+            raise ValueError(f"balance must be 'auto', True or False, got {balance!r}")
+        if calls is not None and (isinstance(calls, bool) or not isinstance(calls, (int, np.integer)) or calls < 0):
+            raise ValueError(f"calls must be a non-negative int (the number of products you expect), got {calls!r}")
+        self.device = _resolve_device(device)
+        allowed = ("bsr16", "bittcf") if self.device == "gpu" else ("csr",)
+        if format not in ("auto", *allowed):
+            raise ValueError(f"precision={precision!r} on device={self.device!r} takes format 'auto' or one of "
+                             f"{allowed}, not {format!r}")
+        self.format = allowed[0] if format == "auto" else format
+        self.precision = precision
+        self.shape = csr.shape
+        self.dtype = np.dtype(np.float32)  # the accumulator
+        self.balance = balance
+        self.calls = calls
+        self._closed = False
+        self._fast = None  # the C call (csrc/cuda_launcher.c: HalfLauncher) of GPU plans
+        self._T = None
+        self._dev = {}
+        self._device_id = None
+        self.handle = next(_HANDLES)
+        _PLANS[self.handle] = self
+        self._source = csr
+        self.stats = {"nnz": csr.nnz, "shape": csr.shape, "device": self.device, "precision": precision,
+                      "format": self.format}
+        steps = self.stats["seconds"] = {"validate": time.perf_counter() - t0}
+        t = time.perf_counter()
+        csr = csr.canonicalized()
+        steps["canonicalize"] = time.perf_counter() - t
+        t = time.perf_counter()
+        self._bits = round_csr(csr, precision)
+        steps["round"] = time.perf_counter() - t
+        self.stats["nnz"] = csr.nnz
+        if perm is not None and reorder not in (None, "none"):
+            raise ValueError("pass either perm or reorder, not both")
+        if self.device == "cpu":
+            if reorder not in (None, "none") or perm is not None:
+                if perm is not None:
+                    check_perm(perm, csr.shape[0])
+                raise ValueError(f"reorder needs a GPU half plan (format 'bsr16'); the CPU reference does not "
+                                 f"depend on row order, got reorder={reorder!r}")
+            self._csr = CSR(csr.shape, csr.indptr, csr.indices, widen(self._bits, precision), True)
+        else:
+            t = time.perf_counter()
+            if perm is None and reorder not in (None, "none"):
+                params = dict(reorder_params or {})
+                if reorder == "jaccard":
+                    params.setdefault("block_width", 16)  # the column blocks of BSR16
+                perm, info = _reorder.compute(csr, reorder, seed=params.pop("seed", 0), **params)
+                self.stats["reorder"] = info
+            elif perm is not None:
+                perm = check_perm(perm, csr.shape[0])
+                self.stats["reorder"] = {"method": "perm", "chosen": "perm (given)"}
+            else:
+                self.stats["reorder"] = {"method": "none", "chosen": "none"}
+            steps["reorder"] = time.perf_counter() - t
+            t = time.perf_counter()
+            identity = perm is None
+            perm = np.arange(csr.shape[0], dtype=np.int64) if identity else np.asarray(perm, np.int64)
+            m, k = csr.shape
+            bo16 = _core.bsr16_count(m, k, csr.indptr, csr.indices, perm)
+            ntc = int(_core.bittcf_count_stats(m, k, csr.indptr, csr.indices, perm, False)["tc_blocks"])
+            model = {"bsr16_blocks": int(bo16[-1]), "tc_blocks": ntc,
+                     "bytes_per_64_columns": {"bsr16": LAYOUT_BYTES["bsr16"] * int(bo16[-1]),
+                                              "bittcf": LAYOUT_BYTES["bittcf"] * ntc}}
+            if format == "auto":
+                self.format = min(model["bytes_per_64_columns"], key=model["bytes_per_64_columns"].get)
+                model["why"] = "fewer bytes of A and B per 64 columns (LAYOUT_BYTES)"
+            else:
+                model["why"] = f"format={format!r} was asked for"
+            model["chosen"] = self.format
+            self.stats["format"] = self.format
+            self.stats["format_model"] = model
+            steps["format_model"] = time.perf_counter() - t
+            t = time.perf_counter()
+            cu = require_cuda()
+            self._device_id = cu.get_device()
+            if self.format == "bsr16":
+                f = _core.bsr16_build(m, k, csr.indptr, csr.indices, self._bits, perm)
+                offsets = f["brow_offsets"]
+                nblocks = int(offsets[-1])
+                self.stats.update({"bsr16_blocks": nblocks,
+                                   "block_fill": csr.nnz / (256.0 * nblocks) if nblocks else float("nan")})
+                for name, arr in (("perm", perm), *f.items()):
+                    self._dev[name] = DeviceArray.from_host(arr if arr.size else np.zeros(1, arr.dtype), self._device_id)
+            else:
+                from ._device_format import DeviceBitTCF
+
+                exact = CSR(csr.shape, csr.indptr, csr.indices, widen(self._bits, precision), True)
+                fmt = DeviceBitTCF(exact, None if identity else perm, self._dev, self._device_id)
+                nblocks = fmt.num_blocks
+                offsets = fmt.window_offsets
+                tiles = self._dev["block_values"] = DeviceArray((max(nblocks, 1) * 64,), np.uint16, self._device_id)
+                cu.half_tiles(self._dev["block_meta"].ptr, self._dev["values"].ptr, nblocks, tiles.ptr,
+                              _FMT[precision], None)
+                self._dev.pop("values").free()  # the float copy: the tiles hold the values now
+                self.stats.update({"tc_blocks": nblocks,
+                                   "block_fill": csr.nnz / (64.0 * nblocks) if nblocks else float("nan")})
+            steps["build"] = time.perf_counter() - t
+            t = time.perf_counter()
+            tasks, splits, slots, cap, pack = schedule(offsets)
+            self.stats["schedule"] = {"tasks": int(tasks.shape[0]), "split_rows": int(splits.shape[0]),
+                                      "parts": slots, "cap": cap, "pack_blocks": pack}
+            for name, arr in (("tasks", tasks.reshape(-1)), ("splits", splits.reshape(-1))):
+                self._dev[name] = DeviceArray.from_host(arr if arr.size else np.zeros(1, arr.dtype), self._device_id)
+            self._slots = slots
+            self._num_tasks = int(tasks.shape[0])
+            self._num_splits = int(splits.shape[0])
+            self._layout = 0 if self.format == "bsr16" else 1
+            a = self.kernel_args(0, 0, 0, False)
+            self._fast = cu.HalfLauncher(m, k, *a[4:14], self._num_splits, slots, _FMT[precision],
+                                         self._device_id).call
+            steps["schedule_upload"] = time.perf_counter() - t
+        steps["total"] = time.perf_counter() - t0
+        self._finalizer = weakref.finalize(self, _free, self._dev)
+
+    # ---- lifetime ---------------------------------------------------------------------
+
+    def close(self):
+        """Frees the plan's device memory now (also done on garbage collection)."""
+        self._closed = True
+        self._fast = None
+        if self._T is not None:
+            self._T.close()
+        self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        m, k = self.shape
+        return (f"<accspmm.Plan {m}x{k} nnz={self.stats['nnz']} device={self.device} "
+                f"precision={self.precision} format={self.format} (FP32 accumulation)>")
+
+    def transposed(self) -> "HalfPlan":
+        """The plan of ``A.T`` with this plan's device and precision (autograd's backward)."""
+        if self._closed:
+            raise RuntimeError("this plan was closed")
+        if self._T is None:
+            src = self._source
+            At = sp.csr_matrix((src.data, src.indices, src.indptr), shape=src.shape).T.tocsr()
+            self._T = HalfPlan(At, device=self.device, precision=self.precision)
+        return self._T
+
+    def compare_cusparse(self, n: int = 128, reps: int = 20):
+        raise ValueError("compare_cusparse needs a GPU TF32 plan (device='gpu', precision='tf32')")
+
+    # ---- calls ------------------------------------------------------------------------
+
+    def __call__(self, B, *, out=None, stream=None, check_finite=False):
+        """``A @ B`` (see the module docstring for dtypes).  ``check_finite=True`` raises
+        ValueError when B holds NaN or inf (it reads B: synchronises)."""
+        fast = self._fast
+        if fast is not None and stream is None and not check_finite:
+            C = fast(B, out)
+            if C is not None:
+                return C
+        if self._closed:
+            raise RuntimeError("this plan was closed")
+        lib = array_library(B)
+        if lib in ("torch", "cupy"):
+            register_interop(lib)  # the C call takes this library's arrays from the next call on
+        if lib == "torch":
+            return self._call_torch(B, out, stream, check_finite)
+        if lib == "cupy" or is_gpu_array(B):
+            return self._call_cupy(B, out, stream, check_finite)
+        return self._call_host(B, out, stream, check_finite)
+
+    def _check_b(self, shape, dtype_name):
+        if len(shape) not in (1, 2):
+            raise ValueError(f"B must be 1- or 2-dimensional, got shape {tuple(shape)}")
+        if shape[0] != self.shape[1]:
+            raise ValueError(f"dimension mismatch: A has {self.shape[1]} columns but B has {shape[0]} rows")
+        return _b_kind(dtype_name, self.precision)
+
+    def _call_host(self, B, out, stream, check_finite):
+        if sp.issparse(B):
+            raise TypeError("B must be dense (sparse @ sparse is not supported); use B.toarray()")
+        try:
+            Bh = np.asarray(B)
+        except Exception as exc:
+            raise TypeError(f"B cannot be converted to an array: {exc}") from None
+        kind = self._check_b(Bh.shape, Bh.dtype.name)
+        vector = Bh.ndim == 1
+        m = self.shape[0]
+        n = 1 if vector else Bh.shape[1]
+        shape = (m,) if vector else (m, n)
+        c_dtype = Bh.dtype if kind == "half" else np.dtype(np.float32)
+        if out is not None:
+            _check_host_out(out, shape, c_dtype, Bh)
+        if kind == "half":
+            bits = np.ascontiguousarray(Bh).view(np.uint16).reshape(-1, n)
+        else:
+            bits = round_bits(Bh.astype(np.float32, copy=False), self.precision)[0].reshape(-1, n)
+        if check_finite and not np.isfinite(widen(bits, self.precision)).all():
+            raise ValueError("B holds NaN or inf (check_finite=True)")
+        out_f32 = out is None and c_dtype == np.float32 or (out is not None and out.dtype == np.float32)
+        if self.device == "cpu":
+            C32 = np.empty((m, n), np.float32)
+            Bf = widen(bits, self.precision).reshape(-1, n)
+            if m and n:
+                csr = self._csr
+                _core.csr_spmm(m, self.shape[1], csr.indptr, csr.indices, csr.data, Bf, C32)
+            if out_f32:
+                C = C32
+            else:
+                C = round_bits(C32, self.precision)[0].view(c_dtype if out is None else out.dtype)
+        else:
+            C = self._run_host_on_gpu(bits, m, n, out_f32, c_dtype if out is None else out.dtype, stream)
+        C = C.reshape(shape)
+        if out is not None:
+            out[...] = C
+            return out
+        return C
+
+    def _run_host_on_gpu(self, bits, m, n, out_f32, c_dtype, stream):
+        s = stream_handle(stream)
+        dB = DeviceArray.from_host(np.ascontiguousarray(bits), self._device_id, s)
+        dC = DeviceArray((m, n), np.float32 if out_f32 else np.uint16, self._device_id)
+        try:
+            self._launch(dB.ptr, dC.ptr, n, out_f32, s, _DeviceWorkspace(self._device_id))
+            C = dC.to_host(stream=s)
+        finally:
+            dB.free()
+            dC.free()
+        return C if out_f32 else C.view(c_dtype)
+
+    def kernel_args(self, d_B: int, d_C: int, n: int, out_f32: bool, d_workspace: int = 0) -> tuple:
+        """The argument tuple of ``_cuda.half_spmm`` / ``_cuda.time_half`` for device pointers
+        (benchmarks time the kernel alone with it; the workspace needs ``workspace_floats(n)``)."""
+        m, k = self.shape
+        d = self._dev
+        bsr = self._layout == 0
+
+        def ptr(name):
+            return d[name].ptr if name in d else 0
+
+        return (m, k, n, -(-m // (16 if bsr else 8)), d["perm"].ptr, ptr("brow_offsets") or ptr("window_offsets"),
+                ptr("block_cols"), d["block_values"].ptr, ptr("block_masks"), ptr("block_meta"), self._layout,
+                d["tasks"].ptr, self._num_tasks, d["splits"].ptr, self._num_splits, d_workspace, d_B, d_C,
+                _FMT[self.precision], int(out_f32))
+
+    def workspace_floats(self, n: int) -> int:
+        """Floats of split-row workspace a call of width n needs (0 without split rows)."""
+        return self._slots * (16 if self._layout == 0 else 8) * n if self._num_splits else 0
+
+    def _launch(self, d_B: int, d_C: int, n: int, out_f32: bool, stream, workspace):
+        from . import _cuda
+
+        m, k = self.shape
+        if m == 0 or n == 0:
+            return
+        if self.stats["nnz"] == 0 or k == 0:
+            _cuda.memset(d_C, 0, m * n * (4 if out_f32 else 2), stream)
+            return
+        ws = workspace.get(self.workspace_floats(n)) if self._num_splits else 0
+        _cuda.half_spmm(self.kernel_args(d_B, d_C, n, out_f32, ws), stream)
+
+    def _gpu_plan(self, dev_index):
+        if self.device != "gpu":
+            raise ValueError("B is a GPU array but this plan runs on the CPU; plan with device='gpu'")
+        if dev_index != self._device_id:
+            raise ValueError(f"B is on GPU {dev_index} but the plan lives on GPU {self._device_id}")
+
+    def _call_torch(self, B, out, stream, check_finite):
+        import torch
+
+        if not B.is_cuda:  # CPU tensors: the host path on NumPy views
+            return _torch_host(self, B, out, stream, check_finite)
+        self._gpu_plan(B.device.index or 0)
+        kind = self._check_b(tuple(B.shape), str(B.dtype).replace("torch.", ""))
+        if B.requires_grad and torch.is_grad_enabled():
+            if out is not None:
+                raise RuntimeError("out= is not supported when B requires grad")
+            return _HalfFunction.apply(B, self, stream, check_finite)
+        m, n = self.shape[0], (1 if B.dim() == 1 else B.shape[1])
+        shape = (m,) if B.dim() == 1 else (m, n)
+        half_t = torch.float16 if self.precision == "fp16" else torch.bfloat16
+        s = stream_handle(stream) if stream is not None else int(torch.cuda.current_stream(B.device).cuda_stream) or None
+        if check_finite and not bool(torch.isfinite(B).all()):
+            raise ValueError("B holds NaN or inf (check_finite=True)")
+        from . import _cuda
+
+        if kind == "half":
+            Bh = B.contiguous()
+            c_dtype = half_t
+        else:
+            Bf = B.to(torch.float32).contiguous()
+            Bh = torch.empty(Bf.shape, dtype=half_t, device=B.device)
+            _cuda.half_round(Bf.data_ptr(), Bh.data_ptr(), Bf.numel(), _FMT[self.precision], s)
+            c_dtype = torch.float32
+        if out is not None:
+            if not isinstance(out, torch.Tensor) or not out.is_cuda:
+                raise TypeError("out must be a CUDA tensor when B is one")
+            if tuple(out.shape) != shape or out.dtype not in (c_dtype, torch.float32) or not out.is_contiguous():
+                raise ValueError(f"out must be a contiguous {c_dtype} or float32 CUDA tensor of shape {shape}")
+            if out.device != B.device:
+                raise ValueError("out is on another GPU than B")
+            if out.numel() and out.data_ptr() == Bh.data_ptr():
+                raise ValueError("out must not overlap B")
+            C = out
+        else:
+            C = torch.empty(shape, dtype=c_dtype, device=B.device)
+        self._launch(Bh.data_ptr(), C.data_ptr(), n, C.dtype == torch.float32, s, _TorchWorkspace(B.device))
+        return C
+
+    def _call_cupy(self, B, out, stream, check_finite):
+        import cupy
+
+        if not isinstance(B, cupy.ndarray):
+            raise TypeError("half-precision plans take CuPy or PyTorch GPU arrays (or host arrays)")
+        self._gpu_plan(B.device.id)
+        kind = self._check_b(B.shape, B.dtype.name)
+        m, n = self.shape[0], (1 if B.ndim == 1 else B.shape[1])
+        shape = (m,) if B.ndim == 1 else (m, n)
+        from . import _cuda
+
+        with cupy.cuda.Device(B.device.id):
+            s = stream_handle(stream) if stream is not None else int(cupy.cuda.get_current_stream().ptr) or None
+            if check_finite and not bool(cupy.isfinite(B).all()):
+                raise ValueError("B holds NaN or inf (check_finite=True)")
+            if kind == "half":
+                Bh = cupy.ascontiguousarray(B)
+                c_dtype = B.dtype
+            else:
+                Bf = cupy.ascontiguousarray(B, dtype=cupy.float32)
+                Bh = cupy.empty(Bf.shape, dtype=cupy.uint16)
+                _cuda.half_round(Bf.data.ptr, Bh.data.ptr, Bf.size, _FMT[self.precision], s)
+                c_dtype = np.dtype(np.float32)
+            if out is not None:
+                if not isinstance(out, cupy.ndarray):
+                    raise TypeError("out must be a CuPy array when B is one")
+                if out.shape != shape or out.dtype not in (c_dtype, np.float32) or not out.flags.c_contiguous:
+                    raise ValueError(f"out must be a C-contiguous {c_dtype} or float32 CuPy array of shape {shape}")
+                C = out
+            else:
+                C = cupy.empty(shape, dtype=c_dtype)
+            self._launch(Bh.data.ptr, C.data.ptr, n, C.dtype == np.float32, s, _CupyWorkspace())
+        return C
+
+
+def _free(dev: dict):
+    for arr in dev.values():
+        arr.free()
+    dev.clear()
+
+
+def _check_host_out(out, shape, c_dtype, B):
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy.ndarray for host inputs, got {type(out).__name__}")
+    if out.shape != tuple(shape):
+        raise ValueError(f"out has shape {out.shape}, expected {tuple(shape)}")
+    if out.dtype not in (c_dtype, np.dtype(np.float32)):
+        raise TypeError(f"out has dtype {out.dtype}, expected {c_dtype} (B's) or float32")
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError("out must be C-contiguous and writeable")
+    if np.shares_memory(out, B):
+        raise ValueError("out must not overlap B")
+
+
+def _torch_host(plan, B, out, stream, check_finite):
+    """A CPU tensor: computed through NumPy (bf16 travels as its bits), returned as a tensor."""
+    import torch
+
+    name = str(B.dtype).replace("torch.", "")
+    plan._check_b(tuple(B.shape), name)
+    if B.requires_grad and torch.is_grad_enabled():
+        if out is not None:
+            raise RuntimeError("out= is not supported when B requires grad")
+        return _HalfFunction.apply(B, plan, stream, check_finite)
+    Bd = B.detach().contiguous()
+    half_t = torch.float16 if plan.precision == "fp16" else torch.bfloat16
+    if B.dtype == half_t:
+        bits = Bd.view(torch.int16).numpy().view(np.uint16)
+        arr = bits.view(np.float16) if plan.precision == "fp16" else None
+    else:
+        arr = Bd.to(torch.float32).numpy()
+    if arr is None:  # bf16 without a NumPy dtype: exact float32 values in, the result rounded back
+        Cf = plan._call_host(widen(bits, "bf16"), None, stream, check_finite)
+        C = torch.from_numpy(round_bits(Cf, "bf16")[0].view(np.int16)).view(torch.bfloat16).reshape(Cf.shape)
+    else:
+        C = torch.from_numpy(np.ascontiguousarray(plan._call_host(arr, None, stream, check_finite)))
+    if out is not None:
+        if not isinstance(out, torch.Tensor) or out.is_cuda or tuple(out.shape) != tuple(C.shape):
+            raise ValueError(f"out must be a CPU tensor of shape {tuple(C.shape)}")
+        if out.dtype not in (C.dtype, torch.float32):
+            raise TypeError(f"out has dtype {out.dtype}, expected {C.dtype} or float32")
+        if out.dtype == torch.float32 and C.dtype != torch.float32:
+            raise TypeError("out=float32 with a half CPU tensor B: pass B as float32 to keep FP32 sums")
+        out.copy_(C)
+        return out
+    return C
+
+
+class _DeviceWorkspace:
+    """Workspace of split block rows for host calls: a plan-free temporary."""
+
+    def __init__(self, device):
+        self.device, self.arr = device, None
+
+    def get(self, floats):
+        self.arr = DeviceArray((floats,), np.float32, self.device)
+        return self.arr.ptr
+
+
+class _TorchWorkspace:
+    """From PyTorch's caching allocator on the caller's stream (safe under CUDA-graph capture)."""
+
+    def __init__(self, device):
+        self.device, self.t = device, None
+
+    def get(self, floats):
+        import torch
+
+        self.t = torch.empty(floats, dtype=torch.float32, device=self.device)
+        return self.t.data_ptr()
+
+
+class _CupyWorkspace:
+    def __init__(self):
+        self.a = None
+
+    def get(self, floats):
+        import cupy
+
+        self.a = cupy.empty(floats, dtype=cupy.float32)
+        return self.a.data.ptr
+
+
+def _half_function():
+    import torch
+
+    class HalfFunction(torch.autograd.Function):
+        """C = A @ B with dL/dB = A^T @ dL/dC, both in the plan's precision (A's values are constants)."""
+
+        @staticmethod
+        def forward(ctx, B, plan, stream, check_finite):
+            ctx.plan = plan
+            with torch.no_grad():
+                return plan(B.detach(), stream=stream, check_finite=check_finite)
+
+        @staticmethod
+        def backward(ctx, grad):
+            with torch.no_grad():
+                return ctx.plan.transposed()(grad.contiguous()), None, None, None
+
+    return HalfFunction
+
+
+class _LazyFunction:
+    def __getattr__(self, name):
+        fn = _half_function()
+        globals()["_HalfFunction"] = fn
+        return getattr(fn, name)
+
+
+_HalfFunction = _LazyFunction()

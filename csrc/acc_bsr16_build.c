@@ -1,0 +1,92 @@
+/* acc_bsr16_build.c -- the BSR16 format (accspmm.h) from a canonical CSR.
+ *
+ * Each block row merges the sorted column lists of its (at most 16) rows:
+ * the next block is the smallest column block among the rows' next entries,
+ * and each row then consumes its entries in that block.  Per block row this
+ * is O(16 * blocks + nnz) with no memory beyond 16 cursors, whatever k is
+ * (no per-column marker array, which would cost O(k) per thread).  Block
+ * rows are independent: both passes run them in parallel and the output
+ * does not depend on the thread count. */
+#include "acc_internal.h"
+
+typedef struct cursor {
+    int64_t p[ACC_BSR], end[ACC_BSR];
+    int rows;
+} cursor;
+
+static void cursor_init(cursor *c, const acc_csr *A, const int64_t *perm, int64_t r) {
+    const int64_t first = r * ACC_BSR;
+    c->rows = (int)(A->m - first < ACC_BSR ? A->m - first : ACC_BSR);
+    for (int i = 0; i < c->rows; i++) {
+        const int64_t row = perm[first + i];
+        c->p[i] = A->row_offsets[row];
+        c->end[i] = A->row_offsets[row + 1];
+    }
+}
+
+/* The smallest column block among the rows' next entries, or -1 when every row is done. */
+static int32_t cursor_next(const cursor *c, const int32_t *ci) {
+    int32_t best = INT32_MAX;
+    for (int i = 0; i < c->rows; i++)
+        if (c->p[i] < c->end[i] && ci[c->p[i]] / ACC_BSR < best) best = ci[c->p[i]] / ACC_BSR;
+    return best == INT32_MAX ? -1 : best;
+}
+
+acc_status acc_bsr16_count(const acc_csr *A, const int64_t *perm, int64_t *brow_offsets) {
+    if (!A || A->m < 0 || A->k < 0 || !A->row_offsets || !perm || !brow_offsets ||
+        (A->row_offsets[A->m] > 0 && !A->column_indices))
+        return ACC_ERR_INVALID_ARGUMENT;
+    const int64_t R = (A->m + ACC_BSR - 1) / ACC_BSR;
+    const int32_t *ci = A->column_indices;
+    brow_offsets[0] = 0;
+#pragma omp parallel for num_threads(acc_threads_for(A->row_offsets[A->m] + A->m)) schedule(dynamic, 64)
+    for (int64_t r = 0; r < R; r++) {
+        cursor c;
+        cursor_init(&c, A, perm, r);
+        int64_t blocks = 0;
+        for (int32_t b; (b = cursor_next(&c, ci)) >= 0; blocks++)
+            for (int i = 0; i < c.rows; i++)
+                while (c.p[i] < c.end[i] && ci[c.p[i]] / ACC_BSR == b)
+                    c.p[i]++;
+        brow_offsets[r + 1] = blocks;
+    }
+    for (int64_t r = 0; r < R; r++)
+        brow_offsets[r + 1] += brow_offsets[r];
+    return ACC_SUCCESS;
+}
+
+/* Position of block entry (i, j) in the A-fragment order (accspmm.h). */
+static inline int frag_pos(int i, int j) {
+    return 8 * (4 * (i % 8) + (j % 8) / 2) + 2 * (i / 8 + 2 * (j / 8)) + j % 2;
+}
+
+acc_status acc_bsr16_fill(const acc_csr *A, const uint16_t *half_values, const int64_t *perm,
+                          const int64_t *brow_offsets, int32_t *block_cols, uint16_t *block_values,
+                          uint64_t *block_masks) {
+    if (!A || A->m < 0 || !A->row_offsets || !perm || !brow_offsets ||
+        (A->row_offsets[A->m] > 0 && (!A->column_indices || !half_values)))
+        return ACC_ERR_INVALID_ARGUMENT;
+    const int64_t R = (A->m + ACC_BSR - 1) / ACC_BSR;
+    if (brow_offsets[R] > 0 && (!block_cols || !block_values || !block_masks)) return ACC_ERR_INVALID_ARGUMENT;
+    const int32_t *ci = A->column_indices;
+#pragma omp parallel for num_threads(acc_threads_for(A->row_offsets[A->m] + A->m)) schedule(dynamic, 64)
+    for (int64_t r = 0; r < R; r++) {
+        cursor c;
+        cursor_init(&c, A, perm, r);
+        int64_t blk = brow_offsets[r];
+        for (int32_t b; (b = cursor_next(&c, ci)) >= 0; blk++) {
+            uint16_t *v = block_values + blk * ACC_BSR * ACC_BSR;
+            uint64_t *mask = block_masks + 4 * blk;
+            memset(v, 0, ACC_BSR * ACC_BSR * sizeof(uint16_t));
+            memset(mask, 0, 4 * sizeof(uint64_t));
+            block_cols[blk] = b;
+            for (int i = 0; i < c.rows; i++)
+                for (; c.p[i] < c.end[i] && ci[c.p[i]] / ACC_BSR == b; c.p[i]++) {
+                    const int j = ci[c.p[i]] % ACC_BSR, bit = ACC_BSR * i + j;
+                    v[frag_pos(i, j)] = half_values[c.p[i]];
+                    mask[bit / 64] |= 1ull << (bit % 64);
+                }
+        }
+    }
+    return ACC_SUCCESS;
+}

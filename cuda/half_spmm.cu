@@ -1,0 +1,587 @@
+/*
+ * half_spmm.cu -- C = A @ B on Tensor Cores, FP16 or BF16 in, FP32 accumulate; C rounded to the
+ * input format (nearest even) or kept in FP32.  Two layouts of A (half_spmm.h): BSR16 (SMaT's block
+ * CSR, for block-structured A; this header) and BITTCF (Acc-SpMM's 8 x 8 TC blocks, for
+ * unstructured A; see TileOps).  Both run the same kernel (half_kernel): the schedule, the split reduction, the
+ * pipeline's shape and the non-finite rule.
+ *
+ * Algorithm.  A warp runs one task (a block row, or one part of a long block row) over one
+ * column slice of ACC_HALF_SLICE = 64 columns.  For each 16 x 16 block it issues 8
+ * `mma.sync.m16n8k16.row.col.f32.{f16,bf16}`:
+ *   MMA "A" (16x16, row) = the block itself, stored in fragment order (csrc/accspmm.h), so a
+ *                          lane's fragment is one 16-byte piece of the block's 512 bytes;
+ *   MMA "B" (16x8, col)  = 16 rows of B (the block's column block) x 8 columns, one MMA per
+ *                          8-column tile of the slice, loaded with ldmatrix.x4.trans;
+ *   D (16x8)             = 16 rows of C x 8 columns.
+ * Thread block: ACC_HALF_WARPS warps on consecutive tasks and the same slice, so block rows
+ * that share column blocks (a structure of 32 x 32 blocks is two block rows with the same
+ * blocks) share B rows in L1.  Grid: x = task groups, y = slices (slice-major: all tasks of
+ * slice 0 first, so the slice of B in use stays in L2).
+ *
+ * Pipeline (per warp, DEPTH stages in shared memory): for block i + DEPTH - 1 each lane copies
+ * one 16-byte piece of the block's values and 4 of the 16 x 64 B tile (2 KB) with cp.async and
+ * commits one group; cp.async.wait_group(DEPTH - 1) + __syncwarp then publish block i.  The B
+ * tile's rows are 128 bytes (8 pieces); piece c of tile row r sits at slot c ^ (r % 8), so the
+ * 8 row addresses of each ldmatrix phase hit 8 different 16-byte bank groups.  Column ids of
+ * the next 32 blocks sit one per lane in a register and are shuffled out, so no global load
+ * sits between a block and its copies.  Rows of B beyond k (the last column block) and columns
+ * beyond n are zero-filled (cp.async with source size 0, or element loads when n is not a
+ * multiple of 8 or B is not 16-byte aligned).
+ *
+ * Write-back: row 16 r + i of the block row goes to C[perm[16 r + i]] (rows >= m skipped),
+ * columns >= n neither read nor written.  Split block rows: each part writes its FP32 tile to
+ * its workspace slot; reduce_splits sums the parts in slot order (deterministic, no atomics).
+ *
+ * Non-finite B (scipy's semantics): a dense block multiplies its zero slots too (0 * inf =
+ * NaN), so every written element whose FP32 sum is not finite is recomputed by exact_elem from
+ * the stored entries only (the block masks), in ascending column order, with the same rounded
+ * operands; NaN and inf then land exactly where a stored entry of A meets them.  Finite sums
+ * cost one comparison.
+ *
+ * Limits: n < 2^31, k < 2^31 (block column ids are int32), blocks < 2^57.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "acc_cuda_internal.h"
+#include "half_spmm.h"
+
+namespace {
+
+constexpr int kWarps = ACC_HALF_WARPS;
+constexpr int kSlice = ACC_HALF_SLICE;
+constexpr int kTiles = kSlice / 8;   /* 8-column MMA tiles per slice */
+constexpr int kBPieces = 16 * kSlice / 8; /* 16-byte pieces of a 16 x 64 B tile: 128 */
+constexpr int kStage = kBPieces + 32;     /* pieces per stage: B tile + the block's 512 bytes */
+constexpr int kDepth = 4;
+
+template <int FMT> __device__ __forceinline__ float to_f32(uint16_t h) {
+    if (FMT == ACC_HALF_BF16) return __uint_as_float((uint32_t)h << 16);
+    return __half2float(__ushort_as_half(h));
+}
+
+template <int FMT> __device__ __forceinline__ void mma(float (&d)[4], const uint4 &a, uint32_t b0, uint32_t b1) {
+    if (FMT == ACC_HALF_BF16)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                     "{%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                     "{%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void *smem) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+
+/* cp.async of 16 bytes (src_bytes 0: zeros); through L1 (.ca) or L2 only (.cg). */
+template <bool L1> __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    if (L1)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(src_bytes));
+    else
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(src_bytes));
+}
+
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;"); }
+
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+
+/* Position of block entry (i, j) in the fragment order (csrc/accspmm.h). */
+__device__ __forceinline__ int frag_pos(int i, int j) {
+    return 8 * (4 * (i & 7) + ((j & 7) >> 1)) + 2 * ((i >> 3) + 2 * (j >> 3)) + (j & 1);
+}
+
+/* Row i of block row (BSR16) or window (BITTCF) r at column col, from the stored entries only,
+ * in ascending column order. */
+template <int FMT, int LAYOUT>
+__device__ __noinline__ float exact_elem(const acc_half_args &p, int64_t r, int i, int64_t col) {
+    const int64_t b0 = p.brow_offsets[r], b1 = p.brow_offsets[r + 1];
+    float acc = 0.f;
+    for (int64_t b = b0; b < b1; b++) {
+        uint32_t bits;
+        if (LAYOUT == ACC_HALF_BSR16) {
+            bits = (uint32_t)(p.block_masks[4 * b + i / 4] >> (16 * (i % 4))) & 0xffffu;
+        } else {
+            const int32_t *rec = p.block_meta + 12 * b;
+            const uint64_t mask = (uint64_t)(uint32_t)rec[8] | ((uint64_t)(uint32_t)rec[9] << 32);
+            bits = (uint32_t)(mask >> (8 * i)) & 0xffu;
+        }
+        while (bits) {
+            const int j = __ffs(bits) - 1;
+            bits &= bits - 1;
+            int64_t bcol;
+            float a;
+            if (LAYOUT == ACC_HALF_BSR16) {
+                bcol = (int64_t)p.block_cols[b] * 16 + j;
+                a = to_f32<FMT>(p.block_values[256 * b + frag_pos(i, j)]);
+            } else { /* the record interleaves c0, c4, c1, c5, ... */
+                bcol = p.block_meta[12 * b + (j < 4 ? 2 * j : 2 * (j - 4) + 1)];
+                a = to_f32<FMT>(p.block_values[64 * b + 8 * i + j]);
+            }
+            const float x = to_f32<FMT>(p.B[bcol * p.n + col]);
+            acc = __fadd_rn(acc, __fmul_rn(a, x)); /* the product of two half values is exact in FP32 */
+        }
+    }
+    return acc;
+}
+
+template <int FMT, bool OUT_F32> __device__ __forceinline__ void store1(const acc_half_args &p, int64_t at, float v) {
+    if (OUT_F32)
+        __stcs(static_cast<float *>(p.C) + at, v);
+    else if (FMT == ACC_HALF_BF16)
+        static_cast<__nv_bfloat16 *>(p.C)[at] = __float2bfloat16_rn(v);
+    else
+        static_cast<__half *>(p.C)[at] = __float2half_rn(v);
+}
+
+/* Two adjacent elements (at is even, n is even: 4- or 8-byte aligned). */
+template <int FMT, bool OUT_F32>
+__device__ __forceinline__ void store2(const acc_half_args &p, int64_t at, float v0, float v1) {
+    if (OUT_F32)
+        __stcs(reinterpret_cast<float2 *>(static_cast<float *>(p.C) + at), make_float2(v0, v1));
+    else if (FMT == ACC_HALF_BF16)
+        *reinterpret_cast<__nv_bfloat162 *>(static_cast<__nv_bfloat16 *>(p.C) + at) = __floats2bfloat162_rn(v0, v1);
+    else
+        *reinterpret_cast<__half2 *>(static_cast<__half *>(p.C) + at) = __floats2half2_rn(v0, v1);
+}
+
+/* Copies block b (column block bc) into a stage: its 512 bytes of values and the 16 x 64 tile of B. */
+template <bool VEC>
+__device__ __forceinline__ void issue(const acc_half_args &p, uint4 *stage, int64_t b, int32_t bc, int64_t n0,
+                                      int lane) {
+    cp_async16<false>(stage + kBPieces + lane, p.block_values + 256 * b + 8 * lane, 16);
+    const int c = lane & 7;
+    const int64_t col = n0 + 8 * c;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const int r = (lane >> 3) + 4 * j;
+        const int64_t krow = (int64_t)bc * 16 + r;
+        uint4 *dst = stage + 8 * r + (c ^ (r & 7));
+        if (VEC) {
+            const bool ok = krow < p.k && col < p.n;
+            cp_async16<true>(dst, ok ? p.B + krow * p.n + col : p.B, ok ? 16 : 0); /* L1: the next block row often reads it too */
+        } else {
+            uint16_t h[8];
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                h[e] = krow < p.k && col + e < p.n ? __ldg(p.B + krow * p.n + col + e) : (uint16_t)0;
+            *dst = make_uint4(h[0] | (uint32_t)h[1] << 16, h[2] | (uint32_t)h[3] << 16, h[4] | (uint32_t)h[5] << 16,
+                              h[6] | (uint32_t)h[7] << 16);
+        }
+    }
+}
+
+template <int FMT>
+__device__ __forceinline__ void consume(const uint4 *stage, int lane, float (&acc)[kTiles][4]) {
+    const uint4 a = stage[kBPieces + lane];
+    const int mi = lane >> 3, r = 8 * (mi & 1) + (lane & 7);
+#pragma unroll
+    for (int jj = 0; jj < kTiles / 2; jj++) {
+        const int c = 2 * jj + (mi >> 1); /* matrices: (k 0-7, tile 2jj), (k 8-15, 2jj), (0-7, 2jj+1), (8-15, 2jj+1) */
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, stage + 8 * r + (c ^ (r & 7)));
+        mma<FMT>(acc[2 * jj], a, b[0], b[1]);
+        mma<FMT>(acc[2 * jj + 1], a, b[2], b[3]);
+    }
+}
+
+/* ---- the layouts' operations (the kernel, half_kernel below, is shared) --------------------- */
+
+template <int N> __device__ __forceinline__ void zero_acc(float (&acc)[N][4]) {
+#pragma unroll
+    for (int j = 0; j < N; j++)
+        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+}
+
+/* BSR16.  Column cache: the block column of block base + lane, refilled every 32 blocks. */
+struct BsrOps {
+    static constexpr int kTilesN = kTiles, kStageN = kStage;
+    struct Cache {
+        int64_t base;
+        int32_t c;
+    };
+    static __device__ __forceinline__ void init(Cache &k, const acc_half_args &p, int64_t b0, int64_t b1, int lane) {
+        k.base = b0;
+        k.c = b0 + lane < b1 ? __ldg(p.block_cols + b0 + lane) : 0;
+    }
+    static __device__ __forceinline__ int2 cols(Cache &k, const acc_half_args &p, int64_t b, int64_t b1, int lane) {
+        if (b >= k.base + 32) { /* warp-uniform: blocks are asked for in order */
+            k.base += 32;
+            k.c = k.base + lane < b1 ? __ldg(p.block_cols + k.base + lane) : 0;
+        }
+        return make_int2(__shfl_sync(0xffffffffu, k.c, (int)(b - k.base)), 0);
+    }
+    template <bool VEC>
+    static __device__ __forceinline__ void issue_block(const acc_half_args &p, uint4 *stage, int64_t b, int2 c,
+                                                       int64_t n0, int lane) {
+        issue<VEC>(p, stage, b, c.x, n0, lane);
+    }
+    template <int FMT> static __device__ __forceinline__ void consume_block(const uint4 *stage, int lane,
+                                                                           float (&acc)[kTilesN][4]) {
+        consume<FMT>(stage, lane, acc);
+    }
+    /* Lane (g, t): rows g and g + 8 of block row r, columns n0 + 8j + 2t and + 1 of each tile j; to C,
+     * or (slot >= 0) to the workspace. */
+    template <int FMT, bool OUT_F32, bool VEC>
+    static __device__ __forceinline__ void write(const acc_half_args &p, const float (&acc)[kTilesN][4], int64_t r,
+                                                 int64_t slot, int64_t n0, int lane) {
+        const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int i = g + 8 * h;
+            const int64_t row = r * 16 + i;
+            if (slot >= 0) {
+                float *ws = p.workspace + (slot * 16 + i) * p.n;
+#pragma unroll
+                for (int j = 0; j < kTilesN; j++) {
+                    const int64_t col = n0 + 8 * j + 2 * t;
+                    if (col < p.n) ws[col] = acc[j][2 * h];
+                    if (col + 1 < p.n) ws[col + 1] = acc[j][2 * h + 1];
+                }
+                continue;
+            }
+            if (row >= p.m) continue;
+            const int64_t base = p.perm[row] * p.n;
+#pragma unroll
+            for (int j = 0; j < kTilesN; j++) {
+                const int64_t col = n0 + 8 * j + 2 * t;
+                float v0 = acc[j][2 * h], v1 = acc[j][2 * h + 1];
+                if (!isfinite(v0) && col < p.n) v0 = exact_elem<FMT, ACC_HALF_BSR16>(p, r, i, col);
+                if (!isfinite(v1) && col + 1 < p.n) v1 = exact_elem<FMT, ACC_HALF_BSR16>(p, r, i, col + 1);
+                if (VEC) {
+                    if (col < p.n) store2<FMT, OUT_F32>(p, base + col, v0, v1);
+                } else {
+                    if (col < p.n) store1<FMT, OUT_F32>(p, base + col, v0);
+                    if (col + 1 < p.n) store1<FMT, OUT_F32>(p, base + col + 1, v1);
+                }
+            }
+        }
+    }
+};
+
+/* Split block rows (windows): C = the sum of the parts' tiles in slot order (one thread per element). */
+template <int FMT, bool OUT_F32, int LAYOUT> __global__ void reduce_splits(const acc_half_args p) {
+    constexpr int H = LAYOUT == ACC_HALF_BSR16 ? 16 : 8;
+    const int64_t s = blockIdx.y;
+    const int64_t r = p.splits[3 * s], first = p.splits[3 * s + 1], parts = p.splits[3 * s + 2];
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < H * p.n;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        const int i = (int)(e / p.n);
+        const int64_t col = e % p.n, row = r * H + i;
+        if (row >= p.m) continue;
+        float acc = 0.f;
+        for (int64_t q = 0; q < parts; q++)
+            acc += __ldcg(p.workspace + ((first + q) * H + i) * p.n + col);
+        if (!isfinite(acc)) acc = exact_elem<FMT, LAYOUT>(p, r, i, col);
+        store1<FMT, OUT_F32>(p, p.perm[row] * p.n + col, acc);
+    }
+}
+
+/* ---- BITTCF: 8 x 8 TC blocks on mma.m16n8k8 (Acc-SpMM's swapped operands) -------------------
+ * Per block, 4 MMAs cover the 64-column slice: MMA "A" (16 x 8, row) = 16 columns of B x the
+ * block's 8 compacted columns (B's 8 rows staged in shared memory, loaded with ldmatrix.x4.trans:
+ * rows 0-7 of MMA 2q + h are columns 16(2q + h)... of the slice), MMA "B" (8 x 8, col) = the block's
+ * dense tile (lane 4g + t holds tile row g, columns 2t and 2t + 1: the tile's 4-byte word `lane`),
+ * D = 16 columns x the window's 8 rows.  Per stage: 8 B rows of 128 bytes (64 pieces, piece c of
+ * row r at slot c ^ r) and the 128-byte tile.  Lane 8r + j copies pieces of rows r and r + 4, whose
+ * columns are the record's ints 2r and 2r + 1: lane 8r + j caches that pair for block cbase + j,
+ * so a block's columns reach the lanes that need them with one 64-bit shuffle. */
+constexpr int kTStage = 64 + 8;
+
+__device__ __forceinline__ void mma_k8(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0, bool bf16) {
+    if (bf16)
+        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+                     "{%0,%1,%2,%3};"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a0), "r"(a1), "r"(b0));
+    else
+        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+                     "{%0,%1,%2,%3};"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a0), "r"(a1), "r"(b0));
+}
+
+template <bool VEC>
+__device__ __forceinline__ void issue_t(const acc_half_args &p, uint4 *stage, int64_t b, int2 cols, int64_t n0,
+                                        int lane) {
+    if (lane < 8) cp_async16<false>(stage + 64 + lane, p.block_values + 64 * b + 8 * lane, 16);
+    const int c = lane & 7, r = lane >> 3;
+    const int64_t col = n0 + 8 * c;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int row = r + 4 * h;
+        const int64_t krow = h ? cols.y : cols.x; /* always a real column (pack_meta fills padding slots) */
+        uint4 *dst = stage + 8 * row + (c ^ row);
+        if (VEC) {
+            const bool ok = col < p.n;
+            cp_async16<true>(dst, ok ? p.B + krow * p.n + col : p.B, ok ? 16 : 0);
+        } else {
+            uint16_t v[8];
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                v[e] = col + e < p.n ? __ldg(p.B + krow * p.n + col + e) : (uint16_t)0;
+            *dst = make_uint4(v[0] | (uint32_t)v[1] << 16, v[2] | (uint32_t)v[3] << 16, v[4] | (uint32_t)v[5] << 16,
+                              v[6] | (uint32_t)v[7] << 16);
+        }
+    }
+}
+
+template <int FMT>
+__device__ __forceinline__ void consume_t(const uint4 *stage, int lane, float (&acc)[4][4]) {
+    const uint32_t b0 = reinterpret_cast<const uint32_t *>(stage + 64)[lane];
+    const int row = lane & 7;
+#pragma unroll
+    for (int q = 0; q < 2; q++) {
+        const int nb = 4 * q + (lane >> 3); /* 8-column block of the slice that this lane addresses */
+        uint32_t a[4];
+        ldmatrix_x4_trans(a, stage + 8 * row + (nb ^ row));
+        mma_k8(acc[2 * q], a[0], a[1], b0, FMT == ACC_HALF_BF16);
+        mma_k8(acc[2 * q + 1], a[2], a[3], b0, FMT == ACC_HALF_BF16);
+    }
+}
+
+/* BITTCF.  Column cache: lane 8r + j holds the columns of rows r and r + 4 (the record's ints 2r,
+ * 2r + 1) of block base + j, and of block base + 8 + j (prefetched). */
+struct TileOps {
+    static constexpr int kTilesN = 4, kStageN = kTStage;
+    struct Cache {
+        int64_t base;
+        int2 cur, next;
+    };
+    static __device__ __forceinline__ int2 fetch(const acc_half_args &p, int64_t base, int64_t b1, int lane) {
+        const int64_t b = base + (lane & 7);
+        return b < b1 ? *reinterpret_cast<const int2 *>(p.block_meta + 12 * b + 2 * (lane >> 3)) : make_int2(0, 0);
+    }
+    static __device__ __forceinline__ void init(Cache &k, const acc_half_args &p, int64_t b0, int64_t b1, int lane) {
+        k.base = b0;
+        k.cur = fetch(p, b0, b1, lane);
+        k.next = fetch(p, b0 + 8, b1, lane);
+    }
+    static __device__ __forceinline__ int2 cols(Cache &k, const acc_half_args &p, int64_t b, int64_t b1, int lane) {
+        if (b >= k.base + 8) { /* warp-uniform */
+            k.base += 8;
+            k.cur = k.next;
+            k.next = fetch(p, k.base + 8, b1, lane);
+        }
+        const int src = (lane & 24) + (int)(b - k.base);
+        return make_int2(__shfl_sync(0xffffffffu, k.cur.x, src), __shfl_sync(0xffffffffu, k.cur.y, src));
+    }
+    template <bool VEC>
+    static __device__ __forceinline__ void issue_block(const acc_half_args &p, uint4 *stage, int64_t b, int2 c,
+                                                       int64_t n0, int lane) {
+        issue_t<VEC>(p, stage, b, c, n0, lane);
+    }
+    template <int FMT> static __device__ __forceinline__ void consume_block(const uint4 *stage, int lane,
+                                                                           float (&acc)[kTilesN][4]) {
+        consume_t<FMT>(stage, lane, acc);
+    }
+    /* Lane (g, t): window rows 2t, 2t + 1; columns n0 + 16q + g (acc[q][h]) and + 8 (acc[q][2 + h]). */
+    template <int FMT, bool OUT_F32, bool VEC>
+    static __device__ __forceinline__ void write(const acc_half_args &p, const float (&acc)[kTilesN][4], int64_t w,
+                                                 int64_t slot, int64_t n0, int lane) {
+        const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int i = 2 * t + h;
+            const int64_t row = w * 8 + i;
+            if (slot >= 0) {
+                float *ws = p.workspace + (slot * 8 + i) * p.n;
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        const int64_t col = n0 + 16 * q + 8 * e + g;
+                        if (col < p.n) ws[col] = acc[q][2 * e + h];
+                    }
+                continue;
+            }
+            if (row >= p.m) continue;
+            const int64_t base = p.perm[row] * p.n;
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int64_t col = n0 + 16 * q + 8 * e + g;
+                    if (col >= p.n) continue;
+                    float v = acc[q][2 * e + h];
+                    if (!isfinite(v)) v = exact_elem<FMT, ACC_HALF_BITTCF>(p, w, i, col);
+                    store1<FMT, OUT_F32>(p, base + col, v);
+                }
+        }
+    }
+};
+
+/* One warp runs one task over one column slice of 64 columns.  Task (w0, w1, b0, b1, slot):
+ * slot -1: a pack of whole consecutive windows (block rows) w0 .. w1 - 1, blocks b0 .. b1 - 1, run
+ * as ONE stream of blocks (the pipeline does not drain between windows): at each window's last
+ * block the warp writes the window and starts the next; empty windows are written as zeros.
+ * slot >= 0: blocks b0 .. b1 - 1 of the split window w0 (w1 = w0 + 1), summed into workspace slot
+ * `slot` (reduce_splits adds the parts).  Pipeline: see the file's header. */
+template <class L, int FMT, bool OUT_F32, bool VEC>
+__global__ void __launch_bounds__(kWarps * 32) half_kernel(const acc_half_args p) {
+    extern __shared__ uint4 smem[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t task = (int64_t)blockIdx.x * kWarps + warp;
+    if (task >= p.num_tasks) return;
+    const int64_t *T = p.tasks + ACC_HALF_TASK_WORDS * task;
+    const int64_t w0 = T[0], w1 = T[1], b0 = T[2], b1 = T[3], slot = T[4];
+    uint4 *stages = smem + warp * kDepth * L::kStageN;
+    const int64_t slices = (p.n + kSlice - 1) / kSlice;
+    for (int64_t slice = blockIdx.y; slice < slices; slice += gridDim.y) {
+        const int64_t n0 = slice * kSlice;
+        float acc[L::kTilesN][4];
+        zero_acc(acc);
+        /* window w is being summed; its blocks end at stop, the next window's at next_stop */
+        int64_t w = w0, stop = slot >= 0 ? b1 : p.brow_offsets[w0 + 1];
+        while (w < w1 && stop == b0) { /* leading empty windows of a pack */
+            L::template write<FMT, OUT_F32, VEC>(p, acc, w, slot, n0, lane);
+            w++;
+            stop = w < w1 ? p.brow_offsets[w + 1] : -1;
+        }
+        int64_t next_stop = slot < 0 && w + 1 < w1 ? p.brow_offsets[w + 2] : -1;
+        typename L::Cache cache;
+        L::init(cache, p, b0, b1, lane);
+#pragma unroll
+        for (int s = 0; s < kDepth - 1; s++) {
+            if (b0 + s < b1)
+                L::template issue_block<VEC>(p, stages + s * L::kStageN, b0 + s, L::cols(cache, p, b0 + s, b1, lane),
+                                             n0, lane);
+            cp_commit();
+        }
+        for (int64_t b = b0; b < b1; b++) {
+            const int64_t i = b - b0;
+            __syncwarp(); /* every lane has read the stage that block b + DEPTH - 1 overwrites */
+            if (b + kDepth - 1 < b1)
+                L::template issue_block<VEC>(p, stages + ((i + kDepth - 1) % kDepth) * L::kStageN, b + kDepth - 1,
+                                             L::cols(cache, p, b + kDepth - 1, b1, lane), n0, lane);
+            cp_commit();
+            cp_wait<kDepth - 1>();
+            __syncwarp();
+            L::template consume_block<FMT>(stages + (i % kDepth) * L::kStageN, lane, acc);
+            if (b + 1 == stop) { /* warp-uniform: window w is complete */
+                L::template write<FMT, OUT_F32, VEC>(p, acc, w, slot, n0, lane);
+                zero_acc(acc);
+                w++;
+                stop = next_stop;
+                while (w < w1 && stop == b + 1) { /* empty windows */
+                    L::template write<FMT, OUT_F32, VEC>(p, acc, w, slot, n0, lane);
+                    w++;
+                    stop = w < w1 ? p.brow_offsets[w + 1] : -1;
+                }
+                next_stop = w + 1 < w1 ? p.brow_offsets[w + 2] : -1;
+            }
+        }
+        cp_wait<0>();
+        __syncwarp();
+    }
+}
+
+__global__ void tiles_kernel(const int32_t *__restrict__ meta, const float *__restrict__ values, int64_t nb,
+                             uint16_t *__restrict__ tiles, int bf16) {
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < 64 * nb; e += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t b = e >> 6;
+        const int bit = (int)(e & 63);
+        const int32_t *rec = meta + 12 * b;
+        const uint64_t mask = (uint64_t)(uint32_t)rec[8] | ((uint64_t)(uint32_t)rec[9] << 32);
+        const int64_t voff = (int64_t)((uint64_t)(uint32_t)rec[10] | ((uint64_t)(uint32_t)rec[11] << 32));
+        uint16_t h = 0;
+        if ((mask >> bit) & 1) {
+            const float v = values[voff + __popcll(mask & ((1ull << bit) - 1))];
+            h = bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(v)) : __half_as_ushort(__float2half_rn(v));
+        }
+        tiles[e] = h;
+    }
+}
+
+template <int FMT, bool OUT_F32> int launch(const acc_half_args &p, bool vec, cudaStream_t s) {
+    const int64_t slices = (p.n + kSlice - 1) / kSlice;
+    const dim3 grid((unsigned)((p.num_tasks + kWarps - 1) / kWarps), (unsigned)(slices < 65535 ? slices : 65535));
+    const bool bsr = p.layout == ACC_HALF_BSR16;
+    constexpr int smem_bsr = kWarps * kDepth * kStage * 16, smem_t = kWarps * kDepth * kTStage * 16;
+    static_assert(smem_bsr <= 48 * 1024, "above 48 KB the kernel needs cudaFuncAttributeMaxDynamicSharedMemorySize");
+    if (bsr && vec)
+        half_kernel<BsrOps, FMT, OUT_F32, true><<<grid, kWarps * 32, smem_bsr, s>>>(p);
+    else if (bsr)
+        half_kernel<BsrOps, FMT, OUT_F32, false><<<grid, kWarps * 32, smem_bsr, s>>>(p);
+    else if (vec)
+        half_kernel<TileOps, FMT, OUT_F32, true><<<grid, kWarps * 32, smem_t, s>>>(p);
+    else
+        half_kernel<TileOps, FMT, OUT_F32, false><<<grid, kWarps * 32, smem_t, s>>>(p);
+    ACC_CUDA_TRY(cudaGetLastError());
+    if (p.num_splits > 0) {
+        const int64_t bx = ((bsr ? 16 : 8) * p.n + 255) / 256;
+        const dim3 rgrid((unsigned)(bx < 65535 ? bx : 65535), (unsigned)p.num_splits);
+        if (bsr)
+            reduce_splits<FMT, OUT_F32, ACC_HALF_BSR16><<<rgrid, 256, 0, s>>>(p);
+        else
+            reduce_splits<FMT, OUT_F32, ACC_HALF_BITTCF><<<rgrid, 256, 0, s>>>(p);
+        ACC_CUDA_TRY(cudaGetLastError());
+    }
+    return ACC_SUCCESS;
+}
+
+template <int FMT> __global__ void round_kernel(const float *src, uint16_t *dst, int64_t count) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += (int64_t)gridDim.x * blockDim.x)
+        dst[i] = FMT == ACC_HALF_BF16 ? __bfloat16_as_ushort(__float2bfloat16_rn(src[i]))
+                                      : __half_as_ushort(__float2half_rn(src[i]));
+}
+
+} // namespace
+
+extern "C" int acc_half_spmm(const acc_half_args *args, void *stream_ptr) {
+    if (!args) return ACC_ERR_INVALID_ARGUMENT;
+    const acc_half_args &p = *args;
+    const cudaStream_t s = (cudaStream_t)stream_ptr;
+    const int rows = p.layout == ACC_HALF_BSR16 ? 16 : 8;
+    if (p.m < 0 || p.k < 0 || p.n < 0 || (p.layout != ACC_HALF_BSR16 && p.layout != ACC_HALF_BITTCF) ||
+        p.num_brows != (p.m + rows - 1) / rows || p.num_tasks < 0 || p.num_splits < 0 ||
+        (p.fmt != ACC_HALF_FP16 && p.fmt != ACC_HALF_BF16))
+        return ACC_ERR_INVALID_ARGUMENT;
+    if (p.n > 0x7fffffffLL || p.k > 0x7fffffffLL || p.num_splits > 65535) return ACC_ERR_TOO_LARGE;
+    if (p.m == 0 || p.n == 0) return ACC_SUCCESS;
+    if (!p.C || !p.B || !p.perm || !p.brow_offsets || !p.tasks || p.num_tasks == 0 || !p.block_values ||
+        (p.layout == ACC_HALF_BSR16 ? !p.block_cols || !p.block_masks : !p.block_meta) ||
+        (p.num_splits > 0 && (!p.splits || !p.workspace)))
+        return ACC_ERR_INVALID_ARGUMENT;
+    /* 16-byte copies of B: every row 16-byte aligned (n a multiple of 8) */
+    const bool vec = p.n % 8 == 0 && (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;
+    if (p.fmt == ACC_HALF_BF16)
+        return p.out_f32 ? launch<ACC_HALF_BF16, true>(p, vec, s) : launch<ACC_HALF_BF16, false>(p, vec, s);
+    return p.out_f32 ? launch<ACC_HALF_FP16, true>(p, vec, s) : launch<ACC_HALF_FP16, false>(p, vec, s);
+}
+
+extern "C" int acc_half_round_device(const float *src, uint16_t *dst, int64_t count, int fmt, void *stream_ptr) {
+    if (count < 0 || (count > 0 && (!src || !dst)) || (fmt != ACC_HALF_FP16 && fmt != ACC_HALF_BF16))
+        return ACC_ERR_INVALID_ARGUMENT;
+    if (count == 0) return ACC_SUCCESS;
+    const int64_t blocks = (count + 255) / 256;
+    const unsigned grid = (unsigned)(blocks < 4096 ? blocks : 4096);
+    if (fmt == ACC_HALF_BF16)
+        round_kernel<ACC_HALF_BF16><<<grid, 256, 0, (cudaStream_t)stream_ptr>>>(src, dst, count);
+    else
+        round_kernel<ACC_HALF_FP16><<<grid, 256, 0, (cudaStream_t)stream_ptr>>>(src, dst, count);
+    ACC_CUDA_TRY(cudaGetLastError());
+    return ACC_SUCCESS;
+}
+
+extern "C" int acc_half_tiles(const int32_t *block_meta, const float *values, int64_t num_blocks, uint16_t *tiles,
+                              int fmt, void *stream_ptr) {
+    if (num_blocks < 0 || (num_blocks > 0 && (!block_meta || !values || !tiles)) ||
+        (fmt != ACC_HALF_FP16 && fmt != ACC_HALF_BF16))
+        return ACC_ERR_INVALID_ARGUMENT;
+    if (num_blocks == 0) return ACC_SUCCESS;
+    const int64_t blocks = (64 * num_blocks + 255) / 256;
+    tiles_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256, 0, (cudaStream_t)stream_ptr>>>(
+        block_meta, values, num_blocks, tiles, fmt == ACC_HALF_BF16);
+    ACC_CUDA_TRY(cudaGetLastError());
+    return ACC_SUCCESS;
+}

@@ -1,0 +1,71 @@
+/*
+ * half_spmm.h -- launcher of the FP16 / BF16 block-CSR SpMM (half_spmm.cu, the SMaT design):
+ * BSR16 blocks (csrc/accspmm.h) on mma.m16n8k16, FP32 accumulation.
+ * All pointers are device pointers; lengths in brackets.
+ */
+#ifndef ACC_HALF_SPMM_H
+#define ACC_HALF_SPMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ACC_HALF_WARPS 4     /* warps per thread block: consecutive tasks, one column slice */
+#define ACC_HALF_SLICE 64    /* columns of B and C per warp */
+#define ACC_HALF_TASK_WORDS 5
+
+/* Layouts of A.  BSR16: 16 x 16 blocks (csrc/accspmm.h), brow_offsets / block_cols /
+ * block_values (256 per block, A-fragment order) / block_masks.  BITTCF: Acc-SpMM's 8 x 8 TC blocks
+ * of 8-row windows (csrc/accspmm.h), brow_offsets = window offsets, block_meta = the TF32 kernel's
+ * 12-int32 records (cuda/tf32_spmm.h: interleaved columns, mask, value offset), block_values = one
+ * dense 8 x 8 tile per block (64 halves, row-major: zeros where the mask is clear, built by
+ * acc_half_tiles), block_cols and block_masks unused. */
+#define ACC_HALF_BSR16 0
+#define ACC_HALF_BITTCF 1
+
+typedef struct acc_half_args {
+    int64_t m, k, n;              /* A is m x k, B k x n, C m x n (row-major) */
+    int64_t num_brows;            /* ceil(m / 16) (BSR16) or ceil(m / 8) (BITTCF) */
+    const int64_t *perm;          /* [m] new -> old row */
+    const int64_t *brow_offsets;  /* [num_brows + 1] */
+    const int32_t *block_cols;    /* [blocks] (BSR16) */
+    const uint16_t *block_values; /* [256 blocks] (BSR16) or [64 blocks] (BITTCF) */
+    const uint64_t *block_masks;  /* [4 blocks] (BSR16) */
+    const int32_t *block_meta;    /* [12 blocks] (BITTCF) */
+    int layout;                   /* ACC_HALF_BSR16 or ACC_HALF_BITTCF */
+    /* Schedule: task t is tasks[5t .. 5t+4] = (w0, w1, b0, b1, slot).  Slot -1: a pack of the whole
+     * consecutive block rows (windows) w0 .. w1 - 1, whose blocks are b0 .. b1 - 1, each written to
+     * C.  Slot >= 0: blocks b0 .. b1 - 1, a part of the split block row w0 (w1 = w0 + 1), whose
+     * FP32 partial goes to workspace slot `slot`; the reduction (splits) sums the parts in slot
+     * order.  Every block row is in one pack or all parts of one split. */
+    const int64_t *tasks;
+    int64_t num_tasks;
+    const int64_t *splits; /* [3 num_splits]: block row, first slot, parts (consecutive slots) */
+    int64_t num_splits;
+    float *workspace;      /* [slots * rows * n] (rows: 16 or 8), NULL when num_splits == 0 */
+    const uint16_t *B;     /* [k * n] half bits of `fmt` */
+    void *C;               /* [m * n] half bits of `fmt`, or float32 when out_f32 */
+    int fmt;               /* ACC_HALF_FP16 or ACC_HALF_BF16 */
+    int out_f32;
+} acc_half_args;
+
+/* Launches C = A @ B on `stream` (cudaStream_t, NULL = default); asynchronous.  Deterministic:
+ * the schedule fixes every sum's order.  ACC_ERR_INVALID_ARGUMENT for inconsistent sizes. */
+int acc_half_spmm(const acc_half_args *args, void *stream);
+
+/* BITTCF tiles: tiles[64 b + bit] = the half bits of block b's value at `bit` (values[nnz], float32
+ * holding exact half values, in block order as block_meta's offsets say), 0 where the mask is clear. */
+int acc_half_tiles(const int32_t *block_meta, const float *values, int64_t num_blocks, uint16_t *tiles, int fmt,
+                   void *stream);
+
+/* dst[i] = src[i] rounded to the half format (nearest even; beyond the range: inf), on `stream`. */
+int acc_half_round_device(const float *src, uint16_t *dst, int64_t count, int fmt, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,506 @@
+"""Half precision ("fp16", "bf16"; accspmm._half): rounding, the BSR16 format, the CPU reference
+(CI) and the GPU block-CSR kernel (marked gpu): bit-exact on integer data, within the GUIDE bound
+on random data, scipy's non-finite semantics, every shape."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from conftest import data_dir, int_dense, with_int_values
+
+import accspmm
+from accspmm import _core, _half, datasets
+
+torch = pytest.importorskip("torch")
+PRECS = ["fp16", "bf16"]
+TORCH_DT = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def to_format(x: np.ndarray, prec: str) -> np.ndarray:
+    """float64 values of x rounded to the format (the test's own route: numpy / torch, RNE)."""
+    if prec == "fp16":
+        return np.asarray(x, np.float64).astype(np.float16).astype(np.float64)
+    return torch.from_numpy(np.asarray(x, np.float32)).to(torch.bfloat16).double().numpy()
+
+
+def exact_half(value: Fraction, p: int, bias: int) -> float:
+    """Round-to-nearest-even of a rational to a binary format with p fraction bits (reference)."""
+    if value == 0:
+        return 0.0
+    a, sign = abs(value), (1 if value > 0 else -1)
+    e = 1 - bias
+    while a >= Fraction(2) ** (e + 1):
+        e += 1
+    while e > 1 - bias and a < Fraction(2) ** e:
+        e -= 1
+    q = a / Fraction(2) ** (e - p)
+    fl = q.numerator // q.denominator
+    rem = q - fl
+    fl += 1 if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and fl % 2) else 0
+    return sign * float(Fraction(fl) * Fraction(2) ** (e - p))
+
+
+# ---- rounding ---------------------------------------------------------------------------
+
+def test_round_float32_matches_numpy_and_torch():
+    rng = np.random.default_rng(0)
+    u = np.concatenate([rng.integers(0, 2**32, 400_000, dtype=np.uint64).astype(np.uint32),
+                        np.arange(0x33000000, 0x38900000, 997, dtype=np.uint32),  # FP16 subnormals
+                        np.arange(0x477FE000, 0x47801000, dtype=np.uint32)])  # around FP16's overflow
+    x = u.view(np.float32)
+    ok = ~np.isnan(x)
+    with np.errstate(over="ignore"):
+        ref16 = x.astype(np.float16).view(np.uint16)
+    refbf = torch.from_numpy(x).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    h16 = _half.round_bits(x, "fp16")[0]
+    hbf = _half.round_bits(x, "bf16")[0]
+    assert np.array_equal(h16[ok], ref16[ok]) and np.array_equal(hbf[ok], refbf[ok])
+    assert np.isnan(_half.widen(h16[~ok], "fp16")).all() and np.isnan(_half.widen(hbf[~ok], "bf16")).all()
+
+
+def test_widen_is_exact_for_every_pattern():
+    bits = np.arange(65536, dtype=np.uint16)
+    f16 = bits.view(np.float16).astype(np.float32)
+    bf = torch.from_numpy(bits.view(np.int16)).view(torch.bfloat16).float().numpy()
+    for prec, ref in (("fp16", f16), ("bf16", bf)):
+        w = _half.widen(bits, prec)
+        same = (w.view(np.uint32) == ref.view(np.uint32)) | (np.isnan(w) & np.isnan(ref))
+        assert same.all(), prec
+
+
+@pytest.mark.parametrize("prec,p,bias", [("fp16", 10, 15), ("bf16", 7, 127)])
+def test_float64_rounds_once(prec, p, bias):
+    # 1 + half an ulp + a little: float32 first would make it a tie and round it down to 1
+    x = np.array([1 + 2.0**-(p + 1) + 2.0**-40, -(1 + 2.0**-(p + 1) + 2.0**-40), 3 * 2.0**-(bias + p + 1) + 2**-200])
+    got = _half.widen(_half.round_bits(x, prec)[0], prec).astype(np.float64)
+    want = [exact_half(Fraction(v), p, bias) for v in x]
+    assert got.tolist() == want
+    assert got[0] == 1 + 2.0**-p  # rounded up, not to 1
+
+
+@pytest.mark.parametrize("prec", PRECS)
+def test_values_outside_the_range_raise_naming_them(prec):
+    lo, hi = _half.RANGE[prec]
+    A = sp.csr_matrix(np.array([[1.0, 0, 2], [0, 3.0 * hi, 0]]))
+    with pytest.raises(ValueError, match=r"A\[1, 1\] = .* outside the " + prec + ".*inf"):
+        accspmm.plan(A, device="cpu", precision=prec)
+    A = sp.csr_matrix(np.array([[1.0, 0, lo / 4], [0, 1, 0]]))
+    with pytest.raises(ValueError, match=r"A\[0, 2\] = .*round to zero"):
+        accspmm.plan(A, device="cpu", precision=prec)
+    # the smallest subnormal and the largest finite value are in range
+    A = sp.csr_matrix(np.array([[lo, 0, hi]]))
+    p = accspmm.plan(A, device="cpu", precision=prec)
+    assert p(np.array([[1.0], [0], [0]], np.float32))[0, 0] == np.float32(lo)
+
+
+# ---- the BSR16 format -------------------------------------------------------------------
+
+def frag_pos(i, j):
+    return 8 * (4 * (i % 8) + (j % 8) // 2) + 2 * (i // 8 + 2 * (j // 8)) + j % 2
+
+
+def bsr16_to_dense(f, perm, shape):
+    """A (original row order, float64 of the half bits) and its stored-entry mask, from BSR16."""
+    m, k = shape
+    M = -(-m // 16) * 16
+    K = -(-k // 16) * 16 + 16
+    dense = np.zeros((M, K), np.uint16)
+    mask = np.zeros((M, K), bool)
+    bo, cols = f["brow_offsets"], f["block_cols"]
+    vals = f["block_values"].reshape(-1, 256)
+    masks = f["block_masks"].reshape(-1, 4)
+    ij = [(i, j) for i in range(16) for j in range(16)]
+    pos = np.array([frag_pos(i, j) for i, j in ij])
+    for r in range(bo.shape[0] - 1):
+        for b in range(bo[r], bo[r + 1]):
+            c = cols[b]
+            dense[16 * r:16 * r + 16, 16 * c:16 * c + 16] = vals[b][pos].reshape(16, 16)
+            bits = np.array([(int(masks[b][(16 * i + j) // 64]) >> ((16 * i + j) % 64)) & 1 for i, j in ij], bool)
+            mask[16 * r:16 * r + 16, 16 * c:16 * c + 16] = bits.reshape(16, 16)
+    out_v = np.zeros((m, k), np.uint16)
+    out_m = np.zeros((m, k), bool)
+    out_v[perm] = dense[:m, :k]
+    out_m[perm] = mask[:m, :k]
+    return out_v, out_m
+
+
+@pytest.mark.parametrize("shape,density", [((37, 53), 0.2), ((16, 16), 1.0), ((100, 7), 0.5), ((5, 300), 0.1),
+                                           ((64, 64), 0.0)])
+def test_bsr16_build_reconstructs_A(shape, density):
+    rng = np.random.default_rng(5)
+    A = sp.random(*shape, density=density, format="csr", random_state=7, dtype=np.float64)
+    A.data = rng.integers(-8, 9, A.nnz).astype(np.float64)  # explicit zeros included: they are stored
+    A.sort_indices()
+    bits = _half.round_bits(A.data, "fp16")[0]
+    perm = rng.permutation(shape[0]).astype(np.int64)
+    f = _core.bsr16_build(shape[0], shape[1], A.indptr.astype(np.int64), A.indices.astype(np.int32), bits, perm)
+    v, mask = bsr16_to_dense(f, perm, shape)
+    assert np.array_equal(mask, (A != 0).toarray() | _stored(A))
+    assert np.array_equal(v.view(np.float16).astype(np.float64), A.toarray())
+    bo, cols = f["brow_offsets"], f["block_cols"]
+    for r in range(bo.shape[0] - 1):  # each block row's column blocks ascend strictly
+        assert (np.diff(cols[bo[r]:bo[r + 1]]) > 0).all()
+
+
+def _stored(A):
+    S = sp.csr_matrix((np.ones(A.nnz, bool), A.indices, A.indptr), shape=A.shape)
+    return S.toarray()
+
+
+def test_bsr16_build_hub_and_wide_columns_are_linear():
+    # one row holding every column of a 2^22-column matrix, and a column block per row elsewhere
+    k = 1 << 22
+    rows = [np.arange(k, dtype=np.int32)] + [np.array([(i * 7919) % k], np.int32) for i in range(1, 64)]
+    indptr = np.concatenate(([0], np.cumsum([r.size for r in rows]))).astype(np.int64)
+    indices = np.concatenate(rows)
+    bits = np.full(indices.size, 0x3C00, np.uint16)
+    f = _core.bsr16_build(64, k, indptr, indices, bits, np.arange(64, dtype=np.int64))
+    assert int(f["brow_offsets"][1]) == k // 16  # block row 0: the hub fills every column block
+
+
+# ---- the schedule -----------------------------------------------------------------------
+
+def check_schedule(bo):
+    tasks, splits, slots, cap, pack = _half.schedule(bo)
+    nb = np.diff(bo)
+    covered = np.zeros(bo[-1], int)
+    rows = np.zeros(nb.size, int)
+    for w0, w1, lo, hi, slot in tasks:
+        assert w0 < w1 and bo[w0] <= lo <= hi <= bo[w1]
+        covered[lo:hi] += 1
+        if slot >= 0:  # a part of a split row
+            assert w1 == w0 + 1 and nb[w0] > cap and 0 < hi - lo <= cap
+            rows[w0] = 1
+        else:  # a pack: whole rows
+            assert (lo, hi) == (bo[w0], bo[w1]) and not (nb[w0:w1] > cap).any()
+            rows[w0:w1] += 1
+    assert (covered == 1).all() and (rows == 1).all()  # every block once, every row (empty ones too) once
+    assert (np.diff(tasks[:, 0]) >= 0).all()  # row order
+    assert sorted(tasks[tasks[:, 4] >= 0, 4].tolist()) == list(range(slots))
+    return tasks, splits, slots, cap, pack
+
+
+def test_schedule_covers_every_block_once_and_splits_hubs():
+    nb = np.array([0, 3, 1000, 5, 0, 129, 1], np.int64)
+    tasks, splits, slots, cap, _ = check_schedule(np.concatenate(([0], np.cumsum(nb))))
+    assert cap == _half.CAP_MIN
+    assert splits.tolist() == [[2, 0, 8], [5, 8, 2]] and slots == 10
+
+
+@pytest.mark.parametrize("nb", [[51] * 512, [0] * 40, [3], [0, 0, 7, 0], list(range(300))])
+def test_schedule_without_split_rows(nb):
+    tasks, splits, slots, _, _ = check_schedule(np.concatenate(([0], np.cumsum(nb))).astype(np.int64))
+    assert splits.shape == (0, 3) and slots == 0 and (tasks[:, 4] == -1).all()
+
+
+def test_schedule_of_no_rows():
+    tasks, splits, slots, _, _ = _half.schedule(np.zeros(1, np.int64))
+    assert tasks.shape == (0, 5) and splits.shape == (0, 3) and slots == 0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_schedule_packs_random_rows(seed):
+    rng = np.random.default_rng(seed)
+    nb = rng.integers(0, 6, 3000) * (rng.random(3000) < 0.7)
+    nb[rng.integers(0, 3000, 4)] = rng.integers(500, 5000, 4)  # hubs
+    tasks, splits, _, _, pack = check_schedule(np.concatenate(([0], np.cumsum(nb))).astype(np.int64))
+    assert splits.shape[0] >= 1 and (tasks[:, 4] < 0).sum() < 3000  # small rows were packed
+
+
+# ---- the CPU reference (CI) -------------------------------------------------------------
+
+def odd_matrix(seed=0):
+    """45 x 61 with empty rows, an empty tail of rows, a dense row and integer values."""
+    rng = np.random.default_rng(seed)
+    d = (rng.random((45, 61)) < 0.15) * rng.integers(-8, 9, (45, 61))
+    d[3] = 0
+    d[40:] = 0
+    d[7] = rng.integers(1, 9, 61)
+    return sp.csr_matrix(d.astype(np.float32))
+
+
+def half_ref(A, B, prec, out_dtype):
+    """scipy's float64 product of the format-rounded operands, rounded once to the output."""
+    Ar = sp.csr_matrix(A, dtype=np.float64, copy=True)
+    Ar.data = to_format(Ar.data, prec)
+    C = np.asarray(Ar @ to_format(np.asarray(B, np.float64), prec))
+    return C.astype(np.float32) if out_dtype == "float32" else to_format(C, prec)
+
+
+@pytest.mark.parametrize("prec", PRECS)
+@pytest.mark.parametrize("n", [1, 7, 37, 64])
+def test_cpu_integer_bit_exact(prec, n):
+    A = odd_matrix()
+    B = int_dense(61, n, seed=n)
+    p = accspmm.plan(A, device="cpu", precision=prec)
+    C = p(B)  # float32 B: float32 C
+    assert C.dtype == np.float32 and np.array_equal(C, half_ref(A, B, prec, "float32"))
+    Bt = torch.from_numpy(B).to(TORCH_DT[prec])
+    Ct = p(Bt)
+    assert Ct.dtype == TORCH_DT[prec]
+    assert np.array_equal(Ct.double().numpy(), half_ref(A, B, prec, "half"))
+    assert np.array_equal(A @ B, C)  # integer data: the same as scipy itself
+
+
+def test_cpu_numpy_float16_in_and_out_and_float32_out():
+    A = odd_matrix(1)
+    B = int_dense(61, 9).astype(np.float16)
+    p = accspmm.plan(A, device="cpu", precision="fp16")
+    C = p(B)
+    assert C.dtype == np.float16 and np.array_equal(C.astype(np.float64), half_ref(A, B, "fp16", "half"))
+    out = np.empty((45, 9), np.float32)
+    assert p(B, out=out) is out and np.array_equal(out, A @ B.astype(np.float32))
+    v = p(B[:, 0])
+    assert v.shape == (45,) and np.array_equal(v, C[:, 0])
+
+
+def test_cpu_int64_indices_unsorted_and_duplicates():
+    A = sp.csr_matrix((np.array([2.0, 3, -1, 4, 4]), np.array([5, 1, 5, 0, 0], np.int64),
+                       np.array([0, 3, 3, 5], np.int64)), shape=(3, 6))
+    B = int_dense(6, 5)
+    for prec in PRECS:
+        assert np.array_equal(accspmm.spmm(A, B, device="cpu", precision=prec), (A @ B).astype(np.float32))
+
+
+@pytest.mark.parametrize("prec", PRECS)
+def test_cpu_random_within_the_bound(prec):
+    rng = np.random.default_rng(3)
+    A = sp.random(500, 400, density=0.05, format="csr", random_state=3, dtype=np.float64)
+    A.data = rng.standard_normal(A.nnz)
+    B = rng.standard_normal((400, 33)).astype(np.float32)
+    C = accspmm.plan(A, device="cpu", precision=prec)(B)
+    check_bound(A, B, C, prec)
+
+
+def check_bound(A, B, C, prec, output_rounded=False):
+    """GUIDE section 3: |C - A B| <= (3u + k_i 2^-24) |A| |B| (+ u |A B| for a half output)."""
+    ref = np.asarray(A @ np.asarray(B, np.float64))
+    absref = np.asarray(abs(A) @ np.abs(np.asarray(B, np.float64)))
+    k_i = np.diff(sp.csr_matrix(A).indptr)[:, None]
+    u = _half.UNIT_ROUNDOFF[prec]
+    bound = (3 * u + k_i * 2.0**-24) * absref + (u * np.abs(ref) if output_rounded else 0)
+    err = np.abs(np.asarray(C, np.float64) - ref)
+    assert (err <= bound).all(), float((err / np.maximum(bound, 1e-300)).max())
+
+
+def test_cpu_nonfinite_b_like_scipy():
+    A = odd_matrix(2)
+    B = int_dense(61, 5)
+    B[4, 1] = np.inf
+    B[9, 3] = np.nan
+    C = accspmm.plan(A, device="cpu", precision="fp16")(B)
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    assert np.array_equal(np.isnan(C), np.isnan(ref)) and np.array_equal(np.isinf(C), np.isinf(ref))
+
+
+def test_b_dtype_rules():
+    A = odd_matrix()
+    p = accspmm.plan(A, device="cpu", precision="bf16")
+    with pytest.raises(TypeError, match="float16 but this plan computes in bf16"):
+        p(np.ones((61, 2), np.float16))
+    with pytest.raises(TypeError, match="float64"):
+        p(np.ones((61, 2)))
+    with pytest.raises(ValueError, match="dimension mismatch"):
+        p(np.ones((60, 2), np.float32))
+    with pytest.raises(ValueError, match="takes format 'auto' or one of \\('csr',\\)"):
+        accspmm.plan(A, device="cpu", precision="fp16", format="bittcf")
+    tf32 = accspmm.plan(A, device="cpu")
+    with pytest.raises(TypeError, match="precision='fp16' or 'bf16'"):
+        tf32(np.ones((61, 2), np.float16))
+
+
+def test_cpu_torch_autograd():
+    A = odd_matrix()
+    p = accspmm.plan(A, device="cpu", precision="fp16")
+    B = torch.from_numpy(int_dense(61, 4)).requires_grad_()
+    p(B).sum().backward()
+    want = np.asarray(A.T @ np.ones((45, 4)), np.float32)
+    assert torch.equal(B.grad, torch.from_numpy(want))
+
+
+# ---- the GPU kernel ---------------------------------------------------------------------
+
+def hub_matrix():
+    """300 x 20000 integers: a dense hub row (1250 column blocks, about 8x the median block row:
+    a split block row), an empty tail."""
+    rng = np.random.default_rng(4)
+    d = (rng.random((300, 20000)) < 0.0005) * rng.integers(-8, 9, (300, 20000))
+    d[17] = rng.integers(1, 9, 20000)
+    d[280:] = 0
+    return sp.csr_matrix(d.astype(np.float32))
+
+
+def poisoned(shape, dtype):
+    return torch.full(shape, float("nan"), dtype=dtype, device="cuda")
+
+
+FORMATS = ["bsr16", "bittcf"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("prec", PRECS)
+@pytest.mark.parametrize("n", [1, 7, 37, 64, 129])
+@pytest.mark.parametrize("mat", ["odd", "hub"])
+def test_gpu_integer_bit_exact(prec, n, mat, fmt):
+    A = odd_matrix() if mat == "odd" else hub_matrix()
+    p = accspmm.plan(A, device="gpu", precision=prec, format=fmt)
+    assert p.format == fmt
+    if mat == "hub":
+        assert p.stats["schedule"]["split_rows"] >= 1
+    B = int_dense(A.shape[1], n, seed=n)
+    Bt = torch.from_numpy(B).cuda().to(TORCH_DT[prec])
+    out = poisoned((A.shape[0], n), TORCH_DT[prec])
+    assert p(Bt, out=out) is out
+    assert np.array_equal(out.double().cpu().numpy(), half_ref(A, B, prec, "half"))
+    out32 = poisoned((A.shape[0], n), torch.float32)
+    p(Bt, out=out32)
+    assert np.array_equal(out32.cpu().numpy(), (A @ B).astype(np.float32))
+    C = p(torch.from_numpy(B).cuda())  # float32 B: rounded by the call, float32 C
+    assert C.dtype == torch.float32 and np.array_equal(C.cpu().numpy(), (A @ B).astype(np.float32))
+    assert np.array_equal(p(B), (A @ B).astype(np.float32))  # host B on a GPU plan
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("prec", PRECS)
+def test_gpu_reordered_rectangular_and_deterministic(prec, fmt):
+    A = with_int_values(sp.random(333, 1000, density=0.03, format="csr", random_state=9), seed=2)
+    p = accspmm.plan(A, device="gpu", precision=prec, reorder="jaccard", format=fmt)
+    assert p.stats["reorder"]["method"] == "jaccard"
+    B = int_dense(1000, 40)
+    Bt = torch.from_numpy(B).cuda().to(TORCH_DT[prec])
+    C1, C2 = p(Bt), p(Bt)
+    assert torch.equal(C1.view(torch.int16), C2.view(torch.int16))
+    assert np.array_equal(C1.double().cpu().numpy(), half_ref(A, B, prec, "half"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("prec", PRECS)
+def test_gpu_random_within_the_bound_and_run_to_run_identical(prec, fmt):
+    rng = np.random.default_rng(8)
+    A = hub_matrix().astype(np.float64)
+    A.data = rng.standard_normal(A.nnz)
+    B = rng.standard_normal((20000, 96)).astype(np.float32)
+    p = accspmm.plan(A, device="gpu", precision=prec, format=fmt)
+    Bt = torch.from_numpy(B).cuda()
+    C = p(Bt)
+    check_bound(A, B, C.cpu().numpy(), prec)
+    assert torch.equal(C, p(Bt))
+    Ch = p(Bt.to(TORCH_DT[prec]))
+    check_bound(A, to_format(B, prec), Ch.double().cpu().numpy(), prec, output_rounded=True)
+
+
+@pytest.mark.gpu
+def test_gpu_nonfinite_b_like_scipy():
+    A = hub_matrix()
+    B = int_dense(20000, 70)
+    B[3, 5] = np.inf
+    B[17, 66] = -np.inf
+    B[4000, 0] = np.nan
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    for prec, fmt in [(p, f) for p in PRECS for f in FORMATS]:
+        C = accspmm.plan(A, device="gpu", precision=prec, format=fmt)(torch.from_numpy(B).cuda()).cpu().numpy()
+        assert np.array_equal(np.isnan(C), np.isnan(ref)) and np.array_equal(np.isinf(C), np.isinf(ref))
+        fin = np.isfinite(ref)
+        assert np.array_equal(C[fin], ref[fin].astype(np.float32))
+
+
+@pytest.mark.gpu
+def test_gpu_cupy_float16_and_float32():
+    cp = pytest.importorskip("cupy")
+    A = odd_matrix()
+    B = int_dense(61, 24)
+    p = accspmm.plan(A, device="gpu", precision="fp16")
+    C = p(cp.asarray(B.astype(np.float16)))
+    assert isinstance(C, cp.ndarray) and C.dtype == np.float16
+    assert np.array_equal(cp.asnumpy(C).astype(np.float64), half_ref(A, B, "fp16", "half"))
+    C = accspmm.plan(A, device="gpu", precision="bf16")(cp.asarray(B))
+    assert C.dtype == np.float32 and np.array_equal(cp.asnumpy(C), (A @ B).astype(np.float32))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("prec", PRECS)
+def test_gpu_steady_call_takes_the_c_path(prec, fmt):
+    A = hub_matrix()  # split rows: the C call allocates their workspace too
+    p = accspmm.plan(A, device="gpu", precision=prec, format=fmt)
+    assert p.stats["schedule"]["split_rows"] >= 1
+    B = torch.from_numpy(int_dense(20000, 64)).cuda().to(TORCH_DT[prec])
+    C0 = p(B)  # the first call (Python) hands PyTorch's types to the C call
+    launcher = p._fast.__self__
+    before = launcher.fast_calls
+    C1 = p(B)
+    out = poisoned(tuple(C1.shape), TORCH_DT[prec])
+    assert p(B, out=out) is out
+    assert launcher.fast_calls == before + 2
+    assert torch.equal(C0, C1) and torch.equal(C1, out)
+    assert np.array_equal(C1.double().cpu().numpy(), half_ref(A, int_dense(20000, 64), prec, "half"))
+    p(B.float())  # float32 B: the Python layer rounds it
+    assert launcher.fast_calls == before + 2
+
+
+@pytest.mark.gpu
+def test_gpu_empty_and_degenerate():
+    for A in (sp.csr_matrix((40, 30), dtype=np.float32), sp.csr_matrix((0, 30), dtype=np.float32)):
+        p = accspmm.plan(A, device="gpu", precision="fp16")
+        C = p(torch.ones(30, 5, device="cuda", dtype=torch.float16))
+        assert C.shape == (A.shape[0], 5) and not C.any()
+    p = accspmm.plan(odd_matrix(), device="gpu", precision="bf16")
+    assert p(torch.ones(61, 0, device="cuda", dtype=torch.bfloat16)).shape == (45, 0)
+
+
+@pytest.mark.gpu
+def test_gpu_autograd_and_cuda_graph():
+    A = hub_matrix()
+    p = accspmm.plan(A, device="gpu", precision="bf16")
+    B = torch.from_numpy(int_dense(20000, 16)).cuda().to(torch.bfloat16).requires_grad_()
+    p(B).float().sum().backward()
+    want = np.asarray(A.T @ np.ones((300, 16)))
+    assert np.array_equal(B.grad.double().cpu().numpy(), to_format(want, "bf16"))
+    Bs = torch.zeros(20000, 16, device="cuda", dtype=torch.bfloat16)
+    p(Bs)  # warm-up
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        Cs = p(Bs)
+    Bi = int_dense(20000, 16, seed=11)
+    Bs.copy_(torch.from_numpy(Bi).to(torch.bfloat16))
+    g.replay()
+    torch.cuda.synchronize()
+    assert np.array_equal(Cs.double().cpu().numpy(), half_ref(A, Bi, "bf16", "half"))
+
+
+def _real_files():
+    d = data_dir()
+    return datasets.matrix_files(d) if d else []
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("path", _real_files() or [None], ids=lambda f: datasets.matrix_name(f) if f else "none")
+def test_gpu_real_matrices_integer_bit_exact(path):
+    if path is None:
+        pytest.skip("no real-matrix directory")
+    A = with_int_values(datasets.load_matrix(path, np.float32), seed=1)
+    B = int_dense(A.shape[1], 33)
+    for prec, fmt in [(p, f) for p in PRECS for f in FORMATS]:
+        out = poisoned((A.shape[0], 33), torch.float32)
+        p = accspmm.plan(A, device="gpu", precision=prec, format=fmt)
+        p(torch.from_numpy(B).cuda().to(TORCH_DT[prec]), out=out)
+        assert np.array_equal(out.cpu().numpy(), (A @ B).astype(np.float32)), (prec, fmt)
+
+
+@pytest.mark.gpu
+def test_gpu_format_model_picks_by_bytes():
+    blocky = sp.csr_matrix(sp.kron(sp.random(40, 40, density=0.1, random_state=1), np.ones((32, 32)), format="csr"),
+                           dtype=np.float32)
+    assert accspmm.plan(blocky, device="gpu", precision="fp16").format == "bsr16"
+    scattered = sp.random(2000, 2000, density=0.002, format="csr", random_state=2, dtype=np.float32)
+    p = accspmm.plan(scattered, device="gpu", precision="fp16")
+    assert p.format == "bittcf"
+    model = p.stats["format_model"]
+    assert model["bytes_per_64_columns"]["bittcf"] < model["bytes_per_64_columns"]["bsr16"]
