@@ -3,7 +3,9 @@ with identity, packed, grouped and split schedules (GROUP and SPLIT tasks reduce
 memory; window 5 is a GROUP of 2 warps at cap 32, a multi-part SPLIT at caps 2 and 4), every slice
 width, register and cp.async-staged pipelines, several depths, both grid orders, N tails (4-byte copy path), empty windows, and the
 cuSPARSE path; B with inf/NaN (the kernels' exact recompute of non-finite tiles, PACK, GROUP and
-SPLIT writers) against scipy's pattern; and the C steady-state call with CuPy arrays; exits 1 on
+SPLIT writers) against scipy's pattern; and the C steady-state call with CuPy arrays.  Half
+precision: both layouts (BSR16, BitTCF) in fp16 and bf16 on a matrix with a split hub row, packed
+rows and empty ones, N tails (element copies), inf/NaN, the C call with CuPy float16.  Exits 1 on
 any wrong result."""
 
 import cupy as cp
@@ -49,5 +51,26 @@ for n in (1, 5, 32, 37, 64, 130):
         check(np.array_equal(cp.asnumpy(Cg), refx, equal_nan=True), f"n={n} C call inf/NaN")
     check(p._tf32.launcher.fast_calls >= 2, f"n={n}: the C call was not taken")
     check(np.array_equal(accspmm.spmm(A, B, device="gpu", precision="fp32"), ref), f"n={n} fp32")
+d2 = (rng.random((45, 20000)) < 0.0005) * rng.integers(-8, 9, size=(45, 20000))
+d2[17] = rng.integers(1, 9, size=20000)  # a hub: its block row / window is split
+d2[32:40] = 0
+A2 = sp.csr_matrix(d2.astype(np.float32))
+for n in (1, 5, 37, 64, 130):
+    B = rng.integers(-8, 9, size=(20000, n)).astype(np.float32)
+    Bx = B.copy()
+    Bx[[3, 17, 500], :] = [[np.inf], [np.nan], [-np.inf]]
+    ref, refx = A2 @ B, A2 @ Bx
+    for prec in ("fp16", "bf16"):
+        for fmt in ("bsr16", "bittcf"):
+            p = accspmm.plan(A2, device="gpu", precision=prec, format=fmt)
+            check(p.stats["schedule"]["split_rows"] >= 1, f"{prec} {fmt}: no split row")
+            check(np.array_equal(p(B), ref), f"n={n} {prec} {fmt}")
+            check(np.array_equal(p(Bx), refx, equal_nan=True), f"n={n} {prec} {fmt} inf/NaN")
+            if prec == "fp16":
+                Bg, Cg = cp.asarray(B.astype(np.float16)), cp.full((45, n), cp.nan, cp.float16)
+                for _ in range(2):
+                    p(Bg, out=Cg)
+                    check(np.array_equal(cp.asnumpy(Cg).astype(np.float64), ref.astype(np.float16).astype(np.float64)),
+                          f"n={n} {fmt} C call fp16")
 print("sanitize workload:", "OK" if ok else "WRONG")
 raise SystemExit(0 if ok else 1)

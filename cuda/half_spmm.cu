@@ -204,7 +204,7 @@ template <int N> __device__ __forceinline__ void zero_acc(float (&acc)[N][4]) {
 
 /* BSR16.  Column cache: the block column of block base + lane, refilled every 32 blocks. */
 struct BsrOps {
-    static constexpr int kTilesN = kTiles, kStageN = kStage;
+    static constexpr int kTilesN = kTiles, kStageN = kStage, kScratch = 0, kDepthN = kDepth;
     struct Cache {
         int64_t base;
         int32_t c;
@@ -233,7 +233,7 @@ struct BsrOps {
      * or (slot >= 0) to the workspace. */
     template <int FMT, bool OUT_F32, bool VEC>
     static __device__ __forceinline__ void write(const acc_half_args &p, const float (&acc)[kTilesN][4], int64_t r,
-                                                 int64_t slot, int64_t n0, int lane) {
+                                                 int64_t slot, int64_t n0, int lane, float * /*scratch*/) {
         const int g = lane >> 2, t = lane & 3;
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -296,6 +296,11 @@ template <int FMT, bool OUT_F32, int LAYOUT> __global__ void reduce_splits(const
  * columns are the record's ints 2r and 2r + 1: lane 8r + j caches that pair for block cbase + j,
  * so a block's columns reach the lanes that need them with one 64-bit shuffle. */
 constexpr int kTStage = 64 + 8;
+/* BITTCF write-back: a window's 8 x 64 FP32 tile through shared memory, rows padded to 68 floats
+ * (the lanes' scattered writes then hit 32 different banks), read back as 16-byte runs of a row. */
+constexpr int kTPitch = 68;
+constexpr int kTDepth = 4; /* BITTCF stages; 6 (tried together with CAP_MIN 32) measured slower on the H100 */
+constexpr int kTScratch = 8 * kTPitch / 4; /* uint4 per warp */
 
 __device__ __forceinline__ void mma_k8(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0, bool bf16) {
     if (bf16)
@@ -352,7 +357,7 @@ __device__ __forceinline__ void consume_t(const uint4 *stage, int lane, float (&
 /* BITTCF.  Column cache: lane 8r + j holds the columns of rows r and r + 4 (the record's ints 2r,
  * 2r + 1) of block base + j, and of block base + 8 + j (prefetched). */
 struct TileOps {
-    static constexpr int kTilesN = 4, kStageN = kTStage;
+    static constexpr int kTilesN = 4, kStageN = kTStage, kScratch = kTScratch, kDepthN = kTDepth;
     struct Cache {
         int64_t base;
         int2 cur, next;
@@ -384,11 +389,61 @@ struct TileOps {
                                                                            float (&acc)[kTilesN][4]) {
         consume_t<FMT>(stage, lane, acc);
     }
-    /* Lane (g, t): window rows 2t, 2t + 1; columns n0 + 16q + g (acc[q][h]) and + 8 (acc[q][2 + h]). */
+    /* Lane (g, t): window rows 2t, 2t + 1; columns n0 + 16q + g (acc[q][h]) and + 8 (acc[q][2 + h]).
+     * To the workspace directly; to C (VEC) through the warp's scratch, as 16-byte runs of each row. */
     template <int FMT, bool OUT_F32, bool VEC>
     static __device__ __forceinline__ void write(const acc_half_args &p, const float (&acc)[kTilesN][4], int64_t w,
-                                                 int64_t slot, int64_t n0, int lane) {
+                                                 int64_t slot, int64_t n0, int lane, float *scratch) {
         const int g = lane >> 2, t = lane & 3;
+        if (VEC && slot < 0) {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int i = 2 * t + h;
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        const int c = 16 * q + 8 * e + g;
+                        float v = acc[q][2 * e + h];
+                        if (!isfinite(v) && n0 + c < p.n) v = exact_elem<FMT, ACC_HALF_BITTCF>(p, w, i, n0 + c);
+                        scratch[i * kTPitch + c] = v;
+                    }
+            }
+            __syncwarp();
+            /* run u of 8 columns of row r: u = lane % 8 and r = lane / 8 (+ 4) */
+            const int u = lane & 7;
+            const int64_t col = n0 + 8 * u;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int r = (lane >> 3) + 4 * h;
+                const int64_t row = w * 8 + r;
+                if (row >= p.m || col >= p.n) continue; /* n is a multiple of 8: a run is all in or all out */
+                const float4 *src = reinterpret_cast<const float4 *>(scratch + r * kTPitch + 8 * u);
+                const float4 x = src[0], y = src[1];
+                const int64_t at = p.perm[row] * p.n + col;
+                if (OUT_F32) {
+                    float4 *dst = reinterpret_cast<float4 *>(static_cast<float *>(p.C) + at);
+                    __stcs(dst, x);
+                    __stcs(dst + 1, y);
+                } else {
+                    uint32_t pk[4];
+                    const float f[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        if (FMT == ACC_HALF_BF16) {
+                            const __nv_bfloat162 b2 = __floats2bfloat162_rn(f[2 * e], f[2 * e + 1]);
+                            pk[e] = *reinterpret_cast<const uint32_t *>(&b2);
+                        } else {
+                            const __half2 h2 = __floats2half2_rn(f[2 * e], f[2 * e + 1]);
+                            pk[e] = *reinterpret_cast<const uint32_t *>(&h2);
+                        }
+                    }
+                    __stcs(reinterpret_cast<uint4 *>(static_cast<uint16_t *>(p.C) + at), make_uint4(pk[0], pk[1], pk[2], pk[3]));
+                }
+            }
+            __syncwarp(); /* the scratch is free for the next window */
+            return;
+        }
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int i = 2 * t + h;
@@ -434,7 +489,8 @@ __global__ void __launch_bounds__(kWarps * 32) half_kernel(const acc_half_args p
     if (task >= p.num_tasks) return;
     const int64_t *T = p.tasks + ACC_HALF_TASK_WORDS * task;
     const int64_t w0 = T[0], w1 = T[1], b0 = T[2], b1 = T[3], slot = T[4];
-    uint4 *stages = smem + warp * kDepth * L::kStageN;
+    uint4 *stages = smem + warp * (L::kDepthN * L::kStageN + L::kScratch);
+    float *scratch = reinterpret_cast<float *>(stages + L::kDepthN * L::kStageN);
     const int64_t slices = (p.n + kSlice - 1) / kSlice;
     for (int64_t slice = blockIdx.y; slice < slices; slice += gridDim.y) {
         const int64_t n0 = slice * kSlice;
@@ -443,7 +499,7 @@ __global__ void __launch_bounds__(kWarps * 32) half_kernel(const acc_half_args p
         /* window w is being summed; its blocks end at stop, the next window's at next_stop */
         int64_t w = w0, stop = slot >= 0 ? b1 : p.brow_offsets[w0 + 1];
         while (w < w1 && stop == b0) { /* leading empty windows of a pack */
-            L::template write<FMT, OUT_F32, VEC>(p, acc, w, slot, n0, lane);
+            L::template write<FMT, OUT_F32, VEC>(p, acc, w, slot, n0, lane, scratch);
             w++;
             stop = w < w1 ? p.brow_offsets[w + 1] : -1;
         }
@@ -451,7 +507,7 @@ __global__ void __launch_bounds__(kWarps * 32) half_kernel(const acc_half_args p
         typename L::Cache cache;
         L::init(cache, p, b0, b1, lane);
 #pragma unroll
-        for (int s = 0; s < kDepth - 1; s++) {
+        for (int s = 0; s < L::kDepthN - 1; s++) {
             if (b0 + s < b1)
                 L::template issue_block<VEC>(p, stages + s * L::kStageN, b0 + s, L::cols(cache, p, b0 + s, b1, lane),
                                              n0, lane);
@@ -460,20 +516,20 @@ __global__ void __launch_bounds__(kWarps * 32) half_kernel(const acc_half_args p
         for (int64_t b = b0; b < b1; b++) {
             const int64_t i = b - b0;
             __syncwarp(); /* every lane has read the stage that block b + DEPTH - 1 overwrites */
-            if (b + kDepth - 1 < b1)
-                L::template issue_block<VEC>(p, stages + ((i + kDepth - 1) % kDepth) * L::kStageN, b + kDepth - 1,
-                                             L::cols(cache, p, b + kDepth - 1, b1, lane), n0, lane);
+            if (b + L::kDepthN - 1 < b1)
+                L::template issue_block<VEC>(p, stages + ((i + L::kDepthN - 1) % L::kDepthN) * L::kStageN, b + L::kDepthN - 1,
+                                             L::cols(cache, p, b + L::kDepthN - 1, b1, lane), n0, lane);
             cp_commit();
-            cp_wait<kDepth - 1>();
+            cp_wait<L::kDepthN - 1>();
             __syncwarp();
-            L::template consume_block<FMT>(stages + (i % kDepth) * L::kStageN, lane, acc);
+            L::template consume_block<FMT>(stages + (i % L::kDepthN) * L::kStageN, lane, acc);
             if (b + 1 == stop) { /* warp-uniform: window w is complete */
-                L::template write<FMT, OUT_F32, VEC>(p, acc, w, slot, n0, lane);
+                L::template write<FMT, OUT_F32, VEC>(p, acc, w, slot, n0, lane, scratch);
                 zero_acc(acc);
                 w++;
                 stop = next_stop;
                 while (w < w1 && stop == b + 1) { /* empty windows */
-                    L::template write<FMT, OUT_F32, VEC>(p, acc, w, slot, n0, lane);
+                    L::template write<FMT, OUT_F32, VEC>(p, acc, w, slot, n0, lane, scratch);
                     w++;
                     stop = w < w1 ? p.brow_offsets[w + 1] : -1;
                 }
@@ -506,7 +562,7 @@ template <int FMT, bool OUT_F32> int launch(const acc_half_args &p, bool vec, cu
     const int64_t slices = (p.n + kSlice - 1) / kSlice;
     const dim3 grid((unsigned)((p.num_tasks + kWarps - 1) / kWarps), (unsigned)(slices < 65535 ? slices : 65535));
     const bool bsr = p.layout == ACC_HALF_BSR16;
-    constexpr int smem_bsr = kWarps * kDepth * kStage * 16, smem_t = kWarps * kDepth * kTStage * 16;
+    constexpr int smem_bsr = kWarps * kDepth * kStage * 16, smem_t = kWarps * (kTDepth * kTStage + kTScratch) * 16;
     static_assert(smem_bsr <= 48 * 1024, "above 48 KB the kernel needs cudaFuncAttributeMaxDynamicSharedMemorySize");
     if (bsr && vec)
         half_kernel<BsrOps, FMT, OUT_F32, true><<<grid, kWarps * 32, smem_bsr, s>>>(p);
