@@ -1,0 +1,153 @@
+"""accspmm.spgemm on the CPU (csrc/acc_spgemm.c): scipy's pattern and values (bit-exact on integer
+data, cancellations dropped), every shape, both accumulators, the precision rules, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import accspmm
+
+
+def scipy_product(A, B, dtype=None):
+    """scipy's A @ B with its zeros dropped and rows sorted (the object of exact comparisons)."""
+    C = sp.csr_matrix(A @ B)
+    if dtype is not None:
+        C = C.astype(dtype)
+    C.eliminate_zeros()
+    C.sort_indices()
+    return C
+
+
+def same(C, R):
+    assert C.shape == R.shape
+    assert np.array_equal(np.asarray(C.indptr, np.int64), np.asarray(R.indptr, np.int64))
+    assert np.array_equal(C.indices, R.indices)
+    assert C.dtype == R.dtype and np.array_equal(C.data, R.data)
+
+
+def int_sparse(m, k, density, seed, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    M = sp.random(m, k, density=density, format="csr", random_state=seed, dtype=dtype)
+    M.data = rng.integers(-8, 9, M.nnz).astype(dtype)  # explicit zeros included
+    return M
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.integers(0, 40), k=st.integers(0, 40), n=st.integers(0, 40), d=st.floats(0, 0.5),
+       seed=st.integers(0, 2**31), f32=st.booleans())
+def test_integer_products_equal_scipy(m, k, n, d, seed, f32):
+    dt = np.float32 if f32 else np.float64
+    A, B = int_sparse(m, k, d, seed, dt), int_sparse(k, n, d, seed + 1, dt)
+    same(accspmm.spgemm(A, B), scipy_product(A, B))
+
+
+@pytest.mark.parametrize("shape", [((300, 200), (200, 500)), ((1, 1000), (1000, 1)), ((1000, 3), (3, 1000))])
+def test_rectangular_and_aat(shape):
+    A, B = int_sparse(*shape[0], 0.05, 1), int_sparse(*shape[1], 0.05, 2)
+    same(accspmm.spgemm(A, B), scipy_product(A, B))
+    same(accspmm.spgemm(A, A.T), scipy_product(A, A.T))
+
+
+def test_cancellations_dropped_or_kept():
+    A = sp.csr_matrix(np.array([[1.0, 1.0], [2.0, 0.0]]))
+    B = sp.csr_matrix(np.array([[1.0, 3.0], [-1.0, 0.0]]))  # row 0 of C: 1 - 1 = 0 at column 0
+    C = accspmm.spgemm(A, B)
+    same(C, scipy_product(A, B))
+    assert C.nnz == 3
+    K = accspmm.spgemm(A, B, keep_zeros=True)
+    assert K.nnz == 4 and K[0, 0] == 0 and K.indices.tolist() == [0, 1, 0, 1]
+
+
+def test_duplicates_unsorted_and_int64_indices():
+    A = sp.csr_matrix((np.array([2.0, 3, -1, 4, 4]), np.array([5, 1, 5, 0, 0], np.int64),
+                       np.array([0, 3, 3, 5], np.int64)), shape=(3, 6))
+    B = int_sparse(6, 7, 0.5, 3)
+    Ac = A.copy()
+    Ac.sum_duplicates()
+    same(accspmm.spgemm(A, B), scipy_product(Ac, B))
+    assert A.indices.tolist() == [5, 1, 5, 0, 0]  # the input is not modified
+
+
+def test_empty_matrices_and_rows():
+    Z = sp.csr_matrix((5, 4))
+    C = accspmm.spgemm(Z, int_sparse(4, 3, 0.5, 1))
+    assert C.shape == (5, 3) and C.nnz == 0
+    assert accspmm.spgemm(sp.csr_matrix((0, 4)), sp.csr_matrix((4, 0))).shape == (0, 0)
+    keep = np.ones(50)
+    keep[10:40] = 0
+    A = sp.csr_matrix(sp.diags(keep) @ int_sparse(50, 30, 0.2, 2))
+    A.eliminate_zeros()
+    same(accspmm.spgemm(A, int_sparse(30, 20, 0.3, 4)), scipy_product(A, int_sparse(30, 20, 0.3, 4)))
+
+
+def test_hash_accumulator_for_wide_results():
+    # more than 2^22 columns: the per-row hash table instead of the dense accumulator
+    n = (1 << 22) + 1000
+    rng = np.random.default_rng(5)
+    A = int_sparse(200, 50, 0.1, 6)
+    B = sp.csr_matrix((rng.integers(1, 9, 2000).astype(np.float64), rng.integers(0, n, 2000),
+                       np.linspace(0, 2000, 51).astype(np.int64)), shape=(50, n))
+    same(accspmm.spgemm(A, B), scipy_product(A, B))
+
+
+def test_float32_more_accurate_than_scipy_and_within_one_rounding():
+    rng = np.random.default_rng(7)
+    A = sp.random(400, 300, density=0.05, format="csr", random_state=7, dtype=np.float32)
+    B = sp.random(300, 500, density=0.05, format="csr", random_state=8, dtype=np.float32)
+    A.data = rng.standard_normal(A.nnz).astype(np.float32)
+    B.data = rng.standard_normal(B.nnz).astype(np.float32)
+    C = accspmm.spgemm(A, B)
+    assert C.dtype == np.float32
+    ref = (A.astype(np.float64) @ B.astype(np.float64)).toarray()
+    absref = (abs(A).astype(np.float64) @ abs(B).astype(np.float64)).toarray()
+    err = np.abs(C.toarray().astype(np.float64) - ref)
+    assert (err <= 2.0**-24 * np.abs(ref) + 2.0**-50 * absref).all()  # one rounding of a float64 sum
+    ours = np.linalg.norm(err)
+    theirs = np.linalg.norm((A @ B).toarray().astype(np.float64) - ref)
+    assert ours <= theirs
+
+
+def test_float64_and_mixed_dtypes():
+    rng = np.random.default_rng(9)
+    A = sp.random(100, 80, density=0.1, format="csr", random_state=9)
+    A.data = rng.standard_normal(A.nnz)
+    B = sp.random(80, 90, density=0.1, format="csr", random_state=10, dtype=np.float32)
+    C = accspmm.spgemm(A, B)
+    assert C.dtype == np.float64
+    R = scipy_product(A, B.astype(np.float64))
+    assert np.array_equal(C.indices, R.indices) and np.allclose(C.data, R.data, rtol=1e-14, atol=0)
+    assert accspmm.spgemm(A, B, precision="fp32").dtype == np.float32
+
+
+def test_repeated_runs_identical():
+    A = sp.random(2000, 2000, density=0.005, format="csr", random_state=11, dtype=np.float32)
+    A.data = np.random.default_rng(11).standard_normal(A.nnz).astype(np.float32)
+    C1, C2 = accspmm.spgemm(A, A), accspmm.spgemm(A, A)
+    assert np.array_equal(C1.indices, C2.indices) and np.array_equal(C1.data.view(np.uint32), C2.data.view(np.uint32))
+
+
+def test_sparse_array_in_array_out():
+    A = sp.csr_array(int_sparse(20, 20, 0.2, 12))
+    assert isinstance(accspmm.spgemm(A, A), sp.csr_array)
+    assert isinstance(accspmm.spgemm(sp.csr_matrix(A), sp.csr_matrix(A)), sp.csr_matrix)
+
+
+def test_bad_input():
+    A = int_sparse(5, 4, 0.5, 1)
+    with pytest.raises(ValueError, match="dimension mismatch"):
+        accspmm.spgemm(A, int_sparse(5, 4, 0.5, 2))
+    with pytest.raises(TypeError, match="B must be a scipy.sparse"):
+        accspmm.spgemm(A, np.ones((4, 3)))
+    with pytest.raises(TypeError, match="B has dtype int64"):
+        accspmm.spgemm(A, sp.csr_matrix(np.ones((4, 3), np.int64)))
+    with pytest.raises(ValueError, match="GPU SpGEMM is not available yet"):
+        accspmm.spgemm(A, A.T, device="gpu")
+    with pytest.raises(ValueError, match="precision"):
+        accspmm.spgemm(A, A.T, precision="tf32")
+    bad = sp.csr_matrix((np.ones(2), np.array([0, 9]), np.array([0, 1, 2, 2, 2, 2])), shape=(5, 4))
+    with pytest.raises(ValueError):
+        accspmm.spgemm(bad, A.T)
