@@ -61,8 +61,10 @@ def spgemm(A, B, *, device="auto", precision=None, keep_zeros=False):
                              "(Tensor-Core precisions need the GPU SpGEMM, not available yet)")
         dtype = np.dtype(np.float64 if precision == "fp64" else np.float32)
     (m, k), n = a.shape, b.shape[1]
-    indptr, indices, data, _ = _core.spgemm(m, k, a.indptr, a.indices, a.data, n, b.indptr, b.indices, b.data,
-                                            not keep_zeros, dtype == np.float64)
+    wide = np.dtype(np.result_type(a.dtype, b.dtype))  # both operands in one width (float32 -> float64 is exact)
+    indptr, indices, data, _ = _core.spgemm(m, k, a.indptr, a.indices, a.data.astype(wide, copy=False), n, b.indptr,
+                                            b.indices, b.data.astype(wide, copy=False), not keep_zeros,
+                                            dtype == np.float64)
     array = isinstance(A, getattr(sp, "sparray", ())) or isinstance(B, getattr(sp, "sparray", ()))
     cls = sp.csr_array if array else sp.csr_matrix
     if indices.shape[0] and indptr[-1] <= np.iinfo(np.int32).max:

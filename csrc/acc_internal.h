@@ -19,6 +19,8 @@
 
 /* Allocates n*size bytes (NULL on overflow or failure; never for n == 0). */
 void *acc_malloc(size_t n, size_t size);
+/* Grows or shrinks p to n*size bytes (NULL on failure: p is still valid and still owned). */
+void *acc_realloc(void *p, size_t n, size_t size);
 void acc_free(void *p);
 /* Test hook: the countdown-th allocation from now fails (0 disables). */
 void acc_set_alloc_countdown(long countdown);

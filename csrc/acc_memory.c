@@ -8,10 +8,9 @@ static long acc_alloc_countdown = 0;
 
 void acc_set_alloc_countdown(long countdown) { acc_alloc_countdown = countdown; }
 
-void *acc_malloc(size_t n, size_t size) {
+/* 1 when the test hook fails this allocation. */
+static int hook_fails(void) {
     int fail = 0;
-    if (n == 0 || size == 0) n = size = 1; /* a valid, freeable pointer */
-    if (n > SIZE_MAX / size) return NULL;
     if (acc_alloc_countdown != 0) {
 #ifdef _OPENMP
 #pragma omp critical(acc_alloc_countdown)
@@ -21,7 +20,19 @@ void *acc_malloc(size_t n, size_t size) {
             fail = acc_alloc_countdown < 0;
         }
     }
-    return fail ? NULL : malloc(n * size);
+    return fail;
+}
+
+void *acc_malloc(size_t n, size_t size) {
+    if (n == 0 || size == 0) n = size = 1; /* a valid, freeable pointer */
+    if (n > SIZE_MAX / size) return NULL;
+    return hook_fails() ? NULL : malloc(n * size);
+}
+
+void *acc_realloc(void *p, size_t n, size_t size) {
+    if (n == 0 || size == 0) n = size = 1;
+    if (n > SIZE_MAX / size) return NULL;
+    return hook_fails() ? NULL : realloc(p, n * size);
 }
 
 void acc_free(void *p) { free(p); }

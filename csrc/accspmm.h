@@ -250,21 +250,24 @@ acc_status acc_bsr16_fill(const acc_csr *A, const uint16_t *half_values, const i
                           uint64_t *block_masks);
 
 /* ---- SpGEMM on the CPU (acc_spgemm.c) ---------------------------------
- * C = A @ B for CSR A (m x k) and B (k x n, B.m == A.k), any valid CSR
- * (duplicates add up, order does not matter); sums in double, rounded once. */
+ * C = A @ B for CSR A (m x k) and B (k x n, B.m == A.k) of the same dtype,
+ * any valid CSR (duplicates add up, order does not matter); products and
+ * sums in double, rounded once to out_dtype; rows of C with ascending
+ * columns.  Two calls, the accumulation done once: compute (into a state
+ * the library owns until acc_spgemm_free) gives nnz(C), then the caller
+ * allocates and fill copies C into its arrays. */
+typedef struct acc_spgemm_state acc_spgemm_state;
 
-/* Pass 1: row_nnz[m] = the distinct columns of each row of C (structural),
- * *products = the intermediate products (sum over A's entries of B's row
- * lengths), *max_row_products = the most in one row. */
-acc_status acc_spgemm_symbolic(const acc_csr *A, const acc_csr *B, int64_t *row_nnz, int64_t *products,
-                               int64_t *max_row_products);
+/* drop_zeros: leave out entries whose rounded sum is exactly zero (scipy's
+ * rule).  *nnz = nonzeros of C, *products (may be NULL) = intermediate
+ * products (the sum over A's entries of B's row lengths). */
+acc_status acc_spgemm_compute(const acc_csr *A, const acc_csr *B, int drop_zeros, acc_dtype out_dtype,
+                              acc_spgemm_state **state, int64_t *nnz, int64_t *products);
 
-/* Pass 2: each row of C at row_offsets[i] (prefix sums of row_nnz), columns
- * ascending, values in out_dtype; drop_zeros leaves out entries whose
- * rounded sum is exactly zero (scipy's rule).  row_kept[m] out: the entries
- * written per row (row_nnz without drop_zeros). */
-acc_status acc_spgemm_numeric(const acc_csr *A, const acc_csr *B, const int64_t *row_offsets, int64_t max_row_products,
-                              int drop_zeros, acc_dtype out_dtype, int32_t *cols, void *vals, int64_t *row_kept);
+/* row_offsets[m+1], cols[nnz], vals[nnz] (out_dtype) out. */
+acc_status acc_spgemm_fill(const acc_spgemm_state *state, int64_t *row_offsets, int32_t *cols, void *vals);
+
+void acc_spgemm_free(acc_spgemm_state *state);
 
 /* ---- Row reorderings ---------------------------------------------------
  * Each returns perm[m] (new -> old), a permutation of [0, m).  All need a

@@ -435,95 +435,56 @@ fail:
     return NULL;
 }
 
-/* spgemm(mA, kA, indptrA, indicesA, dataA, kB, indptrB, indicesB, dataB, drop_zeros, out_float64)
- * -> (indptr, indices, data, products): C = A @ B, canonical (columns ascending per row). */
+/* spgemm(mA, kA, indptrA, indicesA, dataA, n, indptrB, indicesB, dataB, drop_zeros, out_float64)
+ * -> (indptr, indices, data, products): C = A @ B (A and B of one dtype), columns ascending per row. */
 static PyObject *py_spgemm(PyObject *self, PyObject *args) {
     Py_ssize_t m, k, n;
     PyObject *ipa, *ixa, *va, *ipb, *ixb, *vb;
     int drop, f64;
     csr_args a, b;
-    PyArrayObject *rp = NULL, *kept = NULL, *cols = NULL, *vals = NULL, *fcols = NULL, *fvals = NULL, *frp = NULL;
+    PyArrayObject *rp = NULL, *cols = NULL, *vals = NULL;
+    acc_spgemm_state *state = NULL;
     memset(&b, 0, sizeof b);
     (void)self;
     if (!PyArg_ParseTuple(args, "nnOOOnOOOpp", &m, &k, &ipa, &ixa, &va, &n, &ipb, &ixb, &vb, &drop, &f64)) return NULL;
     if (csr_args_parse(&a, m, k, ipa, ixa, va) < 0 || csr_args_parse(&b, k, n, ipb, ixb, vb) < 0) goto fail;
-    if (!a.data || !b.data) {
-        PyErr_SetString(PyExc_TypeError, "spgemm needs the values of A and B");
+    if (!a.data || !b.data || a.view.dtype != b.view.dtype) {
+        PyErr_SetString(PyExc_TypeError, "spgemm needs the values of A and B, of one dtype");
         goto fail;
     }
-    npy_intp m1 = m + 1, mm = m;
-    rp = (PyArrayObject *)PyArray_ZEROS(1, &m1, NPY_INT64, 0);
-    kept = (PyArrayObject *)PyArray_SimpleNew(1, &mm, NPY_INT64);
-    if (!rp || !kept) goto fail;
-    int64_t *off = PyArray_DATA(rp), products = 0, maxp = 0;
+    const acc_dtype odt = f64 ? ACC_FLOAT64 : ACC_FLOAT32;
+    int64_t nnz = 0, products = 0;
     acc_status st;
     Py_BEGIN_ALLOW_THREADS
     st = acc_csr_check(&a.view, NULL);
     if (st == ACC_SUCCESS) st = acc_csr_check(&b.view, NULL);
-    if (st == ACC_SUCCESS) st = acc_spgemm_symbolic(&a.view, &b.view, off + 1, &products, &maxp);
-    if (st == ACC_SUCCESS)
-        for (int64_t i = 0; i < m; i++)
-            off[i + 1] += off[i];
+    if (st == ACC_SUCCESS) st = acc_spgemm_compute(&a.view, &b.view, drop, odt, &state, &nnz, &products);
     Py_END_ALLOW_THREADS
     if (st != ACC_SUCCESS) {
         acc_py_raise(st, "spgemm");
         goto fail;
     }
-    npy_intp total = off[m];
-    const acc_dtype odt = f64 ? ACC_FLOAT64 : ACC_FLOAT32;
+    npy_intp m1 = m + 1, total = nnz;
+    rp = (PyArrayObject *)PyArray_SimpleNew(1, &m1, NPY_INT64);
     cols = (PyArrayObject *)PyArray_SimpleNew(1, &total, NPY_INT32);
     vals = (PyArrayObject *)PyArray_SimpleNew(1, &total, acc_py_npy_type(odt));
-    if (!cols || !vals) goto fail;
+    if (!rp || !cols || !vals) goto fail;
     Py_BEGIN_ALLOW_THREADS
-    st = acc_spgemm_numeric(&a.view, &b.view, off, maxp, drop, odt, PyArray_DATA(cols), PyArray_DATA(vals),
-                            PyArray_DATA(kept));
+    st = acc_spgemm_fill(state, PyArray_DATA(rp), PyArray_DATA(cols), PyArray_DATA(vals));
     Py_END_ALLOW_THREADS
     if (st != ACC_SUCCESS) {
         acc_py_raise(st, "spgemm");
         goto fail;
     }
-    const int64_t *kp = PyArray_DATA(kept);
-    int64_t final = 0;
-    for (int64_t i = 0; i < m; i++)
-        final += kp[i];
-    if (final != total) { /* cancellations dropped: compact the rows into new arrays */
-        npy_intp fn = final;
-        frp = (PyArrayObject *)PyArray_ZEROS(1, &m1, NPY_INT64, 0);
-        fcols = (PyArrayObject *)PyArray_SimpleNew(1, &fn, NPY_INT32);
-        fvals = (PyArrayObject *)PyArray_SimpleNew(1, &fn, acc_py_npy_type(odt));
-        if (!frp || !fcols || !fvals) goto fail;
-        int64_t *fo = PyArray_DATA(frp);
-        for (int64_t i = 0; i < m; i++)
-            fo[i + 1] = fo[i] + kp[i];
-        const size_t vsize = odt == ACC_FLOAT64 ? sizeof(double) : sizeof(float);
-        const int32_t *sc = PyArray_DATA(cols);
-        int32_t *dc = PyArray_DATA(fcols);
-        const char *sv = PyArray_DATA(vals);
-        char *dv = PyArray_DATA(fvals);
-        Py_BEGIN_ALLOW_THREADS
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < m; i++) {
-            memcpy(dc + fo[i], sc + off[i], (size_t)kp[i] * sizeof(int32_t));
-            memcpy(dv + (size_t)fo[i] * vsize, sv + (size_t)off[i] * vsize, (size_t)kp[i] * vsize);
-        }
-        Py_END_ALLOW_THREADS
-        Py_SETREF(rp, frp);
-        Py_SETREF(cols, fcols);
-        Py_SETREF(vals, fvals);
-        frp = fcols = fvals = NULL;
-    }
-    Py_DECREF(kept);
+    acc_spgemm_free(state);
     csr_args_release(&a);
     csr_args_release(&b);
     return Py_BuildValue("(NNNL)", rp, cols, vals, (long long)products);
 fail:
+    acc_spgemm_free(state);
     Py_XDECREF(rp);
-    Py_XDECREF(kept);
     Py_XDECREF(cols);
     Py_XDECREF(vals);
-    Py_XDECREF(frp);
-    Py_XDECREF(fcols);
-    Py_XDECREF(fvals);
     csr_args_release(&a);
     csr_args_release(&b);
     return NULL;
