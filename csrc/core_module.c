@@ -218,6 +218,14 @@ fail:
     return NULL;
 }
 
+/* The format builders' precondition: a canonical CSR and a valid permutation of its rows. */
+static acc_status check_canonical_perm(const acc_csr *A, const int64_t *perm) {
+    int canonical = 0;
+    acc_status st = acc_csr_check(A, &canonical);
+    if (st == ACC_SUCCESS && !canonical) st = ACC_ERR_NOT_CANONICAL;
+    return st == ACC_SUCCESS ? acc_perm_check(perm, A->m) : st;
+}
+
 static PyObject *py_bittcf_build(PyObject *self, PyObject *args) {
     Py_ssize_t m, k;
     PyObject *indptr, *indices, *data, *permobj;
@@ -236,11 +244,8 @@ static PyObject *py_bittcf_build(PyObject *self, PyObject *args) {
     npy_intp nw1 = (m + ACC_TILE - 1) / ACC_TILE + 1;
     wo = (PyArrayObject *)PyArray_SimpleNew(1, &nw1, NPY_INT64);
     if (!wo) goto fail;
-    int canonical = 0;
     Py_BEGIN_ALLOW_THREADS
-    st = acc_csr_check(&a.view, &canonical);
-    if (st == ACC_SUCCESS) st = canonical ? ACC_SUCCESS : ACC_ERR_NOT_CANONICAL;
-    if (st == ACC_SUCCESS) st = acc_perm_check(PyArray_DATA(perm), m);
+    st = check_canonical_perm(&a.view, PyArray_DATA(perm));
     if (st == ACC_SUCCESS) st = acc_bittcf_count(&a.view, PyArray_DATA(perm), PyArray_DATA(wo));
     Py_END_ALLOW_THREADS
     if (st != ACC_SUCCESS) {
@@ -341,6 +346,25 @@ static PyObject *py_half_widen(PyObject *self, PyObject *args) {
     return (PyObject *)out;
 }
 
+/* BSR16 pass 1 (after the builders' precondition): brow_offsets as a new int64 array, or NULL with
+ * the exception set. */
+static PyArrayObject *bsr16_offsets(const acc_csr *A, PyArrayObject *perm) {
+    npy_intp nr1 = (A->m + ACC_BSR - 1) / ACC_BSR + 1;
+    PyArrayObject *bo = (PyArrayObject *)PyArray_SimpleNew(1, &nr1, NPY_INT64);
+    if (!bo) return NULL;
+    acc_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = check_canonical_perm(A, PyArray_DATA(perm));
+    if (st == ACC_SUCCESS) st = acc_bsr16_count(A, PyArray_DATA(perm), PyArray_DATA(bo));
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) {
+        Py_DECREF(bo);
+        acc_py_raise(st, "cannot build BSR16");
+        return NULL;
+    }
+    return bo;
+}
+
 static PyObject *py_bsr16_build(PyObject *self, PyObject *args) {
     Py_ssize_t m, k;
     PyObject *indptr, *indices, *hobj, *permobj;
@@ -357,21 +381,9 @@ static PyObject *py_bsr16_build(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "half values are shorter than indptr[-1]");
         goto fail;
     }
-    npy_intp nr1 = (m + ACC_BSR - 1) / ACC_BSR + 1;
-    bo = (PyArrayObject *)PyArray_SimpleNew(1, &nr1, NPY_INT64);
+    bo = bsr16_offsets(&a.view, perm);
     if (!bo) goto fail;
-    int canonical = 0;
-    Py_BEGIN_ALLOW_THREADS
-    st = acc_csr_check(&a.view, &canonical);
-    if (st == ACC_SUCCESS) st = canonical ? ACC_SUCCESS : ACC_ERR_NOT_CANONICAL;
-    if (st == ACC_SUCCESS) st = acc_perm_check(PyArray_DATA(perm), m);
-    if (st == ACC_SUCCESS) st = acc_bsr16_count(&a.view, PyArray_DATA(perm), PyArray_DATA(bo));
-    Py_END_ALLOW_THREADS
-    if (st != ACC_SUCCESS) {
-        acc_py_raise(st, "cannot build BSR16");
-        goto fail;
-    }
-    npy_intp nb = ((int64_t *)PyArray_DATA(bo))[nr1 - 1], nv = nb * ACC_BSR * ACC_BSR, nm = 4 * nb;
+    npy_intp nb = ((int64_t *)PyArray_DATA(bo))[PyArray_DIM(bo, 0) - 1], nv = nb * ACC_BSR * ACC_BSR, nm = 4 * nb;
     cols = (PyArrayObject *)PyArray_SimpleNew(1, &nb, NPY_INT32);
     vals = (PyArrayObject *)PyArray_SimpleNew(1, &nv, NPY_UINT16);
     masks = (PyArrayObject *)PyArray_SimpleNew(1, &nm, NPY_UINT64);
@@ -410,21 +422,8 @@ static PyObject *py_bsr16_count(PyObject *self, PyObject *args) {
     if (csr_args_parse(&a, m, k, indptr, indices, NULL) < 0) goto fail;
     perm = acc_py_array(permobj, NPY_INT64, 1, m, -1, 0, "perm");
     if (!perm) goto fail;
-    npy_intp nr1 = (m + ACC_BSR - 1) / ACC_BSR + 1;
-    bo = (PyArrayObject *)PyArray_SimpleNew(1, &nr1, NPY_INT64);
+    bo = bsr16_offsets(&a.view, perm);
     if (!bo) goto fail;
-    int canonical = 0;
-    acc_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = acc_csr_check(&a.view, &canonical);
-    if (st == ACC_SUCCESS) st = canonical ? ACC_SUCCESS : ACC_ERR_NOT_CANONICAL;
-    if (st == ACC_SUCCESS) st = acc_perm_check(PyArray_DATA(perm), m);
-    if (st == ACC_SUCCESS) st = acc_bsr16_count(&a.view, PyArray_DATA(perm), PyArray_DATA(bo));
-    Py_END_ALLOW_THREADS
-    if (st != ACC_SUCCESS) {
-        acc_py_raise(st, "cannot count BSR16 blocks");
-        goto fail;
-    }
     Py_DECREF(perm);
     csr_args_release(&a);
     return (PyObject *)bo;

@@ -279,6 +279,15 @@ error:
     return NULL;
 }
 
+/* 1 when out (seen in *vc) fits B (*vb): the plan's device, B's dimensions with m rows, no overlap
+ * with B (elements of `size` bytes); otherwise the Python layer names what is wrong. */
+static int out_fits(const gview *vb, const gview *vc, int device, int64_t m, int size) {
+    const uintptr_t b_end = vb->ptr + (uintptr_t)(vb->rows * vb->cols * size);
+    const uintptr_t c_end = vc->ptr + (uintptr_t)(vc->rows * vc->cols * size);
+    return vc->device == device && vc->ndim == vb->ndim && vc->rows == m && vc->cols == vb->cols &&
+           !(vc->ptr < b_end && vb->ptr < c_end);
+}
+
 /* ---- the Launcher type ------------------------------------------------------------------------ */
 
 static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
@@ -389,11 +398,7 @@ static PyObject *launcher_call(LauncherObject *self, PyObject *const *args, Py_s
         if (!C) Py_RETURN_NONE;
     } else {
         if (Py_TYPE(out) != tp || !(torch ? torch_view(out, 0, &vc) : cupy_view(out, &vc, &k_float32))) Py_RETURN_NONE;
-        const uintptr_t b_end = vb.ptr + (uintptr_t)(vb.rows * vb.cols * 4);
-        const uintptr_t c_end = vc.ptr + (uintptr_t)(vc.rows * vc.cols * 4);
-        if (vc.device != self->device || vc.ndim != vb.ndim || vc.rows != base->m || vc.cols != vb.cols ||
-            (vc.ptr < b_end && vb.ptr < c_end))
-            Py_RETURN_NONE; /* the Python layer names what is wrong */
+        if (!out_fits(&vb, &vc, self->device, base->m, 4)) Py_RETURN_NONE;
         Py_INCREF(out);
         C = out;
     }
@@ -555,11 +560,7 @@ static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *a
     } else {
         if (Py_TYPE(out) != tp || !(torch ? torch_half_view(out, &vc, &self->et) : cupy_view(out, &vc, &self->et)))
             Py_RETURN_NONE;
-        const uintptr_t b_end = vb.ptr + (uintptr_t)(vb.rows * vb.cols * 2);
-        const uintptr_t c_end = vc.ptr + (uintptr_t)(vc.rows * vc.cols * 2);
-        if (vc.device != self->device || vc.ndim != vb.ndim || vc.rows != base->m || vc.cols != vb.cols ||
-            (vc.ptr < b_end && vb.ptr < c_end))
-            Py_RETURN_NONE; /* the Python layer names what is wrong */
+        if (!out_fits(&vb, &vc, self->device, base->m, 2)) Py_RETURN_NONE;
         Py_INCREF(out);
         C = out;
     }
