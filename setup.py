@@ -30,7 +30,8 @@ def _rel(pattern):
 
 
 CORE_SOURCES = _rel("csrc/acc_*.c") + ["csrc/glue.c", "csrc/core_module.c"]
-CUDA_C_SOURCES = ["csrc/cuda_module.c", "csrc/cuda_launcher.c", "csrc/glue.c", "csrc/acc_status_string.c"]
+CUDA_C_SOURCES = ["csrc/cuda_module.c", "csrc/cuda_launcher.c", "csrc/cuda_spgemm.c", "csrc/glue.c",
+                  "csrc/acc_status_string.c"]
 CUDA_CU_SOURCES = _rel("cuda/*.cu")
 HEADERS = _rel("csrc/*.h") + _rel("cuda/*.h")  # a changed header rebuilds the C sources too
 C_FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-unknown-pragmas"]

@@ -14,9 +14,9 @@ from ._device import cuda_available, cuda_status, device_info
 from ._format import PAD_COL, BitTCF
 from ._plan import Plan, plan, spmm
 from ._reorder import reorder, reordering_report
-from ._spgemm import spgemm
+from ._spgemm import SpGEMMPlan, spgemm, spgemm_plan
 
 __version__ = "0.1.0"
 
-__all__ = ["BitTCF", "PAD_COL", "Plan", "cuda_available", "cuda_status", "datasets", "device_info",
-           "plan", "reorder", "reordering_report", "spgemm", "spmm", "__version__"]
+__all__ = ["BitTCF", "PAD_COL", "Plan", "SpGEMMPlan", "cuda_available", "cuda_status", "datasets", "device_info",
+           "plan", "reorder", "reordering_report", "spgemm", "spgemm_plan", "spmm", "__version__"]

@@ -12,7 +12,14 @@
 #                 preprocess: benchmarks/bench_preprocess_gpu.py DATA_DIR $PREP_ARGS (GPU build, break-even);
 #                 scaling: benchmarks/affinity_scaling.py DATA_DIR $SCALING_ARGS (affinity vs threads);
 #                 profile: benchmarks/profile_setup.py DATA_DIR $PROFILE_ARGS (where setup time goes);
-#                 half: benchmarks/bench_half.py DATA_DIR $HALF_ARGS (FP16/BF16 against the vendor paths).
+#                 half: benchmarks/bench_half.py DATA_DIR $HALF_ARGS (FP16/BF16 against the vendor paths);
+#                 sanitize_spgemm: compute-sanitizer over benchmarks/sanitize_spgemm.py;
+#                 spgemm: benchmarks/bench_spgemm.py DATA_DIR $SPGEMM_ARGS (SpGEMM against cuSPARSE, CuPy, torch);
+#                 profile_spgemm: every kernel of one product per $SPGEMM_KERNELS entry (NAME:ALGO) under
+#                           ncu (ncu_spgemm.csv), and the host side of $SPGEMM_PYTHON products (cProfile).
+#   PREBUILT      1: use extensions built elsewhere for this machine's Python (accspmm/*.cpython-3*.so,
+#                 or packed in .prebuilt/ext.tar.xz by benchmarks/prebuild.sh) when they import,
+#                 instead of compiling here (pip install otherwise).
 #   OUT           where logs and results go (default benchmarks/results/raw): run.log (every
 #                 stage's output), results.json/md, baseline/results.json/md, ncu.txt, python.json/md.
 # The benchmark table prints last.
@@ -33,15 +40,26 @@ if [[ $STAGES == *" baseline "* ]]; then
     --out "$OUT/baseline" ${BASELINE_ARGS:-} >> "$LOG" 2>&1 || echo "baseline bench failed or timed out" | tee -a "$LOG"
 fi
 stage build
-python3 -m pip install --no-build-isolation --no-deps -e . >> "$LOG" 2>&1 || { tail -40 "$LOG"; exit 1; }
+if [[ -n "${PREBUILT:-}" && -f .prebuilt/ext.tar.xz ]]; then tar -xJf .prebuilt/ext.tar.xz -C accspmm; fi
+if [[ -n "${PREBUILT:-}" ]] && PYTHONPATH=$PWD python3 -c "import accspmm._core, accspmm._cuda" >> "$LOG" 2>&1; then
+  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+  echo "using the carried extensions" | tee -a "$LOG"
+else
+  rm -f accspmm/_core.cpython-3*.so accspmm/_cuda.cpython-3*.so
+  python3 -m pip install --no-build-isolation --no-deps -e . >> "$LOG" 2>&1 || { tail -40 "$LOG"; exit 1; }
+fi
 if [[ $STAGES == *" tests "* ]]; then
   stage tests
   timeout "${TESTS_TIMEOUT:-420}" python3 -m pytest -m gpu -q tests -p no:cacheprovider -W ignore::DeprecationWarning \
-    -k "${PYTEST_K:-}" -x -rs 2>&1 | tee -a "$LOG" | tail -6
+    -k "${PYTEST_K:-}" ${PYTEST_X--x} -rs 2>&1 | tee -a "$LOG" | tail -${PYTEST_TAIL:-6}
 fi
 if [[ $STAGES == *" sanitize "* ]]; then
   stage sanitize
   timeout "${SANITIZE_TIMEOUT:-300}" bash benchmarks/sanitize_gpu.sh 2>&1 | tee -a "$LOG"
+fi
+if [[ $STAGES == *" sanitize_spgemm "* ]]; then
+  stage sanitize_spgemm
+  timeout "${SANITIZE_TIMEOUT:-300}" bash benchmarks/sanitize_gpu.sh benchmarks/sanitize_spgemm.py 2>&1 | tee -a "$LOG"
 fi
 if [[ $STAGES == *" ncu "* ]]; then
   stage ncu
@@ -74,6 +92,30 @@ if [[ $STAGES == *" profile "* ]]; then
   stage profile
   timeout "${PROFILE_TIMEOUT:-300}" python3 benchmarks/profile_setup.py "$DATA" ${PROFILE_ARGS:-} > "$OUT/profile_setup.txt" 2>&1
   grep "^==" "$OUT/profile_setup.txt" | tee -a "$LOG"
+fi
+if [[ $STAGES == *" spgemm "* ]]; then
+  stage spgemm
+  timeout "${SPGEMM_TIMEOUT:-540}" python3 benchmarks/bench_spgemm.py "$DATA" --out "$OUT" ${SPGEMM_ARGS:-} 2>&1 \
+    | tee -a "$LOG" | grep -v "^|" | tail -60
+  [ -f "$OUT/spgemm.md" ] && grep -A20 "^## Summary" "$OUT/spgemm.md"
+fi
+if [[ $STAGES == *" profile_spgemm "* ]]; then
+  stage profile_spgemm
+  if [[ -n "${SPGEMM_KERNELS:-}" ]]; then
+    timeout "${NCU_TIMEOUT:-240}" ncu --profile-from-start off --metrics gpu__time_duration.sum --csv --page raw \
+      --log-file "$OUT/ncu_spgemm.csv" python3 benchmarks/profile_spgemm.py "$DATA" --kernels $SPGEMM_KERNELS 2>&1 | tail -5
+  fi
+  if [[ -n "${SPGEMM_NCU_DETAIL:-}" ]]; then  # NAME:ALGO:KERNEL_REGEX: one kernel's full sections
+    IFS=: read -r name algo kre <<< "$SPGEMM_NCU_DETAIL"
+    timeout "${NCU_TIMEOUT:-240}" ncu --profile-from-start off -k "regex:$kre" -c 1 --section SpeedOfLight \
+      --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats \
+      python3 benchmarks/profile_spgemm.py "$DATA" --kernels "$name:$algo" > "$OUT/ncu_detail.txt" 2>&1
+    grep -E "Duration|Throughput|Occupancy|Stall|Registers|Warp Cycles|Issued|Block Limit|Hit Rate" "$OUT/ncu_detail.txt" | head -40
+  fi
+  if [[ -n "${SPGEMM_PYTHON:-}" ]]; then
+    timeout 120 python3 benchmarks/profile_spgemm.py "$DATA" --python $SPGEMM_PYTHON > "$OUT/profile_spgemm.txt" 2>&1
+    grep -A30 "^==" "$OUT/profile_spgemm.txt" | cut -c1-150 | head -80
+  fi
 fi
 if [[ $STAGES == *" half "* ]]; then
   stage half

@@ -13,4 +13,7 @@ PyObject *acc_py_cuda_raise(int status, const char *context, int cusparse);
 /* Adds the Launcher type and set_interop() to the module (cuda_launcher.c); -1 with an exception. */
 int acc_launcher_add(PyObject *module);
 
+/* Adds the GPU SpGEMM functions and constants (cuda_spgemm.c); -1 with an exception. */
+int acc_spgemm_add(PyObject *module);
+
 #endif

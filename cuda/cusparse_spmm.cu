@@ -100,6 +100,14 @@ extern "C" int acc_cusparse_load(const char *path) {
 
 extern "C" const char *acc_cusparse_last_error(void) { return g_error; }
 
+/* The dlopen handle (NULL before acc_cusparse_load succeeded), for the SpGEMM harness's own
+ * lookups, and a way for it to report its failures through acc_cusparse_last_error. */
+extern "C" void *acc_cusparse_library(void) {
+    std::lock_guard<std::mutex> guard(g_lock);
+    return g_lib;
+}
+extern "C" void acc_cusparse_note_error(const char *message) { snprintf(g_error, sizeof g_error, "%s", message); }
+
 extern "C" void acc_cusparse_spmm_destroy(acc_cusparse_spmm *p) {
     if (!p) return;
     if (p->A) g_api.cusparseDestroySpMat(p->A);

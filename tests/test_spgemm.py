@@ -144,10 +144,68 @@ def test_bad_input():
         accspmm.spgemm(A, np.ones((4, 3)))
     with pytest.raises(TypeError, match="B has dtype int64"):
         accspmm.spgemm(A, sp.csr_matrix(np.ones((4, 3), np.int64)))
-    with pytest.raises(ValueError, match="GPU SpGEMM is not available yet"):
-        accspmm.spgemm(A, A.T, device="gpu")
+    if not accspmm.cuda_available():
+        with pytest.raises(RuntimeError, match="CUDA is unavailable"):
+            accspmm.spgemm(A, A.T, device="gpu")
+        with pytest.raises(RuntimeError, match="CUDA is unavailable"):
+            accspmm.spgemm_plan(A, A.T, device="gpu")
+    with pytest.raises(ValueError, match="device must be"):
+        accspmm.spgemm(A, A.T, device="tpu")
     with pytest.raises(ValueError, match="precision"):
         accspmm.spgemm(A, A.T, precision="tf32")
     bad = sp.csr_matrix((np.ones(2), np.array([0, 9]), np.array([0, 1, 2, 2, 2, 2])), shape=(5, 4))
     with pytest.raises(ValueError):
         accspmm.spgemm(bad, A.T)
+
+
+def test_tile_reference_matches_brute_force():
+    """tests/spgemm_reference.py (the GPU tests' oracle for C's tiles) against a dense boolean product."""
+    from spgemm_reference import tile_structure
+
+    for seed, (m, k, n) in enumerate([(1, 1, 1), (13, 9, 21), (40, 33, 17), (64, 64, 64)]):
+        A, B = int_sparse(m, k, 0.2, seed), int_sparse(k, n, 0.2, seed + 50)
+        ref = tile_structure(A, B)
+        P = (A.toarray() != 0) | _stored(A)
+        Q = (B.toarray() != 0) | _stored(B)
+        D = (P.astype(int) @ Q.astype(int)) > 0
+        assert np.array_equal(ref["row_offsets"], np.r_[0, np.cumsum(D.sum(1))])
+        mt, nt = (m + 7) // 8, (n + 7) // 8
+        cols, masks, offsets = [], [], [0]
+        for I in range(mt):
+            for J in range(nt):
+                block = D[8 * I:8 * I + 8, 8 * J:8 * J + 8]
+                if block.any():
+                    rr, cc = np.nonzero(block)
+                    cols.append(J)
+                    masks.append(int(np.bitwise_or.reduce(np.left_shift(1, rr * 8 + cc).astype(np.uint64))))
+            offsets.append(len(cols))
+        assert ref["tile_cols"].tolist() == cols
+        assert [int(x) for x in ref["tile_masks"]] == masks
+        assert ref["tile_row_offsets"].tolist() == offsets
+
+
+def _stored(M):
+    S = np.zeros(M.shape, bool)
+    coo = M.tocoo()
+    S[coo.row, coo.col] = True
+    return S
+
+
+def test_plan_on_the_cpu_recomputes_with_new_values():
+    A, B = int_sparse(60, 50, 0.1, 1), int_sparse(50, 40, 0.1, 2)
+    with accspmm.spgemm_plan(A, B, device="cpu") as p:
+        same(p(), scipy_product(A, B))
+        A2 = A.copy()
+        A2.data = A2.data * 3
+        same(p(A2), scipy_product(A2, B))
+        same(p(None, B.data * 2), scipy_product(A, B * 2))
+        with pytest.raises(ValueError, match="planned sparsity pattern"):
+            p(int_sparse(60, 50, 0.1, 9))
+        with pytest.raises(ValueError, match="1-D array"):
+            p(np.ones(2))
+        assert "cpu" in repr(p)
+    S = int_sparse(30, 30, 0.2, 3)
+    with accspmm.spgemm_plan(S, S, device="cpu") as p:
+        same(p(S.data * -1), scipy_product(-S, -S))
+        with pytest.raises(ValueError, match="itself"):
+            p(S, S)

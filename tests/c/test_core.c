@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../../csrc/acc_internal.h"
+#include "../../cuda/spgemm_tile.h"
 
 static int failures = 0;
 #define EXPECT(cond)                                                                                         \
@@ -361,6 +362,55 @@ static void test_rcm(int64_t n, int per_row_max) {
     free_csr(&C);
 }
 
+/* The GPU SpGEMM's tile-mask operations (cuda/spgemm_tile.h) against brute force on 8x8 bit
+ * matrices, on random masks of every density and on the empty and full tiles. */
+static int bit_at(uint64_t m, int r, int c) { return (int)((m >> (r * 8 + c)) & 1u); }
+
+static uint64_t random_mask(void) {
+    uint64_t m = ((uint64_t)rnd() << 32) ^ (uint64_t)rnd() ^ ((uint64_t)rnd() << 11);
+    switch (rnd() % 4) {
+    case 0: return m & ((uint64_t)rnd() << 20 | rnd()) & ((uint64_t)rnd() << 7); /* sparse */
+    case 1: return m;
+    case 2: return (uint64_t)1 << (rnd() % 64);
+    default: return rnd() % 2 ? ~(uint64_t)0 : 0;
+    }
+}
+
+static void test_tile_masks(void) {
+    for (int it = 0; it < 20000; it++) {
+        const uint64_t a = random_mask(), b = random_mask();
+        uint32_t cols = 0, rows = 0;
+        uint64_t prod = 0;
+        int products = 0;
+        for (int r = 0; r < 8; r++)
+            for (int c = 0; c < 8; c++) {
+                if (bit_at(a, r, c)) cols |= 1u << c, rows |= 1u << r;
+                int any = 0;
+                for (int k = 0; k < 8; k++)
+                    any |= bit_at(a, r, k) & bit_at(b, k, c);
+                if (any) prod |= (uint64_t)1 << (r * 8 + c);
+            }
+        for (int k = 0; k < 8; k++) {
+            int ca = 0, rb = 0;
+            for (int r = 0; r < 8; r++)
+                ca += bit_at(a, r, k), rb += bit_at(b, k, r);
+            products += ca * rb;
+        }
+        EXPECT(acc_tile_cols(a) == cols);
+        EXPECT(acc_tile_rows(a) == rows);
+        EXPECT(acc_tile_product(a, b) == prod);
+        EXPECT(acc_tile_pair_products(a, b) == products);
+        /* the cull of the symbolic phase: empty product exactly when no column of A meets a row of B */
+        EXPECT(((acc_tile_cols(a) & acc_tile_rows(b)) == 0) == (prod == 0));
+        for (int c = 0; c < 8; c++) {
+            uint32_t col = 0;
+            for (int k = 0; k < 8; k++)
+                col |= (uint32_t)bit_at(a, k, c) << k;
+            EXPECT(acc_tile_column(a, c) == col);
+        }
+    }
+}
+
 int main(void) {
     static const int64_t shapes[][4] = {{0, 0, 0, 3},    {1, 1, 1, 1},     {7, 5, 3, 9},
                                         {8, 8, 8, 8},    {37, 19, 6, 33},  {64, 300, 40, 17},
@@ -376,6 +426,7 @@ int main(void) {
         test_rcm(rcm_shapes[t][0], (int)rcm_shapes[t][1]);
     test_malformed();
     test_out_of_memory();
+    test_tile_masks();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Builds the extensions for another Python (default: the GPU machine's 3.12) on this machine and packs
+# them into .prebuilt/ext.tar.xz, which `PREBUILT=1 bash benchmarks/gpu_run.sh` unpacks instead of
+# compiling there.  Needs that Python with numpy and setuptools, and nvcc.
+#   PYTHON=/path/to/python3.12 bash benchmarks/prebuild.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3.12}
+tag=$($PY -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
+ACCSPMM_CUDA=1 ACCSPMM_CUDA_ARCHS=${ACCSPMM_CUDA_ARCHS:-90} $PY setup.py -q build_ext --inplace
+mkdir -p .prebuilt
+tar -cJf .prebuilt/ext.tar.xz -C accspmm "_core$tag" "_cuda$tag"
+ls -la .prebuilt/ext.tar.xz

@@ -1,0 +1,92 @@
+"""Where the GPU SpGEMM's time goes, two ways (GPU machine):
+
+    ncu --profile-from-start off --metrics gpu__time_duration.sum --csv \\
+        python benchmarks/profile_spgemm.py DATA_DIR --kernels NAME:ALGO ...   # every kernel of one call
+    python benchmarks/profile_spgemm.py DATA_DIR --python NAME ...             # the host side: cProfile
+
+--kernels: for each NAME:ALGO (a matrix of DATA_DIR or kron_poisson_bB; ALGO tiles or rows), one warm-up
+call, then one call inside cudaProfilerStart/Stop, so ncu sees exactly the kernels of one product
+(run with --profile-from-start off).  --python: 200 one-shot products of each matrix under cProfile,
+the functions by their own time, and the wall time per call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import sys
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import accspmm  # noqa: E402
+from accspmm import datasets  # noqa: E402
+
+
+def operand(data_dir, name):
+    rng = np.random.default_rng(0)
+    if name.startswith("kron_poisson_b"):
+        b = int(name[len("kron_poisson_b"):])
+        n = int(np.sqrt(3_000_000 / (5 * b * b)))
+        T = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(n, n), dtype=np.float64)
+        A = sp.kron(sp.kronsum(T, T, format="csr"), np.ones((b, b)), format="csr")
+    else:
+        A = datasets.load_matrix(os.path.join(data_dir, name + ".mtx.gz"), np.float64)
+    A.data = rng.standard_normal(A.nnz)
+    A = sp.csr_matrix(A, dtype=np.float32)
+    if A.shape[0] != A.shape[1]:
+        return sp.csr_matrix(A.T), A
+    return A, A
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("data_dir")
+    ap.add_argument("--kernels", nargs="*", default=[])
+    ap.add_argument("--python", nargs="*", default=[])
+    args = ap.parse_args()
+    import cupy
+    import cupyx.scipy.sparse as csp
+
+    for spec in args.kernels:
+        name, algo = spec.split(":")
+        A, B = operand(args.data_dir, name)
+        Ag = csp.csr_matrix(A)
+        Bg = Ag if B is A else csp.csr_matrix(B)
+        for profiled in (False, True):
+            cupy.cuda.runtime.deviceSynchronize()
+            if profiled:
+                cupy.cuda.profiler.start()
+            with accspmm.spgemm_plan(Ag, Bg, algorithm=algo, keep_pairs=False) as p:
+                p()
+            cupy.cuda.runtime.deviceSynchronize()
+            if profiled:
+                cupy.cuda.profiler.stop()
+        print(f"profiled {name} {algo}", flush=True)
+    for name in args.python:
+        A, B = operand(args.data_dir, name)
+        Ag = csp.csr_matrix(A)
+        Bg = Ag if B is A else csp.csr_matrix(B)
+        accspmm.spgemm(Ag, Bg)
+        cupy.cuda.runtime.deviceSynchronize()
+        t = time.perf_counter()
+        for _ in range(200):
+            accspmm.spgemm(Ag, Bg)
+        cupy.cuda.runtime.deviceSynchronize()
+        wall = (time.perf_counter() - t) / 200 * 1e3
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(200):
+            accspmm.spgemm(Ag, Bg)
+        prof.disable()
+        print(f"== {name}: {wall:.3f} ms per call (wall, 200 calls)")
+        pstats.Stats(prof).sort_stats("tottime").print_stats(18)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Small GPU SpGEMM workload for compute-sanitizer (`bash benchmarks/sanitize_gpu.sh
+benchmarks/sanitize_spgemm.py`): the tile algorithm (both numeric paths and the model, one and
+several chunks, kept and re-sorted pairs) and the row algorithm (row groups, large rows dense in
+shared memory and sorted in batches, a canonicalised operand), CuPy and scipy operands,
+duplicates, NaN/inf, exact cancellations (the compaction), dense 8x8 tiles, empty rows and
+operands, a hub row.  Exits 1 on any wrong result."""
+
+import cupy as cp
+import cupyx.scipy.sparse as csp
+import numpy as np
+import scipy.sparse as sp
+
+import accspmm
+
+rng = np.random.default_rng(0)
+ok = True
+
+
+def check(C, R, what, nan=False):
+    global ok
+    R = sp.csr_matrix(R)
+    R.sum_duplicates()
+    R.eliminate_zeros()
+    R.sort_indices()
+    C = C.get() if hasattr(C, "get") else C
+    good = (C.shape == R.shape and np.array_equal(C.indptr, R.indptr) and np.array_equal(C.indices, R.indices)
+            and np.array_equal(C.data, R.data.astype(C.dtype), equal_nan=nan))
+    if not good:
+        print("WRONG:", what)
+    ok &= good
+
+
+def ints(m, k, d, seed, low=-8, high=9):
+    M = sp.random(m, k, density=d, format="csr", random_state=seed)
+    M.data = np.random.default_rng(seed).integers(low, high, M.nnz).astype(np.float64)
+    return M
+
+
+A, B = ints(90, 70, 0.1, 1), ints(70, 85, 0.1, 2)
+A[5] = 0
+A = sp.csr_matrix(A)
+A[40, :] = np.arange(70) % 5 + 1  # a hub row
+A = sp.csr_matrix(A)
+for path in ("model", "tensor", "scalar"):
+    for chunk, keep in ((0, True), (9, True), (0, False)):
+        with accspmm.spgemm_plan(A, B, device="gpu", algorithm="tiles", path=path, chunk_pairs=chunk,
+                                 keep_pairs=keep) as p:
+            check(p(), A @ B, f"{path} chunk {chunk} keep {keep}")
+            check(p(A.data * 2), (A * 2) @ B, f"{path} chunk {chunk} reuse")
+for n in (300, 13000):  # large rows: dense in shared memory (n <= 12288), sorted in batches
+    L = ints(40, 1500, 0.005, 8)
+    L = L.tolil()
+    L[7, :] = 1
+    L[30, :] = 2
+    L = sp.csr_matrix(L)
+    R = ints(1500, n, min(1.0, 5 / n * 10), 9)
+    with accspmm.spgemm_plan(L, R, device="gpu", algorithm="rows") as p:
+        check(p(), L @ R, f"rows large n={n}")
+        check(p(L.data * 3), (L * 3) @ R, f"rows large n={n} reuse")
+check(accspmm.spgemm(A, B, device="gpu"), A @ B, "auto")
+T = sp.kron(sp.identity(6), np.ones((8, 8)), format="csr") + ints(48, 48, 0.05, 3)
+T = sp.csr_matrix(T)
+T.data = rng.integers(-3, 4, T.nnz).astype(np.float64)
+Tg = csp.csr_matrix(T.astype(np.float32))
+D = sp.csr_matrix((np.array([1.0, 2, 3, -4]), np.array([3, 1, 3, 0]), np.array([0, 3, 3, 4])), shape=(3, 4))
+Bx = B.copy()
+Bx.data[::5] = np.inf
+Bx.data[2::7] = np.nan
+M = ints(60, 60, 0.1, 5, 1, 3)
+P, Q = sp.hstack([M, -M, sp.identity(60)]).tocsr(), sp.vstack([M, M, M]).tocsr()
+for algorithm in ("tiles", "rows"):
+    def spgemm(X, Y, **kw):
+        with accspmm.spgemm_plan(X, Y, device="gpu", algorithm=algorithm, **kw) as p:
+            return p()
+
+    check(spgemm(T, T), T @ T, f"{algorithm} dense tiles")
+    check(spgemm(Tg, Tg), (T @ T).astype(np.float32), f"{algorithm} cupy")
+    check(spgemm(D, ints(4, 9, 0.5, 4)), sp.csr_matrix(D) @ ints(4, 9, 0.5, 4), f"{algorithm} duplicates")
+    check(spgemm(ints(9, 4, 0.5, 4), D.T.tocsr()), ints(9, 4, 0.5, 4) @ sp.csr_matrix(D).T, f"{algorithm} unsorted B")
+    with np.errstate(invalid="ignore"):
+        check(spgemm(A, Bx), A @ Bx, f"{algorithm} inf/NaN", nan=True)
+    check(spgemm(P, Q), P @ Q, f"{algorithm} cancellations")
+    check(spgemm(sp.csr_matrix((20, 70)), B), sp.csr_matrix((20, 85)), f"{algorithm} empty A")
+    check(spgemm(ints(500, 2, 0.6, 6), ints(2, 300, 0.6, 7)), ints(500, 2, 0.6, 6) @ ints(2, 300, 0.6, 7),
+          f"{algorithm} outer product")
+print("sanitize workload:", "OK" if ok else "WRONG")
+raise SystemExit(0 if ok else 1)

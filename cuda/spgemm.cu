@@ -1,0 +1,761 @@
+/*
+ * spgemm.cu -- the GPU SpGEMM's C ABI (spgemm.h): C = A @ B for device CSR operands, products and
+ * sums in FP64 rounded once, deterministic, scipy's pattern (exact zeros dropped by the
+ * compaction).  This file holds the memory pool, the checks, the operands' canonical form, the
+ * model that picks the algorithm, and the compaction; the algorithms are
+ *   spgemm_tiles.cu  8x8 bitmap tiles, FP64 Tensor Cores for dense tile pairs (tSparse's design);
+ *   spgemm_rows.cu   row by row on CUDA cores (row groups sorted in shared memory).
+ *
+ * The model.  A tile pair of A and B tiles holding dA and dB entries does about dA dB / 8 scalar
+ * products (each of A's entries meets the row of B's tile it names, dB / 8 entries), for one
+ * pair's overhead: enumerating, sorting and loading it, two mma and a 64-slot accumulator.  The
+ * tiles pay when dA dB / 8 >= PAIR_PRODUCTS (a measured break-even, benchmarks/NOTES.md): dA and
+ * dB are sampled (entries per nonempty tile over up to SAMPLES tile rows of each operand, at most
+ * 2048 entries each), which costs one kernel per operand and one synchronisation.
+ *
+ * Memory.  Every device allocation comes from one stream-ordered pool per device that keeps up to
+ * ACCSPMM_POOL_KEEP_BYTES (default 1 GiB) between products, so a product makes no cudaMalloc;
+ * acc_spgemm_gpu_trim_pool gives the rest back.  The plan counts its bytes (Tracker): the peak is
+ * reported in its info.
+ */
+#include <cub/block/block_radix_sort.cuh>
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_reduce.cuh>
+#include <cub/device/device_scan.cuh>
+#include <cub/device/device_segmented_reduce.cuh>
+#include <cub/device/device_select.cuh>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+
+#include "spgemm_internal.h"
+
+namespace acc_spgemm {
+
+/* ---- the memory pool ------------------------------------------------------------------------------ */
+
+namespace {
+constexpr int kMaxDevices = 64;
+std::mutex g_pool_lock;
+cudaMemPool_t g_pool[kMaxDevices];
+
+int pool_of(cudaMemPool_t *out) {
+    int dev = 0;
+    ACC_CUDA_TRY(cudaGetDevice(&dev));
+    if (dev < 0 || dev >= kMaxDevices) return ACC_ERR_UNSUPPORTED;
+    std::lock_guard<std::mutex> guard(g_pool_lock);
+    if (!g_pool[dev]) {
+        cudaMemPoolProps props = {};
+        props.allocType = cudaMemAllocationTypePinned;
+        props.location.type = cudaMemLocationTypeDevice;
+        props.location.id = dev;
+        cudaMemPool_t pool = nullptr;
+        ACC_CUDA_TRY(cudaMemPoolCreate(&pool, &props));
+        const char *env = getenv("ACCSPMM_POOL_KEEP_BYTES");
+        unsigned long long keep = env ? strtoull(env, nullptr, 10) : (1ull << 30);
+        ACC_CUDA_TRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+        g_pool[dev] = pool;
+    }
+    *out = g_pool[dev];
+    return ACC_SUCCESS;
+}
+} // namespace
+
+int pool_alloc(void **p, size_t bytes, cudaStream_t s) {
+    cudaMemPool_t pool;
+    TRY(pool_of(&pool));
+    return acc_cuda_status(cudaMallocFromPoolAsync(p, bytes ? bytes : 1, pool, s), "cudaMallocFromPoolAsync");
+}
+
+void pool_free(void *p, cudaStream_t s) {
+    if (p) cudaFreeAsync(p, s);
+}
+
+/* ---- phase timing ------------------------------------------------------------------------------- */
+
+static double now_ms() {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+PhaseTimer::PhaseTimer(acc_spgemm_gpu *plan, Phase phase) : p(plan), ph(phase), t0(0) {
+    if (p->profile) {
+        cudaStreamSynchronize(p->stream);
+        t0 = now_ms();
+    }
+}
+
+void PhaseTimer::next(Phase phase) {
+    if (p->profile) {
+        cudaStreamSynchronize(p->stream);
+        const double t = now_ms();
+        p->phase_ms[ph] += t - t0;
+        t0 = t;
+    }
+    ph = phase;
+}
+
+PhaseTimer::~PhaseTimer() {
+    if (p->profile) {
+        cudaStreamSynchronize(p->stream);
+        p->phase_ms[ph] += now_ms() - t0;
+    }
+}
+
+/* ---- kernels: checks, the canonical form, values, the model's samples ----------------------------- */
+
+namespace {
+
+template <typename IdxT>
+__global__ void check_csr(int64_t m, int64_t k, int64_t nnz, const IdxT *__restrict__ rp,
+                          const IdxT *__restrict__ ci, int *__restrict__ bad) {
+    GRID_STRIDE(i, m + 1) {
+        const int64_t v = (int64_t)rp[i];
+        if ((i == 0 && v != 0) || (i == m && v != nnz) || (i > 0 && v < (int64_t)rp[i - 1]) || v < 0 ||
+            v > nnz)
+            atomicOr(bad, 1);
+    }
+    GRID_STRIDE(e, nnz) {
+        const int64_t c = (int64_t)ci[e];
+        if (c < 0 || c >= k) atomicOr(bad, 2);
+    }
+}
+
+/* Canonical (every row strictly increasing): row starts are marked, then each entry that does not
+ * start a row must exceed the previous one. */
+template <typename IdxT>
+__global__ void mark_row_starts(int64_t m, const IdxT *__restrict__ rp, uint8_t *__restrict__ start) {
+    GRID_STRIDE(i, m) if (rp[i] < rp[i + 1] && rp[i] >= 0) start[rp[i]] = 1; /* (checked offsets: in range) */
+}
+
+template <typename IdxT>
+__global__ void check_sorted(int64_t nnz, const IdxT *__restrict__ ci, const uint8_t *__restrict__ start,
+                             int *__restrict__ unsorted) {
+    GRID_STRIDE(e, nnz) if (e > 0 && !start[e] && ci[e] <= ci[e - 1]) atomicOr(unsorted, 1);
+}
+
+template <typename IdxT>
+__global__ void widen_offsets(int64_t n, const IdxT *__restrict__ in, int64_t *__restrict__ out) {
+    GRID_STRIDE(i, n) out[i] = (int64_t)in[i];
+}
+
+__global__ void narrow_columns(int64_t n, const int64_t *__restrict__ in, int32_t *__restrict__ out) {
+    GRID_STRIDE(i, n) out[i] = (int32_t)in[i];
+}
+
+/* key (row, column) and index of every entry (rows by binary search). */
+template <typename IdxT>
+__global__ void row_keys(int64_t m, int64_t nnz, const IdxT *__restrict__ rp, const IdxT *__restrict__ ci,
+                         uint64_t *__restrict__ keys, uint32_t *__restrict__ src) {
+    GRID_STRIDE(e, nnz) {
+        int64_t lo = 0, hi = m - 1;
+        while (lo < hi) {
+            const int64_t mid = (lo + hi + 1) >> 1;
+            if ((int64_t)rp[mid] <= e)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        keys[e] = ((uint64_t)lo << 32) | (uint64_t)ci[e];
+        src[e] = (uint32_t)e;
+    }
+}
+
+__global__ void key_heads(int64_t nnz, const uint64_t *__restrict__ keys, int64_t *__restrict__ slot) {
+    GRID_STRIDE(j, nnz) slot[j] = j == 0 || keys[j] != keys[j - 1];
+}
+
+__global__ void canonical_fill(int64_t nnz, const uint64_t *__restrict__ keys,
+                               const int64_t *__restrict__ slot, int32_t *__restrict__ ci,
+                               int64_t *__restrict__ rows, int64_t *__restrict__ run) {
+    GRID_STRIDE(j, nnz) {
+        if (j == 0 || keys[j] != keys[j - 1]) {
+            const int64_t s = slot[j] - 1;
+            ci[s] = (int32_t)(keys[j] & 0xFFFFFFFFull);
+            rows[s] = (int64_t)(keys[j] >> 32);
+            if (run) run[s] = j;
+        }
+    }
+}
+
+__global__ void offsets_from_rows(int64_t m, int64_t count, const int64_t *__restrict__ rows,
+                                  int64_t *__restrict__ rp) {
+    GRID_STRIDE(i, m + 1) {
+        int64_t lo = 0, hi = count;
+        while (lo < hi) {
+            const int64_t mid = (lo + hi) >> 1;
+            if (rows[mid] < i)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        rp[i] = lo;
+    }
+}
+
+__global__ void set_i64(int64_t *__restrict__ p, int64_t v) { *p = v; }
+
+template <typename V>
+__global__ void gather(int64_t count, const V *__restrict__ in, const uint32_t *__restrict__ src,
+                       const int64_t *__restrict__ run, double *__restrict__ out) {
+    GRID_STRIDE(i, count) {
+        if (!src) {
+            out[i] = (double)in[i];
+        } else if (!run) {
+            out[i] = (double)in[src[i]];
+        } else {
+            const int64_t j0 = run[i], j1 = run[i + 1];
+            double sum = (double)in[src[j0]];
+            for (int64_t j = j0 + 1; j < j1; j++)
+                sum += (double)in[src[j]];
+            out[i] = sum;
+        }
+    }
+}
+
+constexpr int kSampleThreads = 256, kSampleItems = 8, SAMPLES = 512;
+using SampleSort = cub::BlockRadixSort<uint32_t, kSampleThreads, kSampleItems>;
+
+/* Block per sampled tile row: its first (up to 2048) entries' tile columns, sorted; entries and
+ * distinct tile columns added to out[0], out[1]. */
+template <typename IdxT>
+__global__ void __launch_bounds__(kSampleThreads)
+    sample_tiles(int64_t m, int64_t samples, const IdxT *__restrict__ rp, const IdxT *__restrict__ ci,
+                 unsigned long long *__restrict__ out) {
+    /* rp[m] bounds the reads of ci (the nnz the caller gave may be larger, never smaller) */
+    __shared__ union {
+        typename SampleSort::TempStorage sort;
+        uint32_t last[kSampleThreads];
+    } sm;
+    const int64_t mt = (m + 7) / 8;
+    for (int64_t s = blockIdx.x; s < samples; s += gridDim.x) {
+        const int64_t I = s * mt / samples;
+        const int64_t nnz = (int64_t)rp[m]; /* bounds clamped: this may run before the checks' verdict */
+        const int64_t e0 = max((int64_t)0, min((int64_t)rp[8 * I], nnz));
+        const int64_t e1 = max(e0, min((int64_t)rp[min(8 * I + 8, m)], nnz));
+        const int64_t count = min(e1 - e0, (int64_t)(kSampleThreads * kSampleItems));
+        uint32_t keys[kSampleItems];
+#pragma unroll
+        for (int t = 0; t < kSampleItems; t++) {
+            const int64_t j = (int64_t)threadIdx.x * kSampleItems + t;
+            keys[t] = j < count ? (uint32_t)((int64_t)ci[e0 + j] >> 3) : 0xFFFFFFFFu;
+        }
+        __syncthreads();
+        SampleSort(sm.sort).Sort(keys);
+        __syncthreads();
+        sm.last[threadIdx.x] = keys[kSampleItems - 1];
+        __syncthreads();
+        uint32_t prev = threadIdx.x ? sm.last[threadIdx.x - 1] : 0xFFFFFFFFu;
+        unsigned long long distinct = 0;
+#pragma unroll
+        for (int t = 0; t < kSampleItems; t++) {
+            const int64_t j = (int64_t)threadIdx.x * kSampleItems + t;
+            distinct += j < count && (j == 0 || keys[t] != prev);
+            prev = keys[t];
+        }
+        if (distinct) atomicAdd(&out[1], distinct);
+        if (threadIdx.x == 0) atomicAdd(&out[0], (unsigned long long)count);
+        __syncthreads();
+    }
+}
+
+template <typename IdxT>
+__global__ void copy_offsets(int64_t n, const int64_t *__restrict__ in, IdxT *__restrict__ out) {
+    GRID_STRIDE(i, n) out[i] = (IdxT)in[i];
+}
+
+template <typename V> struct NonZero {
+    __device__ bool operator()(V v) const { return v != (V)0; }
+};
+template <typename V> struct NonZeroCount {
+    const V *vals;
+    __device__ int64_t operator()(int64_t i) const { return vals[i] != (V)0; }
+};
+
+/* ---- host helpers ---------------------------------------------------------------------------------- */
+
+/* Enqueues the checks of one operand into flags[0] (1: bad offsets, 2: a column out of range) and,
+ * with `start` (nnz bytes), flags[1] (1: a row not strictly increasing). */
+template <typename IdxT>
+int enqueue_checks(const acc_spgemm_gpu_csr *A, int *flags, uint8_t *start, cudaStream_t s) {
+    const IdxT *rp = (const IdxT *)A->d_row_offsets, *ci = (const IdxT *)A->d_column_indices;
+    check_csr<IdxT>
+        <<<grid_for(std::max(A->m + 1, A->nnz)), kThreads, 0, s>>>(A->m, A->k, A->nnz, rp, ci, flags);
+    LAUNCH_CHECK();
+    if (start && A->nnz > 1) {
+        ACC_CUDA_TRY(cudaMemsetAsync(start, 0, (size_t)A->nnz, s));
+        mark_row_starts<IdxT><<<grid_for(A->m), kThreads, 0, s>>>(A->m, rp, start);
+        LAUNCH_CHECK();
+        check_sorted<IdxT><<<grid_for(A->nnz), kThreads, 0, s>>>(A->nnz, ci, start, flags + 1);
+        LAUNCH_CHECK();
+    }
+    return ACC_SUCCESS;
+}
+
+/* The checks of up to two operands, enqueued (check_csr, and the canonical test when asked), then
+ * read back with the caller's synchronisation: flags [4] on the device, h [4] on the host. */
+struct Checks {
+    Tracker tr;
+    Temp<int> flags;
+    std::vector<void *> starts;
+    cudaStream_t s = nullptr;
+    int h[4] = {0, 0, 0, 0};
+    int count = 0;
+    int enqueue(const acc_spgemm_gpu_csr *ops, int n, bool canonical, cudaStream_t stream) {
+        s = stream;
+        count = n;
+        TRY(flags.alloc(4, s, &tr));
+        ACC_CUDA_TRY(cudaMemsetAsync(flags.p, 0, 4 * sizeof(int), s));
+        starts.assign((size_t)n, nullptr);
+        for (int i = 0; i < n; i++) {
+            const acc_spgemm_gpu_csr *A = &ops[i];
+            if (canonical && A->nnz > 1) TRY(pool_alloc(&starts[(size_t)i], (size_t)A->nnz, s));
+            uint8_t *start = (uint8_t *)starts[(size_t)i];
+            TRY(A->index_bits == 32 ? enqueue_checks<int32_t>(A, flags.p + 2 * i, start, s)
+                                    : enqueue_checks<int64_t>(A, flags.p + 2 * i, start, s));
+        }
+        ACC_CUDA_TRY(cudaMemcpyAsync(h, flags.p, 4 * sizeof(int), cudaMemcpyDeviceToHost, s));
+        return ACC_SUCCESS;
+    }
+    /* After the synchronisation: the first invalid operand's status (its index in *bad), and the
+     * canonical flags (1 where sorted without duplicates). */
+    int verdict(int *canonical, int *bad) const {
+        for (int i = 0; i < count; i++) {
+            if (h[2 * i]) {
+                if (bad) *bad = i;
+                return (h[2 * i] & 1) ? ACC_ERR_ROW_OFFSETS : ACC_ERR_COLUMN_INDEX;
+            }
+            if (canonical) canonical[i] = !h[2 * i + 1];
+        }
+        return ACC_SUCCESS;
+    }
+    ~Checks() {
+        for (void *x : starts)
+            pool_free(x, s);
+    }
+};
+
+/* Checks count (<= 2) operands with one synchronisation; see Checks::verdict. */
+int check_operands(const acc_spgemm_gpu_csr *ops, int count, int *canonical, int *bad, cudaStream_t s) {
+    Checks c;
+    TRY(c.enqueue(ops, count, canonical != nullptr, s));
+    ACC_CUDA_TRY(cudaStreamSynchronize(s));
+    return c.verdict(canonical, bad);
+}
+
+/* The row path's canonical form of a non-canonical operand: one stable sort of (row, column). */
+template <typename IdxT>
+int canonicalize(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *in, RowMat *out, cudaStream_t s) {
+    const int64_t m = in->m, nnz = in->nnz;
+    if (nnz >= (int64_t(1) << 32) || m >= (int64_t(1) << 32)) return ACC_ERR_TOO_LARGE;
+    Temp<uint64_t> k0, k1;
+    Temp<uint32_t> s0, s1;
+    TRY(k0.alloc((size_t)nnz, s, &p->tr));
+    TRY(k1.alloc((size_t)nnz, s, &p->tr));
+    TRY(s0.alloc((size_t)nnz, s, &p->tr));
+    TRY(s1.alloc((size_t)nnz, s, &p->tr));
+    row_keys<IdxT><<<grid_for(nnz), kThreads, 0, s>>>(m, nnz, (const IdxT *)in->d_row_offsets,
+                                                      (const IdxT *)in->d_column_indices, k0.p, s0.p);
+    LAUNCH_CHECK();
+    cub::DoubleBuffer<uint64_t> kb(k0.p, k1.p);
+    cub::DoubleBuffer<uint32_t> vb(s0.p, s1.p);
+    const int end_bit = 32 + std::max(1, bits_for(m));
+    size_t sort_bytes = 0, scan_bytes = 0;
+    ACC_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, kb, vb, nnz, 0, end_bit, s));
+    ACC_CUDA_TRY(
+        cub::DeviceScan::InclusiveSum(nullptr, scan_bytes, (int64_t *)nullptr, (int64_t *)nullptr, nnz, s));
+    Temp<char> temp;
+    TRY(temp.alloc(std::max(sort_bytes, scan_bytes), s, &p->tr));
+    ACC_CUDA_TRY(cub::DeviceRadixSort::SortPairs(temp.p, sort_bytes, kb, vb, nnz, 0, end_bit, s));
+    Temp<int64_t> slot;
+    TRY(slot.alloc((size_t)nnz, s, &p->tr));
+    key_heads<<<grid_for(nnz), kThreads, 0, s>>>(nnz, kb.Current(), slot.p);
+    LAUNCH_CHECK();
+    ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp.p, scan_bytes, slot.p, slot.p, nnz, s));
+    int64_t nv = 0;
+    ACC_CUDA_TRY(cudaMemcpyAsync(&nv, slot.p + nnz - 1, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
+    ACC_CUDA_TRY(cudaStreamSynchronize(s));
+    int32_t *ci = nullptr;
+    int64_t *rp = nullptr, *run = nullptr;
+    Temp<int64_t> rows;
+    TRY(p->palloc(&ci, (size_t)nv));
+    TRY(p->palloc(&rp, (size_t)m + 1));
+    TRY(rows.alloc((size_t)nv, s, &p->tr));
+    if (nv < nnz) TRY(p->palloc(&run, (size_t)nv + 1));
+    canonical_fill<<<grid_for(nnz), kThreads, 0, s>>>(nnz, kb.Current(), slot.p, ci, rows.p, run);
+    LAUNCH_CHECK();
+    if (run) {
+        set_i64<<<1, 1, 0, s>>>(run + nv, nnz);
+        LAUNCH_CHECK();
+    }
+    offsets_from_rows<<<grid_for(m + 1), kThreads, 0, s>>>(m, nv, rows.p, rp);
+    LAUNCH_CHECK();
+    TRY(p->palloc(&out->src, (size_t)nnz));
+    ACC_CUDA_TRY(
+        cudaMemcpyAsync(out->src, vb.Current(), (size_t)nnz * sizeof(uint32_t), cudaMemcpyDeviceToDevice, s));
+    out->rp = rp;
+    out->ci = ci;
+    out->run = run;
+    out->nnz = nv;
+    ACC_CUDA_TRY(cudaStreamSynchronize(s)); /* the temporaries go back to the pool after the work */
+    return ACC_SUCCESS;
+}
+
+template <typename IdxT>
+int enqueue_sample(const acc_spgemm_gpu_csr *in, unsigned long long *out, cudaStream_t s) {
+    if (in->nnz == 0 || in->m == 0) return ACC_SUCCESS;
+    const int64_t samples = std::min<int64_t>(SAMPLES, (in->m + 7) / 8);
+    sample_tiles<IdxT><<<(unsigned)samples, kSampleThreads, 0, s>>>(
+        in->m, samples, (const IdxT *)in->d_row_offsets, (const IdxT *)in->d_column_indices, out);
+    LAUNCH_CHECK();
+    return ACC_SUCCESS;
+}
+
+/* Sampled entries and nonempty tiles of A and B (B may be NULL) into out [4], enqueued. */
+int enqueue_densities(const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu_csr *B, unsigned long long *out,
+                      cudaStream_t s) {
+    ACC_CUDA_TRY(cudaMemsetAsync(out, 0, 4 * sizeof(unsigned long long), s));
+    TRY(A->index_bits == 32 ? enqueue_sample<int32_t>(A, out, s) : enqueue_sample<int64_t>(A, out, s));
+    if (B)
+        TRY(B->index_bits == 32 ? enqueue_sample<int32_t>(B, out + 2, s)
+                                : enqueue_sample<int64_t>(B, out + 2, s));
+    return ACC_SUCCESS;
+}
+
+/* The model's break-even: scalar products per tile pair from which the tiles pay. */
+constexpr double PAIR_PRODUCTS = 32.0;
+
+template <typename IdxT, typename V>
+int compact_typed(int64_t m, int64_t nnz, const IdxT *rp, const IdxT *ci, const V *vals, IdxT *rp_out,
+                  IdxT *ci_out, V *vals_out, cudaStream_t s) {
+    Tracker tr;
+    Temp<int64_t> counts, num;
+    TRY(counts.alloc((size_t)m + 1, s, &tr));
+    TRY(num.alloc(1, s, &tr));
+    auto nonzero =
+        thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0), NonZeroCount<V>{vals});
+    size_t b1 = 0, b2 = 0, b3 = 0, b4 = 0;
+    ACC_CUDA_TRY(cub::DeviceSegmentedReduce::Sum(nullptr, b1, nonzero, counts.p + 1, m, rp, rp + 1, s));
+    ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, b2, counts.p + 1, counts.p + 1, m, s));
+    auto flags = thrust::make_transform_iterator(vals, NonZero<V>());
+    ACC_CUDA_TRY(cub::DeviceSelect::Flagged(nullptr, b3, ci, flags, ci_out, num.p, nnz, s));
+    ACC_CUDA_TRY(cub::DeviceSelect::Flagged(nullptr, b4, vals, flags, vals_out, num.p, nnz, s));
+    Temp<char> temp;
+    const size_t bytes = std::max(std::max(b1, b2), std::max(b3, b4));
+    TRY(temp.alloc(bytes, s, &tr));
+    ACC_CUDA_TRY(cudaMemsetAsync(counts.p, 0, sizeof(int64_t), s));
+    size_t use = bytes;
+    ACC_CUDA_TRY(cub::DeviceSegmentedReduce::Sum(temp.p, use, nonzero, counts.p + 1, m, rp, rp + 1, s));
+    use = bytes;
+    ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp.p, use, counts.p + 1, counts.p + 1, m, s));
+    copy_offsets<IdxT><<<grid_for(m + 1), kThreads, 0, s>>>(m + 1, counts.p, rp_out);
+    LAUNCH_CHECK();
+    use = bytes;
+    ACC_CUDA_TRY(cub::DeviceSelect::Flagged(temp.p, use, ci, flags, ci_out, num.p, nnz, s));
+    use = bytes;
+    ACC_CUDA_TRY(cub::DeviceSelect::Flagged(temp.p, use, vals, flags, vals_out, num.p, nnz, s));
+    ACC_CUDA_TRY(cudaStreamSynchronize(s));
+    return ACC_SUCCESS;
+}
+
+/* B's row length at A's column of entry e (the scalar products of entry e). */
+template <typename IdxT> struct RowLength {
+    const IdxT *ci, *rp;
+    __device__ int64_t operator()(int64_t e) const { return (int64_t)rp[ci[e] + 1] - (int64_t)rp[ci[e]]; }
+};
+
+/* The scalar products (a statistic of the tile path; the row path counts them anyway). */
+template <typename IdxT>
+int sum_row_lengths(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu_csr *B,
+                    cudaStream_t s) {
+    if (A->nnz == 0) return ACC_SUCCESS;
+    auto it = thrust::make_transform_iterator(
+        thrust::counting_iterator<int64_t>(0),
+        RowLength<IdxT>{(const IdxT *)A->d_column_indices, (const IdxT *)B->d_row_offsets});
+    Temp<int64_t> out;
+    TRY(out.alloc(1, s, &p->tr));
+    size_t bytes = 0;
+    ACC_CUDA_TRY(cub::DeviceReduce::Sum(nullptr, bytes, it, out.p, A->nnz, s));
+    Temp<char> temp;
+    TRY(temp.alloc(bytes, s, &p->tr));
+    ACC_CUDA_TRY(cub::DeviceReduce::Sum(temp.p, bytes, it, out.p, A->nnz, s));
+    ACC_CUDA_TRY(cudaMemcpyAsync(&p->products, out.p, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
+    return ACC_SUCCESS;
+}
+
+bool valid_csr(const acc_spgemm_gpu_csr *X) {
+    return X && X->m >= 0 && X->k >= 0 && X->nnz >= 0 && (X->index_bits == 32 || X->index_bits == 64) &&
+           X->d_row_offsets && (X->nnz == 0 || X->d_column_indices);
+}
+
+int analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu_csr *B, int *bad,
+            cudaStream_t s) {
+    p->m = A->m;
+    p->k = A->k;
+    p->n = B->k;
+    int algo = p->opt.algorithm;
+    {
+        /* the operands' checks (validate) and the model's samples (auto): one synchronisation */
+        PhaseTimer timer(p, PH_CHECK);
+        Checks checks;
+        Temp<unsigned long long> samples;
+        acc_spgemm_gpu_csr ops[2] = {*A, *B};
+        const int nops = p->same ? 1 : 2;
+        if (p->opt.validate) TRY(checks.enqueue(ops, nops, true, s));
+        if (algo == ACC_SPGEMM_ALGO_AUTO) {
+            TRY(samples.alloc(4, s, &p->tr));
+            TRY(enqueue_densities(A, p->same ? nullptr : B, samples.p, s));
+        }
+        unsigned long long h[4] = {0, 0, 0, 0};
+        if (algo == ACC_SPGEMM_ALGO_AUTO)
+            ACC_CUDA_TRY(cudaMemcpyAsync(h, samples.p, sizeof h, cudaMemcpyDeviceToHost, s));
+        if (p->opt.validate || algo == ACC_SPGEMM_ALGO_AUTO) ACC_CUDA_TRY(cudaStreamSynchronize(s));
+        if (p->opt.validate) {
+            int canonical[2] = {0, 0};
+            TRY(checks.verdict(canonical, bad));
+            p->A_in.canonical = canonical[0];
+            p->B_in.canonical = p->same ? canonical[0] : canonical[1];
+        }
+        if (algo == ACC_SPGEMM_ALGO_AUTO) {
+            p->est_density_a = h[1] ? (double)h[0] / (double)h[1] : 0.0;
+            p->est_density_b = p->same ? p->est_density_a : (h[3] ? (double)h[2] / (double)h[3] : 0.0);
+            algo = p->est_density_a * p->est_density_b / 8.0 >= PAIR_PRODUCTS ? ACC_SPGEMM_ALGO_TILES
+                                                                              : ACC_SPGEMM_ALGO_ROWS;
+        }
+    }
+    A = &p->A_in;
+    B = &p->B_in;
+    TRY(p->palloc(&p->zeros, 1));
+    TRY(p->palloc(&p->row_ptr, (size_t)p->m + 1));
+    if (algo == ACC_SPGEMM_ALGO_TILES) {
+        p->path = PATH_TILES;
+        TRY(A->index_bits == 32 ? sum_row_lengths<int32_t>(p, A, B, s)
+                                : sum_row_lengths<int64_t>(p, A, B, s));
+        TRY(tiles_analyse(p, A, B, s));
+    } else {
+        p->path = PATH_ROWS;
+        {
+            PhaseTimer timer(p, PH_CHECK);
+            /* A as it is (rows in any order, duplicates: their products add up like scipy's); B without
+             * duplicate columns in a row (the dense accumulation needs it): a canonical copy if not */
+            TRY(canonical_rows(p, A, p->same, &p->RA, s));
+            if (p->same)
+                p->RB = p->RA;
+            else
+                TRY(canonical_rows(p, B, true, &p->RB, s));
+        }
+        TRY(rows_analyse(p, s));
+    }
+    ACC_CUDA_TRY(cudaMemcpyAsync(&p->nnz_s, p->row_ptr + p->m, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
+    ACC_CUDA_TRY(cudaStreamSynchronize(s));
+    return ACC_SUCCESS;
+}
+
+} // namespace
+
+int canonical_rows(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *in, bool need, RowMat *out, cudaStream_t s) {
+    out->m = in->m;
+    out->k = in->k;
+    out->nnz = in->nnz;
+    out->nnz_in = in->nnz;
+    out->src = nullptr;
+    out->run = nullptr;
+    if (in->nnz >= (int64_t(1) << 32)) return ACC_ERR_TOO_LARGE;
+    int canonical = in->canonical;
+    if (need && canonical < 0) TRY(check_operands(in, 1, &canonical, nullptr, s));
+    if (need && !canonical)
+        return in->index_bits == 32 ? canonicalize<int32_t>(p, in, out, s)
+                                    : canonicalize<int64_t>(p, in, out, s);
+    if (in->index_bits == 32) {
+        int64_t *rp = nullptr;
+        TRY(p->palloc(&rp, (size_t)in->m + 1));
+        widen_offsets<int32_t>
+            <<<grid_for(in->m + 1), kThreads, 0, s>>>(in->m + 1, (const int32_t *)in->d_row_offsets, rp);
+        LAUNCH_CHECK();
+        out->rp = rp;
+        out->ci = (const int32_t *)in->d_column_indices;
+    } else {
+        int32_t *ci = nullptr;
+        TRY(p->palloc(&ci, (size_t)in->nnz));
+        narrow_columns<<<grid_for(in->nnz), kThreads, 0, s>>>(in->nnz, (const int64_t *)in->d_column_indices,
+                                                              ci);
+        LAUNCH_CHECK();
+        out->rp = (const int64_t *)in->d_row_offsets;
+        out->ci = ci;
+    }
+    return ACC_SUCCESS;
+}
+
+int gather_values(const void *in, acc_dtype dtype, int64_t count, const uint32_t *src, const int64_t *run,
+                  double *out, cudaStream_t s) {
+    if (count == 0) return ACC_SUCCESS;
+    if (dtype == ACC_FLOAT32)
+        gather<float><<<grid_for(count), kThreads, 0, s>>>(count, (const float *)in, src, run, out);
+    else
+        gather<double><<<grid_for(count), kThreads, 0, s>>>(count, (const double *)in, src, run, out);
+    LAUNCH_CHECK();
+    return ACC_SUCCESS;
+}
+
+} // namespace acc_spgemm
+
+using namespace acc_spgemm;
+
+acc_spgemm_gpu::~acc_spgemm_gpu() {
+    for (void *q : owned)
+        pool_free(q, nullptr); /* every call synchronised before returning: nothing uses them */
+}
+
+extern "C" int acc_spgemm_gpu_check_csr(const acc_spgemm_gpu_csr *ops, int count, int *canonical, int *bad,
+                                        void *stream) {
+    if (!ops || count < 1) return ACC_ERR_INVALID_ARGUMENT;
+    for (int i = 0; i < count; i++)
+        if (!valid_csr(&ops[i])) return ACC_ERR_INVALID_ARGUMENT;
+    return check_operands(ops, count, canonical, bad, (cudaStream_t)stream);
+}
+
+extern "C" int acc_spgemm_gpu_trim_pool(void) {
+    cudaMemPool_t pool;
+    TRY(pool_of(&pool));
+    return acc_cuda_status(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo");
+}
+
+extern "C" int acc_spgemm_gpu_analyse(const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu_csr *B,
+                                      const acc_spgemm_gpu_options *options, acc_spgemm_gpu **plan,
+                                      int *bad_operand, void *stream) {
+    if (!plan) return ACC_ERR_INVALID_ARGUMENT;
+    *plan = nullptr;
+    if (!valid_csr(A) || !valid_csr(B) || A->k != B->m || A->index_bits != B->index_bits ||
+        B->k >= (int64_t(1) << 31))
+        return ACC_ERR_INVALID_ARGUMENT;
+    acc_spgemm_gpu *p = new (std::nothrow) acc_spgemm_gpu;
+    if (!p) return ACC_ERR_OUT_OF_MEMORY;
+    if (options) p->opt = *options;
+    p->same = p->opt.same && A->m == B->m && A->k == B->k && A->nnz == B->nnz &&
+              A->d_row_offsets == B->d_row_offsets && A->d_column_indices == B->d_column_indices;
+    p->A_in = *A;
+    p->B_in = *B;
+    p->profile = getenv("ACCSPMM_SPGEMM_PROFILE") != nullptr;
+    cudaStream_t s = (cudaStream_t)stream;
+    p->stream = s;
+    const int st = analyse(p, A, B, bad_operand, s);
+    if (st != ACC_SUCCESS) {
+        cudaStreamSynchronize(s);
+        delete p;
+        return st;
+    }
+    *plan = p;
+    return ACC_SUCCESS;
+}
+
+extern "C" int acc_spgemm_gpu_get_info(const acc_spgemm_gpu *p, acc_spgemm_gpu_info *info) {
+    if (!p || !info) return ACC_ERR_INVALID_ARGUMENT;
+    *info = acc_spgemm_gpu_info{};
+    info->m = p->m;
+    info->k = p->k;
+    info->n = p->n;
+    info->tiles_a = p->A.ntiles;
+    info->tiles_b = p->B.ntiles;
+    info->values_a = p->path == PATH_TILES ? p->A.nvals : p->RA.nnz;
+    info->values_b = p->path == PATH_TILES ? p->B.nvals : p->RB.nnz;
+    info->tiles_c = p->nc;
+    info->raw_pairs = p->raw_total;
+    info->pairs = p->pairs_total;
+    info->products = p->products;
+    info->nnz_structural = p->nnz_s;
+    info->chunks = (int64_t)p->chunks.size();
+    info->segments = p->nseg;
+    info->pairs_kept = p->kept_pairs != nullptr;
+    info->plan_bytes = p->plan_bytes;
+    info->peak_bytes = p->tr.peak;
+    info->algorithm = p->path == PATH_TILES ? ACC_SPGEMM_ALGO_TILES : ACC_SPGEMM_ALGO_ROWS;
+    info->density_a = p->est_density_a;
+    info->density_b = p->est_density_b;
+    info->large_rows = p->nlarge;
+    info->row_groups = p->ngroups;
+    for (int64_t u : p->large_products) /* (copied before analyse's last synchronisation) */
+        info->max_row_products = std::max(info->max_row_products, u);
+    for (int i = 0; i < PH_COUNT && i < 9; i++)
+        info->phase_ms[i] = p->phase_ms[i];
+    return ACC_SUCCESS;
+}
+
+extern "C" int acc_spgemm_gpu_get_tiles(const acc_spgemm_gpu *p, acc_spgemm_gpu_tiles *t) {
+    if (!p || !t) return ACC_ERR_INVALID_ARGUMENT;
+    t->tiles_c = p->nc;
+    t->d_tile_row_offsets = p->crow_ptr;
+    t->d_tile_cols = p->ccol;
+    t->d_tile_masks = (const uint64_t *)p->cmask;
+    t->d_row_offsets = p->row_ptr;
+    return ACC_SUCCESS;
+}
+
+extern "C" int acc_spgemm_gpu_numeric(acc_spgemm_gpu *p, const void *d_a_values, const void *d_b_values,
+                                      acc_dtype in_dtype, void *d_row_offsets, void *d_columns,
+                                      int c_index_bits, void *d_values, acc_dtype out_dtype, int64_t *zeros,
+                                      void *stream) {
+    if (!p || !zeros || !d_row_offsets || (c_index_bits != 32 && c_index_bits != 64) ||
+        (in_dtype != ACC_FLOAT32 && in_dtype != ACC_FLOAT64) ||
+        (out_dtype != ACC_FLOAT32 && out_dtype != ACC_FLOAT64) || (p->A_in.nnz > 0 && !d_a_values) ||
+        (p->B_in.nnz > 0 && !d_b_values) || (p->nnz_s > 0 && (!d_columns || !d_values)))
+        return ACC_ERR_INVALID_ARGUMENT;
+    if (c_index_bits == 32 && (p->nnz_s > INT32_MAX || p->n > (int64_t)INT32_MAX + 1))
+        return ACC_ERR_TOO_LARGE;
+    cudaStream_t s = (cudaStream_t)stream;
+    p->stream = s;
+    *zeros = 0;
+    int st = acc_cuda_status(cudaMemsetAsync(p->zeros, 0, sizeof(u64), s), "cudaMemsetAsync");
+    if (st == ACC_SUCCESS) {
+        if (c_index_bits == 32) {
+            copy_offsets<int32_t>
+                <<<grid_for(p->m + 1), kThreads, 0, s>>>(p->m + 1, p->row_ptr, (int32_t *)d_row_offsets);
+            st = acc_cuda_status(cudaPeekAtLastError(), "copy_offsets");
+        } else {
+            st = acc_cuda_status(cudaMemcpyAsync(d_row_offsets, p->row_ptr,
+                                                 (size_t)(p->m + 1) * sizeof(int64_t),
+                                                 cudaMemcpyDeviceToDevice, s),
+                                 "cudaMemcpyAsync");
+        }
+    }
+    if (st == ACC_SUCCESS && p->nnz_s > 0)
+        st = p->path == PATH_TILES ? tiles_numeric(p, d_a_values, d_b_values, in_dtype, d_columns,
+                                                   c_index_bits, d_values, out_dtype, s)
+                                   : rows_numeric(p, d_a_values, d_b_values, in_dtype, d_columns,
+                                                  c_index_bits, d_values, out_dtype, s);
+    u64 z = 0;
+    if (st == ACC_SUCCESS)
+        st = acc_cuda_status(cudaMemcpyAsync(&z, p->zeros, sizeof(u64), cudaMemcpyDeviceToHost, s),
+                             "cudaMemcpyAsync");
+    const int sync = acc_cuda_status(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    if (st == ACC_SUCCESS) st = sync;
+    *zeros = (int64_t)z;
+    return st;
+}
+
+extern "C" int acc_spgemm_gpu_compact(int64_t m, int64_t nnz_in, const void *d_row_offsets,
+                                      const void *d_columns, const void *d_values, int index_bits,
+                                      acc_dtype dtype, void *d_row_offsets_out, void *d_columns_out,
+                                      void *d_values_out, void *stream) {
+    if (m < 0 || nnz_in < 0 || !d_row_offsets || !d_row_offsets_out ||
+        (index_bits != 32 && index_bits != 64) || (dtype != ACC_FLOAT32 && dtype != ACC_FLOAT64))
+        return ACC_ERR_INVALID_ARGUMENT;
+    cudaStream_t s = (cudaStream_t)stream;
+    if (m == 0 || nnz_in == 0) {
+        const size_t b = (size_t)(m + 1) * (index_bits == 32 ? 4 : 8);
+        ACC_CUDA_TRY(cudaMemcpyAsync(d_row_offsets_out, d_row_offsets, b, cudaMemcpyDeviceToDevice, s));
+        return acc_cuda_status(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    }
+#define ACC_COMPACT(I, V)                                                                                    \
+    compact_typed<I, V>(m, nnz_in, (const I *)d_row_offsets, (const I *)d_columns, (const V *)d_values,      \
+                        (I *)d_row_offsets_out, (I *)d_columns_out, (V *)d_values_out, s)
+    if (index_bits == 32)
+        return dtype == ACC_FLOAT32 ? ACC_COMPACT(int32_t, float) : ACC_COMPACT(int32_t, double);
+    return dtype == ACC_FLOAT32 ? ACC_COMPACT(int64_t, float) : ACC_COMPACT(int64_t, double);
+#undef ACC_COMPACT
+}
+
+extern "C" void acc_spgemm_gpu_destroy(acc_spgemm_gpu *plan) { delete plan; }

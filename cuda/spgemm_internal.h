@@ -1,0 +1,256 @@
+/*
+ * spgemm_internal.h -- what the GPU SpGEMM's files share (spgemm.cu: the C ABI, the memory pool,
+ * the choice of path; spgemm_tiles.cu: the Tensor-Core path on 8x8 tiles; spgemm_rows.cu: the
+ * CUDA-core path on rows).  Not public.
+ */
+#ifndef ACC_SPGEMM_INTERNAL_H
+#define ACC_SPGEMM_INTERNAL_H
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "acc_cuda_internal.h"
+#include "spgemm.h"
+
+namespace acc_spgemm {
+
+using u64 = unsigned long long;
+
+constexpr int kThreads = 256;
+
+inline int bits_for(int64_t n) { /* bits of the largest value in [0, n) */
+    int b = 0;
+    while (b < 63 && (int64_t(1) << b) < n)
+        b++;
+    return b;
+}
+
+inline unsigned grid_for(int64_t n) {
+    const int64_t g = (n + kThreads - 1) / kThreads;
+    return (unsigned)(g < 1 ? 1 : (g > 1048576 ? 1048576 : g));
+}
+
+#define GRID_STRIDE(i, n)                                                                                    \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                                \
+         i += (int64_t)gridDim.x * blockDim.x)
+
+#define TRY(call)                                                                                            \
+    do {                                                                                                     \
+        int st_ = (call);                                                                                    \
+        if (st_ != ACC_SUCCESS) return st_;                                                                  \
+    } while (0)
+
+#define LAUNCH_CHECK() ACC_CUDA_TRY(cudaPeekAtLastError())
+
+/* Device bytes held now and at most (the plan's arrays and every temporary). */
+struct Tracker {
+    size_t cur = 0, peak = 0;
+    void add(size_t b) {
+        cur += b;
+        if (cur > peak) peak = cur;
+    }
+    void sub(size_t b) { cur -= b; }
+};
+
+/* The memory pool every allocation of the SpGEMM comes from (spgemm.cu): stream-ordered, and
+ * kept between calls up to a release threshold, so a product costs no cudaMalloc. */
+int pool_alloc(void **p, size_t bytes, cudaStream_t s);
+void pool_free(void *p, cudaStream_t s);
+
+/* A stream-ordered temporary, freed (stream-ordered) when it goes out of scope. */
+template <typename T> struct Temp {
+    T *p = nullptr;
+    size_t bytes = 0;
+    cudaStream_t s = nullptr;
+    Tracker *tr = nullptr;
+    Temp() = default;
+    Temp(const Temp &) = delete;
+    Temp &operator=(const Temp &) = delete;
+    int alloc(size_t count, cudaStream_t stream, Tracker *tracker) {
+        release();
+        s = stream;
+        tr = tracker;
+        bytes = (count ? count : 1) * sizeof(T);
+        void *q = nullptr;
+        TRY(pool_alloc(&q, bytes, s));
+        p = static_cast<T *>(q);
+        tr->add(bytes);
+        return ACC_SUCCESS;
+    }
+    void release() {
+        if (p) {
+            pool_free(p, s);
+            tr->sub(bytes);
+            p = nullptr;
+        }
+    }
+    void swap(Temp &o) {
+        std::swap(p, o.p);
+        std::swap(bytes, o.bytes);
+        std::swap(s, o.s);
+        std::swap(tr, o.tr);
+    }
+    ~Temp() { release(); }
+};
+
+/* Phases timed when ACCSPMM_SPGEMM_PROFILE is set (each one synchronises then): host ms. */
+enum Phase {
+    PH_CHECK,
+    PH_TILE,
+    PH_PAIRS,
+    PH_STRUCTURE,
+    PH_VALUES,
+    PH_NUMERIC,
+    PH_ROWS_COUNT,
+    PH_ROWS_SMALL,
+    PH_ROWS_LARGE,
+    PH_COUNT
+};
+
+/* One operand cut into 8x8 tiles (the tile path; spgemm_tiles.cu's header comment). */
+struct TileMat {
+    int64_t m = 0, k = 0, nnz = 0, mt = 0, kt = 0, ntiles = 0, nvals = 0;
+    int64_t *row_ptr = nullptr;
+    int32_t *col = nullptr;
+    int32_t *trow = nullptr; /* tile row of each tile (kept for A) */
+    u64 *mask = nullptr;
+    int64_t *voff = nullptr;
+    uint32_t *src = nullptr;
+    int64_t *run = nullptr;
+    double *vals = nullptr;
+    uint8_t *bad = nullptr; /* 1 where the tile holds a non-finite value (set by the numeric phase) */
+};
+
+struct Chunk {
+    int64_t I0, I1;     /* tile rows */
+    int64_t a0, a1;     /* A tiles */
+    int64_t q0, q1;     /* candidate pairs (offsets into raw_off's numbering) */
+    int64_t c0, nc;     /* output tiles */
+    int64_t pairs;      /* surviving pairs */
+    int64_t seg0, seg1; /* numeric work items (segments) */
+};
+
+/* One operand for the row path: canonical CSR (sorted rows, no duplicates) with int64 offsets and
+ * int32 columns, the caller's arrays where they already are that, else the plan's canonical copy;
+ * src/run map the caller's values onto it (as for tiles). */
+struct RowMat {
+    int64_t m = 0, k = 0, nnz = 0;
+    const int64_t *rp = nullptr;
+    const int32_t *ci = nullptr;
+    uint32_t *src = nullptr; /* [nnz] the caller's position of each entry (NULL: the same order) */
+    int64_t *run = nullptr;  /* [nnz+1] duplicates' runs in src (NULL: none) */
+    int64_t nnz_in = 0;      /* the caller's entries */
+};
+
+enum { PATH_TILES = 1, PATH_ROWS = 2 };
+
+} // namespace acc_spgemm
+
+struct acc_spgemm_gpu {
+    int64_t m = 0, k = 0, n = 0;
+    acc_spgemm_gpu_options opt{};
+    int path = 0; /* acc_spgemm::PATH_* */
+    bool same = false;
+    acc_spgemm_gpu_csr A_in{}, B_in{}; /* the caller's patterns (alive while the plan is) */
+    std::vector<void *> owned;         /* pool allocations of the plan */
+    acc_spgemm::Tracker tr;
+    size_t plan_bytes = 0;
+    int64_t products = 0;
+    int64_t *row_ptr = nullptr; /* [m+1] structural row offsets of C */
+    int64_t nnz_s = 0;
+    acc_spgemm::u64 *zeros = nullptr;            /* [1] counter of the numeric phase */
+    double est_density_a = 0, est_density_b = 0; /* sampled entries per nonempty 8x8 tile */
+    bool profile = false;
+    double phase_ms[acc_spgemm::PH_COUNT] = {};
+    cudaStream_t stream = nullptr; /* the stream of the call in progress (allocations) */
+
+    /* tile path */
+    acc_spgemm::TileMat A, B;
+    int64_t mt = 0, nt = 0;
+    int jbn = 0;
+    int64_t *raw_off = nullptr;
+    int64_t raw_total = 0, pairs_total = 0;
+    std::vector<acc_spgemm::Chunk> chunks;
+    int64_t nc = 0;
+    int32_t *ccol = nullptr;
+    acc_spgemm::u64 *cmask = nullptr;
+    int64_t *crow_ptr = nullptr;
+    int64_t nseg = 0;
+    int64_t *seg_off = nullptr;
+    int32_t *seg_pre = nullptr;
+    acc_spgemm::u64 *kept_pairs = nullptr;
+    uint32_t *kept_off = nullptr;
+
+    /* row path */
+    acc_spgemm::RowMat RA, RB;
+    int64_t *pe = nullptr;               /* [nnz(A)+1] products before each entry of A (every row) */
+    int64_t *ps = nullptr;               /* [nnz(A)+1] the same over small rows only (large rows count 0) */
+    int64_t small_total = 0;             /* products of the small rows */
+    int64_t ngroups = 0;                 /* blocks of the small-row kernels */
+    int64_t *gstart = nullptr;           /* [ngroups+1] their first rows */
+    int64_t nlarge = 0;                  /* rows with more than SMALL_MAX products */
+    int64_t *large = nullptr;            /* [nlarge] those rows */
+    int64_t *large_prefix = nullptr;     /* [nlarge+1] products before each of them */
+    std::vector<int64_t> large_products; /* their products (host) */
+    int dense_large = 0;                 /* large rows accumulate densely in shared memory (n small) */
+    uint16_t *perm_small = nullptr;      /* [small_total] the small rows' products in sorted order */
+    int64_t nmedium = 0;                 /* n > DENSE_COLS: large rows one block sorts */
+    int64_t *medium_rows = nullptr, *medium_prefix = nullptr; /* [nmedium], [nmedium+1] */
+    uint16_t *perm_medium = nullptr;                          /* their products in sorted order */
+    int64_t *huge_rows = nullptr, *huge_prefix = nullptr;     /* the other large rows (batches) */
+    std::vector<int64_t> huge_products;
+    int64_t max_row_products = 0;
+
+    template <typename T> int palloc(T **out, size_t count) {
+        void *q = nullptr;
+        const size_t bytes = (count ? count : 1) * sizeof(T);
+        TRY(acc_spgemm::pool_alloc(&q, bytes, stream));
+        owned.push_back(q);
+        plan_bytes += bytes;
+        tr.add(bytes);
+        *out = static_cast<T *>(q);
+        return ACC_SUCCESS;
+    }
+    ~acc_spgemm_gpu();
+};
+
+namespace acc_spgemm {
+
+/* Phase timer: with plan->profile, synchronises the plan's stream and adds the host time since
+ * the start to the phase (at next() and at the end of the scope). */
+struct PhaseTimer {
+    acc_spgemm_gpu *p;
+    Phase ph;
+    double t0;
+    PhaseTimer(acc_spgemm_gpu *plan, Phase phase);
+    void next(Phase phase); /* ends the current phase, starts `phase` */
+    ~PhaseTimer();
+};
+
+/* spgemm_tiles.cu */
+int tiles_analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu_csr *B,
+                  cudaStream_t s);
+int tiles_numeric(acc_spgemm_gpu *p, const void *a_values, const void *b_values, acc_dtype in_dtype,
+                  void *cols, int c_index_bits, void *vals, acc_dtype out_dtype, cudaStream_t s);
+int tiles_free(acc_spgemm_gpu *p);
+
+/* spgemm_rows.cu */
+int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s);
+int rows_numeric(acc_spgemm_gpu *p, const void *a_values, const void *b_values, acc_dtype in_dtype,
+                 void *cols, int c_index_bits, void *vals, acc_dtype out_dtype, cudaStream_t s);
+
+/* spgemm.cu: a CSR operand in the row path's form: int64 offsets, int32 columns, the caller's arrays
+ * where they are that; with `need`, also canonical (a sorted copy with a values map when not). */
+int canonical_rows(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *in, bool need, RowMat *out, cudaStream_t s);
+
+/* spgemm.cu: out[i] = the caller's values mapped through src (NULL: the same position) and run
+ * (NULL: no duplicates; else the sum of src[run[i]] .. src[run[i+1]-1] in order), as doubles. */
+int gather_values(const void *in, acc_dtype dtype, int64_t count, const uint32_t *src, const int64_t *run,
+                  double *out, cudaStream_t s);
+
+} // namespace acc_spgemm
+
+#endif /* ACC_SPGEMM_INTERNAL_H */

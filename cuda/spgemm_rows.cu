@@ -1,0 +1,852 @@
+/*
+ * spgemm_rows.cu -- the CUDA-core path of the GPU SpGEMM: C = A @ B row by row (Gustavson), for
+ * products whose 8x8 tiles are too sparse for the Tensor Cores to pay (spgemm.cu's model), with
+ * products and sums in FP64 and deterministic sums.
+ *
+ * The products of row i are (e, f) for every entry e = (i, k) of A (in its CSR order) and every
+ * entry f = (k, j) of B's row k (in its order); |products(i)| = sum over A's row of B's row
+ * lengths, from one scan over A's entries (pe).  Rows are cut three ways:
+ *
+ *   - small rows (at most SMALL_MAX = 1024 products): row groups.  Group g holds the small rows
+ *     whose first product, counted over small rows only (ps), lies in [g SMALL_MAX,
+ *     (g+1) SMALL_MAX): at most 2 SMALL_MAX = 2048 products, consecutive in that count.  One
+ *     block of 256 threads expands them (8 per thread: one binary search, then a walk), keys
+ *     them (row - first row, column), and sorts them in shared memory with a stable block radix
+ *     sort: each output entry's products end up adjacent, in their expansion order, which is
+ *     scipy's order of the sums.  The symbolic pass counts the distinct keys of each row; the
+ *     numeric pass sums each run sequentially and writes it at row_offsets[row] + (its index
+ *     among the block's distinct keys - the index of its row's first one), from a block scan of
+ *     the run heads and a max-scan of the row starts.  No global memory but the result.
+ *   - large rows, n <= DENSE_COLS: one block per row accumulates the row densely in shared
+ *     memory (n doubles and an n-bit pattern), A's entries in order, each entry's B row spread
+ *     over the threads, a barrier between entries (B's rows hold each column once, so no two
+ *     threads meet: the sums run in scipy's order).  The symbolic pass only sets the pattern.
+ *   - large rows, larger n: batches of whole rows, at most BATCH products (a larger row alone),
+ *     expanded, keyed (row in batch, column) and sorted by a device radix sort in global memory
+ *     (stable), then counted or summed run by run as above.  About 40 bytes per product of a
+ *     batch at the peak.
+ *
+ * Every path needs B's rows without duplicate columns (spgemm.cu's canonical form: the caller's
+ * arrays when they already are, else a sorted copy with a map for the values).
+ */
+#include <cub/block/block_radix_sort.cuh>
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+#include <cub/device/device_select.cuh>
+#include <thrust/iterator/counting_iterator.h>
+
+#include "spgemm_internal.h"
+
+namespace acc_spgemm {
+namespace {
+
+constexpr int kGroupThreads = 256;
+constexpr int kGroupItems = 8;
+constexpr int CAP = kGroupThreads * kGroupItems; /* products of one row group */
+constexpr int64_t SMALL_MAX = CAP / 2;           /* a row is small with at most this many products */
+constexpr int kMediumThreads = 512;
+constexpr int kMediumItems = 16;
+constexpr int64_t MEDIUM_MAX = kMediumThreads * kMediumItems; /* products of one medium row */
+constexpr int kRadixBits = 5;
+constexpr int kDenseThreads = 512;
+constexpr int DENSE_COLS = 12288;           /* n up to which large rows accumulate in shared memory */
+constexpr int64_t BATCH = int64_t(1) << 23; /* products per batch of the huge rows' sort */
+constexpr uint16_t HEAD = 0x8000;           /* perm: the first product of an output entry */
+
+__device__ __forceinline__ int bits_for_device(int64_t n) { return n <= 1 ? 0 : 64 - __clzll((u64)(n - 1)); }
+
+/* ---- products per entry, rows' classes ------------------------------------------------------------ */
+
+__global__ void entry_products(int64_t nnz, const int32_t *__restrict__ ciA, const int64_t *__restrict__ rpB,
+                               int64_t *__restrict__ c) {
+    GRID_STRIDE(e, nnz) c[e + 1] = rpB[ciA[e] + 1] - rpB[ciA[e]];
+}
+
+struct IsLarge {
+    const int64_t *rpA, *pe;
+    __device__ bool operator()(int64_t i) const { return pe[rpA[i + 1]] - pe[rpA[i]] > SMALL_MAX; }
+};
+
+/* The entries of large rows count no products in ps (block per large row; *nlarge on the device). */
+__global__ void zero_large_rows(const int64_t *__restrict__ nlarge, const int64_t *__restrict__ large,
+                                const int64_t *__restrict__ rpA, int64_t *__restrict__ c) {
+    for (int64_t j = blockIdx.x; j < *nlarge; j += gridDim.x) {
+        const int64_t i = large[j];
+        for (int64_t e = rpA[i] + threadIdx.x; e < rpA[i + 1]; e += blockDim.x)
+            c[e + 1] = 0;
+    }
+}
+
+__global__ void large_products(int64_t nlarge, const int64_t *__restrict__ large,
+                               const int64_t *__restrict__ rpA, const int64_t *__restrict__ pe,
+                               int64_t *__restrict__ out) {
+    GRID_STRIDE(j, nlarge) out[j] = pe[rpA[large[j] + 1]] - pe[rpA[large[j]]];
+}
+
+/* The last index in [lo, hi] whose value (by `at`) is <= x (values non-decreasing). */
+template <typename F> __device__ __forceinline__ int64_t last_le(int64_t lo, int64_t hi, int64_t x, F at) {
+    while (lo < hi) {
+        const int64_t mid = (lo + hi + 1) >> 1;
+        if (at(mid) <= x)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* ---- small rows (groups) and medium rows: one block sorts their products once ---------------------- */
+
+/* The work of one block: rows [i0, i1) whose products are [q0, q1) in `prefix`'s numbering, and
+ * where their permutation starts in perm. */
+struct Piece {
+    int64_t i0, i1, q0, q1, pbase;
+};
+
+struct GroupArgs {
+    int64_t m, count;      /* blocks' pieces: row groups, or medium rows */
+    const int64_t *gstart; /* groups: [count+1] their first rows (group_starts); NULL for medium rows */
+    const int64_t *rows;   /* medium rows: [count] the rows; pbase[count] their offsets in perm */
+    const int64_t *pbase;
+    const int64_t *prefix; /* ps (groups: small rows only) or pe (medium rows) */
+    const int64_t *rpA, *rpB;
+    const int32_t *ciA, *ciB;
+    const double *valsA, *valsB; /* numeric only */
+    int colbits;
+    uint16_t *perm;         /* symbolic: written; numeric: read.  Per product, in sorted order: the
+                             * product's index in the piece | HEAD for the first of each output entry */
+    int64_t *row_nnz;       /* symbolic: entries per row (atomic adds) */
+    const int64_t *row_ptr; /* numeric: C's row offsets */
+    void *cols, *vals;
+    u64 *zeros;
+};
+
+__device__ __forceinline__ Piece piece_of(const GroupArgs &a, int64_t g) {
+    Piece p;
+    if (a.gstart) {
+        p.i0 = a.gstart[g];
+        p.i1 = a.gstart[g + 1];
+        p.q0 = a.prefix[a.rpA[p.i0]];
+        p.q1 = a.prefix[a.rpA[p.i1]];
+        p.pbase = p.q0;
+    } else {
+        p.i0 = a.rows[g];
+        p.i1 = p.i0 + 1;
+        p.q0 = a.prefix[a.rpA[p.i0]];
+        p.q1 = a.prefix[a.rpA[p.i1]];
+        p.pbase = a.pbase[g];
+    }
+    return p;
+}
+
+/* The first row of group g: the first row whose first product (numbered over small rows) is at or
+ * after g SMALL_MAX (one past the last row starting before it); ngroups + 1 entries. */
+__global__ void group_starts(int64_t m, int64_t ngroups, const int64_t *__restrict__ rpA,
+                             const int64_t *__restrict__ ps, int64_t *__restrict__ gstart) {
+    GRID_STRIDE(g, ngroups + 1) {
+        const int64_t x = g * SMALL_MAX;
+        auto start = [&](int64_t i) { return ps[rpA[i]]; };
+        gstart[g] = start(0) >= x ? 0 : min(last_le(0, m, x - 1, start) + 1, m);
+    }
+}
+
+/* This thread's products [base, base + ITEMS) of the piece as keys (row - i0, column) and values;
+ * ~0 past the piece.  One binary search for the first entry and row, then steps (a search again
+ * across runs of entries or rows without products: a large row's entries, empty rows). */
+template <int ITEMS, bool VALUES>
+__device__ __forceinline__ void expand(const GroupArgs &a, const Piece &pc, int64_t base,
+                                       uint64_t (&keys)[ITEMS], double (&vals)[ITEMS]) {
+    int64_t q = pc.q0 + base;
+    int64_t e = 0, r = 0, e_end = 0, r_end = 0, fbase = 0;
+    const int64_t e_last = a.rpA[pc.i1] - 1;
+    if (q < pc.q1) {
+        e = last_le(a.rpA[pc.i0], e_last, q, [&](int64_t x) { return a.prefix[x]; });
+        r = last_le(pc.i0, pc.i1 - 1, e, [&](int64_t x) { return a.rpA[x]; });
+        e_end = a.prefix[e + 1];
+        r_end = a.rpA[r + 1];
+        fbase = a.rpB[a.ciA[e]] - a.prefix[e];
+    }
+#pragma unroll
+    for (int t = 0; t < ITEMS; t++, q++) {
+        keys[t] = ~0ull;
+        if (VALUES) vals[t] = 0.0;
+        if (q < pc.q1) {
+            if (q >= e_end) {
+                e++;
+                if (q >= a.prefix[e + 1])
+                    e = last_le(e + 1, e_last, q, [&](int64_t x) { return a.prefix[x]; });
+                e_end = a.prefix[e + 1];
+                fbase = a.rpB[a.ciA[e]] - a.prefix[e];
+            }
+            if (e >= r_end) {
+                r++;
+                if (e >= a.rpA[r + 1]) r = last_le(r + 1, pc.i1 - 1, e, [&](int64_t x) { return a.rpA[x]; });
+                r_end = a.rpA[r + 1];
+            }
+            const int64_t f = fbase + q;
+            keys[t] = ((uint64_t)(r - pc.i0) << a.colbits) | (uint64_t)a.ciB[f];
+            if (VALUES) vals[t] = a.valsA[e] * a.valsB[f];
+        }
+    }
+}
+
+/* Symbolic: sorts each piece's keys with their product indices (stable block radix sort: equal keys
+ * keep their expansion order, scipy's order of the sums), writes the permutation with the run heads
+ * marked, and counts each row's distinct keys.  Keys sort as 32 bits where (row, column) fit, else
+ * 64 (WIDE kernels only). */
+template <int THREADS, int ITEMS, bool WIDE>
+__global__ void __launch_bounds__(THREADS) sorted_symbolic(GroupArgs a) {
+    using Sort32 = cub::BlockRadixSort<uint32_t, THREADS, ITEMS, uint16_t, kRadixBits>;
+    using Sort64 = cub::BlockRadixSort<uint64_t, THREADS, WIDE ? ITEMS : 1, uint16_t, kRadixBits>;
+    __shared__ union {
+        typename Sort32::TempStorage s32;
+        typename Sort64::TempStorage s64;
+        uint64_t last[THREADS];
+    } sm;
+    for (int64_t g = blockIdx.x; g < a.count; g += gridDim.x) {
+        const Piece pc = piece_of(a, g);
+        const int64_t span = pc.q1 - pc.q0;
+        if (span <= 0) continue; /* uniform across the block */
+        const int64_t base = (int64_t)threadIdx.x * ITEMS;
+        uint64_t keys[ITEMS];
+        double unused[ITEMS];
+        uint16_t idx[ITEMS];
+        expand<ITEMS, false>(a, pc, base, keys, unused);
+#pragma unroll
+        for (int t = 0; t < ITEMS; t++)
+            idx[t] = (uint16_t)(base + t);
+        const int end_bit = a.colbits + bits_for_device(pc.i1 - pc.i0);
+        __syncthreads();
+        if (!WIDE || end_bit <= 32) {
+            uint32_t k32[ITEMS];
+#pragma unroll
+            for (int t = 0; t < ITEMS; t++)
+                k32[t] = (uint32_t)keys[t];
+            Sort32(sm.s32).Sort(k32, idx, 0, end_bit);
+#pragma unroll
+            for (int t = 0; t < ITEMS; t++)
+                keys[t] = k32[t];
+        } else if (WIDE) {
+            Sort64(sm.s64).Sort(reinterpret_cast<uint64_t(&)[WIDE ? ITEMS : 1]>(keys),
+                                reinterpret_cast<uint16_t(&)[WIDE ? ITEMS : 1]>(idx), 0, end_bit);
+        }
+        __syncthreads();
+        sm.last[threadIdx.x] = keys[ITEMS - 1];
+        __syncthreads();
+        uint64_t prev = threadIdx.x ? sm.last[threadIdx.x - 1] : ~0ull;
+        int64_t row = -1, n = 0; /* this thread's run of heads in one row (sorted: rows ascend) */
+#pragma unroll
+        for (int t = 0; t < ITEMS; t++) {
+            const int64_t j = base + t;
+            if (j < span) {
+                const bool head = j == 0 || keys[t] != prev;
+                a.perm[pc.pbase + j] = (uint16_t)(idx[t] | (head ? HEAD : 0));
+                if (head) {
+                    const int64_t r = pc.i0 + (int64_t)(keys[t] >> a.colbits);
+                    if (r != row) {
+                        if (n) atomicAdd((unsigned long long *)&a.row_nnz[row], (unsigned long long)n);
+                        row = r;
+                        n = 0;
+                    }
+                    n++;
+                }
+            }
+            prev = keys[t];
+        }
+        if (n) atomicAdd((unsigned long long *)&a.row_nnz[row], (unsigned long long)n);
+        __syncthreads();
+    }
+}
+
+struct MaxOp {
+    __device__ int operator()(int x, int y) const { return x > y ? x : y; }
+};
+
+/* Numeric, no sort: the products' keys and values (expanded again, in their order) go to shared
+ * memory; the symbolic permutation lists them in sorted order with the run heads marked; each head
+ * sums its run in that order and writes it at row_offsets[row] + (its index among the piece's runs -
+ * the index of its row's first run), from a block scan of the heads and a max-scan of the row
+ * starts.  Shared memory: CAP (key, value, position) = 18 bytes per product (dynamic). */
+template <int THREADS, int ITEMS, typename ColT, typename OutT>
+__global__ void __launch_bounds__(THREADS) sorted_numeric(GroupArgs a) {
+    using Scan = cub::BlockScan<int, THREADS>;
+    constexpr int C = THREADS * ITEMS;
+    extern __shared__ uint64_t dyn_keys[];
+    uint64_t *skeys = dyn_keys;
+    double *svals = reinterpret_cast<double *>(skeys + C);
+    uint16_t *spos = reinterpret_cast<uint16_t *>(svals + C);
+    __shared__ typename Scan::TempStorage scan;
+    ColT *cols = static_cast<ColT *>(a.cols);
+    OutT *out = static_cast<OutT *>(a.vals);
+    const uint64_t colmask = (uint64_t(1) << a.colbits) - 1;
+    u64 zeros = 0;
+    for (int64_t g = blockIdx.x; g < a.count; g += gridDim.x) {
+        const Piece pc = piece_of(a, g);
+        const int64_t span = pc.q1 - pc.q0;
+        if (span <= 0) continue; /* uniform across the block */
+        const int64_t base = (int64_t)threadIdx.x * ITEMS;
+        uint64_t keys[ITEMS];
+        double vals[ITEMS];
+        expand<ITEMS, true>(a, pc, base, keys, vals);
+#pragma unroll
+        for (int t = 0; t < ITEMS; t++) {
+            skeys[base + t] = keys[t];
+            svals[base + t] = vals[t];
+            spos[base + t] = base + t < span ? a.perm[pc.pbase + base + t] : (uint16_t)0;
+        }
+        __syncthreads();
+        int head[ITEMS], rowstart[ITEMS], h[ITEMS], hs[ITEMS];
+        uint64_t key[ITEMS];
+#pragma unroll
+        for (int t = 0; t < ITEMS; t++) {
+            const int64_t j = base + t;
+            const uint16_t p = spos[j];
+            key[t] = skeys[p & (HEAD - 1)];
+            head[t] = j < span && (p & HEAD);
+            const uint64_t prev = j ? skeys[spos[j - 1] & (HEAD - 1)] : ~0ull;
+            rowstart[t] = head[t] && (j == 0 || (key[t] >> a.colbits) != (prev >> a.colbits));
+        }
+        Scan(scan).ExclusiveSum(head, h); /* runs before each position */
+        __syncthreads();
+#pragma unroll
+        for (int t = 0; t < ITEMS; t++)
+            rowstart[t] = rowstart[t] ? h[t] : 0;
+        Scan(scan).InclusiveScan(rowstart, hs, MaxOp()); /* the first run of each position's row */
+#pragma unroll
+        for (int t = 0; t < ITEMS; t++) {
+            if (!head[t]) continue;
+            const int64_t j = base + t;
+            double sum = svals[spos[j] & (HEAD - 1)];
+            for (int64_t u = j + 1; u < span && !(spos[u] & HEAD); u++)
+                sum += svals[spos[u] & (HEAD - 1)];
+            const int64_t row = pc.i0 + (int64_t)(key[t] >> a.colbits);
+            const int64_t pos = a.row_ptr[row] + (h[t] - hs[t]);
+            const OutT v = (OutT)sum;
+            cols[pos] = (ColT)(key[t] & colmask);
+            out[pos] = v;
+            zeros += v == (OutT)0;
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        zeros += __shfl_down_sync(0xFFFFFFFFu, zeros, o);
+    if ((threadIdx.x & 31) == 0 && zeros) atomicAdd(a.zeros, zeros);
+}
+
+template <int THREADS, int ITEMS> constexpr size_t numeric_smem() {
+    return (size_t)THREADS * ITEMS * (sizeof(uint64_t) + sizeof(double) + sizeof(uint16_t));
+}
+
+/* ---- large rows, small n: dense accumulation in shared memory ------------------------------------ */
+
+struct DenseArgs {
+    int64_t n, nlarge;
+    const int64_t *large, *rpA, *pe, *rpB;
+    const int32_t *ciA, *ciB;
+    const double *valsA, *valsB;
+    int64_t *row_nnz;
+    const int64_t *row_ptr;
+    void *cols, *vals;
+    u64 *zeros;
+};
+
+using DenseScan = cub::BlockScan<int, kDenseThreads>;
+
+/* One block per large row.  Symbolic: the row's pattern as n bits (every product sets one, in any
+ * order), counted.  Numeric: the sums in n doubles, A's entries in order with a barrier between
+ * them, each entry's B row over the threads (distinct columns), then written in column order. */
+template <bool NUMERIC, typename ColT, typename OutT>
+__global__ void __launch_bounds__(kDenseThreads) dense_rows(DenseArgs a) {
+    extern __shared__ double dyn[];
+    double *acc = dyn;
+    uint32_t *bits = NUMERIC ? reinterpret_cast<uint32_t *>(dyn + a.n) : reinterpret_cast<uint32_t *>(dyn);
+    __shared__ typename DenseScan::TempStorage scan;
+    const int words = (int)((a.n + 31) / 32);
+    u64 zeros = 0;
+    for (int64_t j = blockIdx.x; j < a.nlarge; j += gridDim.x) {
+        const int64_t i = a.large[j], e0 = a.rpA[i], e1 = a.rpA[i + 1];
+        for (int w = threadIdx.x; w < words; w += blockDim.x)
+            bits[w] = 0;
+        if (NUMERIC)
+            for (int64_t c = threadIdx.x; c < a.n; c += blockDim.x)
+                acc[c] = 0.0;
+        __syncthreads();
+        if (!NUMERIC) {
+            const int64_t p0 = a.pe[e0], p1 = a.pe[e1];
+            for (int64_t q = p0 + threadIdx.x; q < p1; q += blockDim.x) {
+                const int64_t e = last_le(e0, e1 - 1, q, [&](int64_t x) { return a.pe[x]; });
+                const int64_t col = a.ciB[a.rpB[a.ciA[e]] + (q - a.pe[e])];
+                atomicOr(&bits[col >> 5], 1u << (col & 31));
+            }
+        } else {
+            for (int64_t e = e0; e < e1; e++) {
+                const double av = a.valsA[e];
+                const int64_t k = a.ciA[e];
+                for (int64_t f = a.rpB[k] + threadIdx.x; f < a.rpB[k + 1]; f += blockDim.x) {
+                    const int64_t col = a.ciB[f];
+                    acc[col] += av * a.valsB[f];
+                    atomicOr(&bits[col >> 5], 1u << (col & 31));
+                }
+                __syncthreads();
+            }
+        }
+        __syncthreads();
+        const int w = threadIdx.x; /* words <= kDenseThreads */
+        const uint32_t word = w < words ? bits[w] : 0u;
+        int count = __popc(word), before = 0, total = 0;
+        DenseScan(scan).ExclusiveSum(count, before, total);
+        if (!NUMERIC) {
+            if (threadIdx.x == 0) a.row_nnz[i] = total;
+        } else {
+            ColT *cols = static_cast<ColT *>(a.cols);
+            OutT *out = static_cast<OutT *>(a.vals);
+            int64_t pos = a.row_ptr[i] + before;
+            for (uint32_t x = word; x; x &= x - 1) {
+                const int64_t col = (int64_t)w * 32 + (__ffs(x) - 1);
+                const OutT v = (OutT)acc[col];
+                cols[pos] = (ColT)col;
+                out[pos] = v;
+                zeros += v == (OutT)0;
+                pos++;
+            }
+        }
+        __syncthreads();
+    }
+    if (NUMERIC) {
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            zeros += __shfl_down_sync(0xFFFFFFFFu, zeros, o);
+        if ((threadIdx.x & 31) == 0 && zeros) atomicAdd(a.zeros, zeros);
+    }
+}
+
+/* ---- large rows, large n: batches sorted in global memory ----------------------------------------- */
+
+struct BatchArgs {
+    int64_t j0, j1, base, count; /* rows large[j0 .. j1), products [base, base + count) of LU's numbering */
+    const int64_t *large, *LU, *rpA, *pe, *rpB;
+    const int32_t *ciA, *ciB;
+    const double *valsA, *valsB;
+    int colbits;
+};
+
+/* Thread t expands products [8t, 8t + 8) of the batch: its row by binary search over LU, its entry
+ * over pe, then a walk. */
+template <bool VALUES>
+__global__ void batch_expand(BatchArgs b, uint64_t *__restrict__ keys, double *__restrict__ vals) {
+    const int64_t nthreads = (b.count + 7) / 8;
+    GRID_STRIDE(t, nthreads) {
+        int64_t q = b.base + t * 8;
+        const int64_t qend = b.base + min(t * 8 + 8, b.count);
+        int64_t j = last_le(b.j0, b.j1 - 1, q, [&](int64_t x) { return b.LU[x]; });
+        int64_t i = b.large[j];
+        int64_t e = last_le(b.rpA[i], b.rpA[i + 1] - 1, q - b.LU[j] + b.pe[b.rpA[i]],
+                            [&](int64_t x) { return b.pe[x]; });
+        for (; q < qend; q++) {
+            if (q >= b.LU[j + 1]) { /* the next large row (each holds more than SMALL_MAX products) */
+                j++;
+                i = b.large[j];
+                e = last_le(b.rpA[i], b.rpA[i + 1] - 1, b.pe[b.rpA[i]], [&](int64_t x) { return b.pe[x]; });
+            }
+            const int64_t local = q - b.LU[j] + b.pe[b.rpA[i]]; /* q in pe's numbering */
+            if (local >= b.pe[e + 1]) { /* a step, else a search over entries without products */
+                e++;
+                if (local >= b.pe[e + 1])
+                    e = last_le(e + 1, b.rpA[i + 1] - 1, local, [&](int64_t x) { return b.pe[x]; });
+            }
+            const int64_t f = b.rpB[b.ciA[e]] + (local - b.pe[e]);
+            const int64_t out = q - b.base;
+            keys[out] = ((uint64_t)(j - b.j0) << b.colbits) | (uint64_t)b.ciB[f];
+            if (VALUES) vals[out] = b.valsA[e] * b.valsB[f];
+        }
+    }
+}
+
+/* Symbolic: each run of equal keys adds one entry to its row (one atomic per row per warp). */
+__global__ void batch_count(int64_t count, const uint64_t *__restrict__ keys, int colbits, int64_t j0,
+                            const int64_t *__restrict__ large, int64_t *__restrict__ row_nnz) {
+    const int64_t nthreads = ((count + 31) / 32) * 32; /* whole warps */
+    GRID_STRIDE(t, nthreads) {
+        const bool head = t < count && (t == 0 || keys[t] != keys[t - 1]);
+        const uint64_t row = t < count ? keys[t] >> colbits : ~0ull;
+        const unsigned peers =
+            __match_any_sync(0xFFFFFFFFu, head ? row : ~0ull); /* whole warps: see nthreads */
+        const unsigned heads = __ballot_sync(0xFFFFFFFFu, head) & peers;
+        if (head && (threadIdx.x & 31) == __ffs(heads) - 1)
+            atomicAdd((unsigned long long *)&row_nnz[large[j0 + (int64_t)row]],
+                      (unsigned long long)__popc(heads));
+    }
+}
+
+__global__ void batch_heads(int64_t count, const uint64_t *__restrict__ keys, int64_t *__restrict__ H) {
+    GRID_STRIDE(t, count) H[t] = t == 0 || keys[t] != keys[t - 1];
+}
+
+/* first[r] = the run index of row r's first run (after H's inclusive scan). */
+__global__ void batch_row_first(int64_t count, const uint64_t *__restrict__ keys, int colbits,
+                                const int64_t *__restrict__ H, int64_t *__restrict__ first) {
+    GRID_STRIDE(t, count)
+    if (t == 0 || (keys[t] >> colbits) != (keys[t - 1] >> colbits)) first[keys[t] >> colbits] = H[t] - 1;
+}
+
+template <typename ColT, typename OutT>
+__global__ void batch_write(int64_t count, const uint64_t *__restrict__ keys, const double *__restrict__ vals,
+                            const int64_t *__restrict__ H, const int64_t *__restrict__ first, int colbits,
+                            int64_t j0, const int64_t *__restrict__ large,
+                            const int64_t *__restrict__ row_ptr, ColT *__restrict__ cols,
+                            OutT *__restrict__ out, u64 *__restrict__ zeros) {
+    const uint64_t colmask = (uint64_t(1) << colbits) - 1;
+    u64 z = 0;
+    GRID_STRIDE(t, count) {
+        if (t > 0 && keys[t] == keys[t - 1]) continue;
+        double sum = vals[t];
+        for (int64_t u = t + 1; u < count && keys[u] == keys[t]; u++)
+            sum += vals[u];
+        const int64_t r = (int64_t)(keys[t] >> colbits);
+        const int64_t pos = row_ptr[large[j0 + r]] + (H[t] - 1 - first[r]);
+        const OutT v = (OutT)sum;
+        cols[pos] = (ColT)(keys[t] & colmask);
+        out[pos] = v;
+        z += v == (OutT)0;
+    }
+    if (z) atomicAdd(zeros, z);
+}
+
+/* ---- host ---------------------------------------------------------------------------------------- */
+
+int64_t group_grid(int64_t count) { return std::min<int64_t>(std::max<int64_t>(count, 1), 1 << 20); }
+
+GroupArgs sorted_args(acc_spgemm_gpu *p, bool medium, const double *valsA, const double *valsB) {
+    GroupArgs a;
+    a.m = p->m;
+    a.count = medium ? p->nmedium : p->ngroups;
+    a.gstart = medium ? nullptr : p->gstart;
+    a.rows = medium ? p->medium_rows : nullptr;
+    a.pbase = medium ? p->medium_prefix : nullptr;
+    a.prefix = medium ? p->pe : p->ps;
+    a.rpA = p->RA.rp;
+    a.rpB = p->RB.rp;
+    a.ciA = p->RA.ci;
+    a.ciB = p->RB.ci;
+    a.valsA = valsA;
+    a.valsB = valsB;
+    a.colbits = std::max(1, bits_for(p->n));
+    a.perm = medium ? p->perm_medium : p->perm_small;
+    a.row_nnz = p->row_ptr + 1;
+    a.row_ptr = p->row_ptr;
+    a.cols = nullptr;
+    a.vals = nullptr;
+    a.zeros = p->zeros;
+    return a;
+}
+
+int launch_symbolic(acc_spgemm_gpu *p, bool medium, cudaStream_t s) {
+    const GroupArgs a = sorted_args(p, medium, nullptr, nullptr);
+    if (a.count == 0) return ACC_SUCCESS;
+    if (medium)
+        sorted_symbolic<kMediumThreads, kMediumItems, false>
+            <<<(unsigned)group_grid(a.count), kMediumThreads, 0, s>>>(a);
+    else
+        sorted_symbolic<kGroupThreads, kGroupItems, true>
+            <<<(unsigned)group_grid(a.count), kGroupThreads, 0, s>>>(a);
+    LAUNCH_CHECK();
+    return ACC_SUCCESS;
+}
+
+template <int THREADS, int ITEMS, typename ColT, typename OutT>
+int launch_sorted_numeric(const GroupArgs &a, cudaStream_t s) {
+    auto kernel = sorted_numeric<THREADS, ITEMS, ColT, OutT>;
+    const size_t bytes = numeric_smem<THREADS, ITEMS>();
+    ACC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    kernel<<<(unsigned)group_grid(a.count), THREADS, bytes, s>>>(a);
+    LAUNCH_CHECK();
+    return ACC_SUCCESS;
+}
+
+DenseArgs dense_args(acc_spgemm_gpu *p, const double *valsA, const double *valsB) {
+    DenseArgs d;
+    d.n = p->n;
+    d.nlarge = p->nlarge;
+    d.large = p->large;
+    d.rpA = p->RA.rp;
+    d.pe = p->pe;
+    d.rpB = p->RB.rp;
+    d.ciA = p->RA.ci;
+    d.ciB = p->RB.ci;
+    d.valsA = valsA;
+    d.valsB = valsB;
+    d.row_nnz = p->row_ptr + 1;
+    d.row_ptr = p->row_ptr;
+    d.cols = nullptr;
+    d.vals = nullptr;
+    d.zeros = p->zeros;
+    return d;
+}
+
+template <bool NUMERIC, typename ColT, typename OutT> int launch_dense(const DenseArgs &d, cudaStream_t s) {
+    const size_t words = (size_t)((d.n + 31) / 32);
+    const size_t bytes = (NUMERIC ? (size_t)d.n * sizeof(double) : 0) + words * sizeof(uint32_t);
+    auto kernel = dense_rows<NUMERIC, ColT, OutT>;
+    ACC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    kernel<<<(unsigned)std::min<int64_t>(d.nlarge, 1 << 16), kDenseThreads, bytes, s>>>(d);
+    LAUNCH_CHECK();
+    return ACC_SUCCESS;
+}
+
+/* The huge rows in batches of at most BATCH products, on the device: symbolic (counts) or numeric. */
+template <bool NUMERIC, typename ColT, typename OutT>
+int huge_batches(acc_spgemm_gpu *p, const double *valsA, const double *valsB, void *cols, void *vals,
+                 cudaStream_t s) {
+    const std::vector<int64_t> &U = p->huge_products;
+    const int64_t nh = (int64_t)U.size();
+    const int colbits = std::max(1, bits_for(p->n));
+    int64_t j0 = 0, base = 0;
+    while (j0 < nh) {
+        int64_t j1 = j0 + 1, count = U[(size_t)j0];
+        while (j1 < nh && count + U[(size_t)j1] <= BATCH)
+            count += U[(size_t)j1++];
+        BatchArgs b{j0,    j1,       base,     count,    p->huge_rows, p->huge_prefix, p->RA.rp,
+                    p->pe, p->RB.rp, p->RA.ci, p->RB.ci, valsA,        valsB,          colbits};
+        const int end_bit = colbits + bits_for(j1 - j0);
+        Temp<uint64_t> k0, k1;
+        Temp<double> v0, v1;
+        TRY(k0.alloc((size_t)count, s, &p->tr));
+        TRY(k1.alloc((size_t)count, s, &p->tr));
+        if (NUMERIC) {
+            TRY(v0.alloc((size_t)count, s, &p->tr));
+            TRY(v1.alloc((size_t)count, s, &p->tr));
+        }
+        batch_expand<NUMERIC><<<grid_for((count + 7) / 8), kThreads, 0, s>>>(b, k0.p, v0.p);
+        LAUNCH_CHECK();
+        cub::DoubleBuffer<uint64_t> kb(k0.p, k1.p);
+        cub::DoubleBuffer<double> vb(v0.p, v1.p);
+        size_t bytes = 0;
+        if (NUMERIC)
+            ACC_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, kb, vb, count, 0, end_bit, s));
+        else
+            ACC_CUDA_TRY(cub::DeviceRadixSort::SortKeys(nullptr, bytes, kb, count, 0, end_bit, s));
+        {
+            Temp<char> temp;
+            TRY(temp.alloc(bytes, s, &p->tr));
+            if (NUMERIC)
+                ACC_CUDA_TRY(cub::DeviceRadixSort::SortPairs(temp.p, bytes, kb, vb, count, 0, end_bit, s));
+            else
+                ACC_CUDA_TRY(cub::DeviceRadixSort::SortKeys(temp.p, bytes, kb, count, 0, end_bit, s));
+        }
+        const uint64_t *K = kb.Current();
+        if (!NUMERIC) {
+            batch_count<<<grid_for(((count + 31) / 32) * 32), kThreads, 0, s>>>(count, K, colbits, j0,
+                                                                                p->huge_rows, p->row_ptr + 1);
+            LAUNCH_CHECK();
+        } else {
+            Temp<int64_t> H, first;
+            TRY(H.alloc((size_t)count, s, &p->tr));
+            TRY(first.alloc((size_t)(j1 - j0), s, &p->tr));
+            batch_heads<<<grid_for(count), kThreads, 0, s>>>(count, K, H.p);
+            LAUNCH_CHECK();
+            size_t sb = 0;
+            ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, sb, H.p, H.p, count, s));
+            {
+                Temp<char> temp;
+                TRY(temp.alloc(sb, s, &p->tr));
+                ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp.p, sb, H.p, H.p, count, s));
+            }
+            batch_row_first<<<grid_for(count), kThreads, 0, s>>>(count, K, colbits, H.p, first.p);
+            LAUNCH_CHECK();
+            batch_write<ColT, OutT><<<grid_for(count), kThreads, 0, s>>>(
+                count, K, vb.Current(), H.p, first.p, colbits, j0, p->huge_rows, p->row_ptr,
+                static_cast<ColT *>(cols), static_cast<OutT *>(vals), p->zeros);
+            LAUNCH_CHECK();
+        }
+        base += count;
+        j0 = j1;
+    }
+    return ACC_SUCCESS;
+}
+
+template <typename ColT, typename OutT>
+int numeric_typed(acc_spgemm_gpu *p, const double *valsA, const double *valsB, void *cols, void *vals,
+                  cudaStream_t s) {
+    {
+        PhaseTimer timer(p, PH_ROWS_SMALL);
+        if (p->ngroups > 0) {
+            GroupArgs a = sorted_args(p, false, valsA, valsB);
+            a.cols = cols;
+            a.vals = vals;
+            TRY((launch_sorted_numeric<kGroupThreads, kGroupItems, ColT, OutT>(a, s)));
+        }
+    }
+    PhaseTimer timer(p, PH_ROWS_LARGE);
+    if (p->nlarge == 0) return ACC_SUCCESS;
+    if (p->dense_large) {
+        DenseArgs d = dense_args(p, valsA, valsB);
+        d.cols = cols;
+        d.vals = vals;
+        return launch_dense<true, ColT, OutT>(d, s);
+    }
+    if (p->nmedium > 0) {
+        GroupArgs a = sorted_args(p, true, valsA, valsB);
+        a.cols = cols;
+        a.vals = vals;
+        TRY((launch_sorted_numeric<kMediumThreads, kMediumItems, ColT, OutT>(a, s)));
+    }
+    return huge_batches<true, ColT, OutT>(p, valsA, valsB, cols, vals, s);
+}
+
+/* Large rows on the host, for n > DENSE_COLS: medium ones (at most MEDIUM_MAX products: one block
+ * sorts each) and huge ones (batches), each list with its products' prefix, uploaded. */
+int split_large(acc_spgemm_gpu *p, const std::vector<int64_t> &rows, const std::vector<int64_t> &U,
+                cudaStream_t s) {
+    std::vector<int64_t> mrows, mpre(1, 0), hpre(1, 0);
+    p->huge_products.clear();
+    std::vector<int64_t> hrows;
+    for (size_t j = 0; j < rows.size(); j++) {
+        if (U[j] <= MEDIUM_MAX) {
+            mrows.push_back(rows[j]);
+            mpre.push_back(mpre.back() + U[j]);
+        } else {
+            hrows.push_back(rows[j]);
+            hpre.push_back(hpre.back() + U[j]);
+            p->huge_products.push_back(U[j]);
+        }
+    }
+    p->nmedium = (int64_t)mrows.size();
+    TRY(p->palloc(&p->medium_rows, mrows.size()));
+    TRY(p->palloc(&p->medium_prefix, mpre.size()));
+    TRY(p->palloc(&p->perm_medium, (size_t)mpre.back()));
+    TRY(p->palloc(&p->huge_rows, hrows.size()));
+    TRY(p->palloc(&p->huge_prefix, hpre.size()));
+    ACC_CUDA_TRY(cudaMemcpyAsync(p->medium_rows, mrows.data(), mrows.size() * sizeof(int64_t),
+                                 cudaMemcpyHostToDevice, s));
+    ACC_CUDA_TRY(cudaMemcpyAsync(p->medium_prefix, mpre.data(), mpre.size() * sizeof(int64_t),
+                                 cudaMemcpyHostToDevice, s));
+    ACC_CUDA_TRY(cudaMemcpyAsync(p->huge_rows, hrows.data(), hrows.size() * sizeof(int64_t),
+                                 cudaMemcpyHostToDevice, s));
+    ACC_CUDA_TRY(cudaMemcpyAsync(p->huge_prefix, hpre.data(), hpre.size() * sizeof(int64_t),
+                                 cudaMemcpyHostToDevice, s));
+    ACC_CUDA_TRY(cudaStreamSynchronize(s)); /* the host vectors go away */
+    return ACC_SUCCESS;
+}
+
+} // namespace
+
+int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
+    const RowMat &A = p->RA, &B = p->RB;
+    const int64_t nnz = A.nnz, m = p->m;
+    PhaseTimer timer(p, PH_ROWS_COUNT);
+    /* products before each entry: every row (pe); the large rows; small rows only (ps); one sync */
+    TRY(p->palloc(&p->pe, (size_t)nnz + 1));
+    TRY(p->palloc(&p->ps, (size_t)nnz + 1));
+    ACC_CUDA_TRY(cudaMemsetAsync(p->pe, 0, sizeof(int64_t), s));
+    ACC_CUDA_TRY(cudaMemsetAsync(p->ps, 0, sizeof(int64_t), s));
+    Temp<int64_t> rows, num;
+    TRY(rows.alloc((size_t)m, s, &p->tr));
+    TRY(num.alloc(1, s, &p->tr));
+    ACC_CUDA_TRY(cudaMemsetAsync(num.p, 0, sizeof(int64_t), s));
+    if (nnz > 0) {
+        size_t bytes = 0, sb = 0;
+        ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, bytes, p->pe + 1, p->pe + 1, nnz, s));
+        auto ids = thrust::counting_iterator<int64_t>(0);
+        ACC_CUDA_TRY(cub::DeviceSelect::If(nullptr, sb, ids, rows.p, num.p, m, IsLarge{A.rp, p->pe}, s));
+        Temp<char> temp;
+        TRY(temp.alloc(std::max(bytes, sb), s, &p->tr));
+        entry_products<<<grid_for(nnz), kThreads, 0, s>>>(nnz, A.ci, B.rp, p->pe);
+        LAUNCH_CHECK();
+        size_t use = bytes;
+        ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp.p, use, p->pe + 1, p->pe + 1, nnz, s));
+        use = sb;
+        ACC_CUDA_TRY(cub::DeviceSelect::If(temp.p, use, ids, rows.p, num.p, m, IsLarge{A.rp, p->pe}, s));
+        entry_products<<<grid_for(nnz), kThreads, 0, s>>>(nnz, A.ci, B.rp, p->ps);
+        LAUNCH_CHECK();
+        zero_large_rows<<<1024, kThreads, 0, s>>>(num.p, rows.p, A.rp, p->ps);
+        LAUNCH_CHECK();
+        use = bytes;
+        ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp.p, use, p->ps + 1, p->ps + 1, nnz, s));
+    }
+    int64_t h[3] = {0, 0, 0};
+    ACC_CUDA_TRY(cudaMemcpyAsync(&h[0], num.p, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
+    ACC_CUDA_TRY(cudaMemcpyAsync(&h[1], p->pe + nnz, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
+    ACC_CUDA_TRY(cudaMemcpyAsync(&h[2], p->ps + nnz, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
+    ACC_CUDA_TRY(cudaStreamSynchronize(s));
+    p->nlarge = h[0];
+    p->products = h[1];
+    p->small_total = h[2];
+    p->ngroups = (p->small_total + SMALL_MAX - 1) / SMALL_MAX;
+    p->dense_large = p->n <= DENSE_COLS;
+    /* the large rows and their products; for n > DENSE_COLS, split on the host (one more sync) */
+    TRY(p->palloc(&p->large, (size_t)p->nlarge));
+    TRY(p->palloc(&p->large_prefix, (size_t)p->nlarge + 1));
+    p->large_products.assign((size_t)p->nlarge, 0);
+    if (p->nlarge > 0) {
+        ACC_CUDA_TRY(cudaMemcpyAsync(p->large, rows.p, (size_t)p->nlarge * sizeof(int64_t),
+                                     cudaMemcpyDeviceToDevice, s));
+        large_products<<<grid_for(p->nlarge), kThreads, 0, s>>>(p->nlarge, p->large, A.rp, p->pe,
+                                                                p->large_prefix + 1);
+        LAUNCH_CHECK();
+        ACC_CUDA_TRY(cudaMemcpyAsync(p->large_products.data(), p->large_prefix + 1,
+                                     (size_t)p->nlarge * sizeof(int64_t), cudaMemcpyDeviceToHost, s));
+        if (!p->dense_large) {
+            std::vector<int64_t> ids((size_t)p->nlarge);
+            ACC_CUDA_TRY(
+                cudaMemcpyAsync(ids.data(), rows.p, ids.size() * sizeof(int64_t), cudaMemcpyDeviceToHost, s));
+            ACC_CUDA_TRY(cudaStreamSynchronize(s));
+            TRY(split_large(p, ids, p->large_products, s));
+        }
+    }
+    rows.release();
+    /* C's row lengths, then offsets */
+    ACC_CUDA_TRY(cudaMemsetAsync(p->row_ptr, 0, (size_t)(m + 1) * sizeof(int64_t), s));
+    timer.next(PH_ROWS_SMALL);
+    TRY(p->palloc(&p->gstart, (size_t)p->ngroups + 1));
+    TRY(p->palloc(&p->perm_small, (size_t)p->small_total));
+    if (p->ngroups > 0) {
+        group_starts<<<grid_for(p->ngroups + 1), kThreads, 0, s>>>(m, p->ngroups, A.rp, p->ps, p->gstart);
+        LAUNCH_CHECK();
+        TRY(launch_symbolic(p, false, s));
+    }
+    timer.next(PH_ROWS_LARGE);
+    if (p->nlarge > 0) {
+        if (p->dense_large) {
+            TRY((launch_dense<false, int32_t, float>(dense_args(p, nullptr, nullptr), s)));
+        } else {
+            TRY(launch_symbolic(p, true, s));
+            TRY((huge_batches<false, int32_t, float>(p, nullptr, nullptr, nullptr, nullptr, s)));
+        }
+    }
+    timer.next(PH_STRUCTURE);
+    if (m > 0) {
+        size_t sb = 0;
+        ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, sb, p->row_ptr + 1, p->row_ptr + 1, m, s));
+        Temp<char> st;
+        TRY(st.alloc(sb, s, &p->tr));
+        ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(st.p, sb, p->row_ptr + 1, p->row_ptr + 1, m, s));
+    }
+    return ACC_SUCCESS;
+}
+
+int rows_numeric(acc_spgemm_gpu *p, const void *a_values, const void *b_values, acc_dtype in_dtype,
+                 void *cols, int c_index_bits, void *vals, acc_dtype out_dtype, cudaStream_t s) {
+    Temp<double> va, vb;
+    {
+        PhaseTimer timer(p, PH_VALUES);
+        TRY(va.alloc((size_t)p->RA.nnz, s, &p->tr));
+        TRY(gather_values(a_values, in_dtype, p->RA.nnz, p->RA.src, p->RA.run, va.p, s));
+        if (p->same) {
+            TRY(vb.alloc(1, s, &p->tr));
+        } else {
+            TRY(vb.alloc((size_t)p->RB.nnz, s, &p->tr));
+            TRY(gather_values(b_values, in_dtype, p->RB.nnz, p->RB.src, p->RB.run, vb.p, s));
+        }
+    }
+    const double *valsB = p->same ? va.p : vb.p;
+    if (c_index_bits == 32)
+        return out_dtype == ACC_FLOAT32 ? numeric_typed<int32_t, float>(p, va.p, valsB, cols, vals, s)
+                                        : numeric_typed<int32_t, double>(p, va.p, valsB, cols, vals, s);
+    return out_dtype == ACC_FLOAT32 ? numeric_typed<int64_t, float>(p, va.p, valsB, cols, vals, s)
+                                    : numeric_typed<int64_t, double>(p, va.p, valsB, cols, vals, s);
+}
+
+} // namespace acc_spgemm

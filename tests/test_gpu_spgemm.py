@@ -1,0 +1,348 @@
+"""The GPU SpGEMM (cuda/spgemm*.cu, marked `gpu`): scipy's pattern and values, bit for bit on integer
+data, for scipy and CuPy operands, fresh and reused plans, both algorithms (8x8 tiles on Tensor
+Cores, rows on CUDA cores: each row class) and every chunking and numeric path of the tiles; the
+error bound on random data; scipy's NaN/inf; determinism; C's tile structure against a NumPy
+reference; bad input.  Results are poisoned (-1 / NaN) before the numeric phase writes them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import accspmm
+from accspmm import datasets
+from conftest import real_matrix_params
+from spgemm_reference import tile_structure
+
+pytestmark = pytest.mark.gpu
+
+cp = pytest.importorskip("cupy") if accspmm.cuda_available() else None
+
+
+def scipy_product(A, B, dtype=None):
+    """scipy's A @ B (sorted rows, zeros dropped) in `dtype`."""
+    C = sp.csr_matrix(A @ B)
+    if dtype is not None:
+        C = C.astype(dtype)
+    C.eliminate_zeros()
+    C.sort_indices()
+    return C
+
+
+def same(C, R, nan=False):
+    """Identical CSR matrices: shape, indptr, indices, dtype and values bit for bit."""
+    if not sp.issparse(C):
+        C = C.get()
+    assert C.shape == R.shape
+    assert np.array_equal(np.asarray(C.indptr, np.int64), np.asarray(R.indptr, np.int64)), "indptr differs"
+    assert np.array_equal(np.asarray(C.indices, np.int64), np.asarray(R.indices, np.int64)), "indices differ"
+    assert C.dtype == R.dtype
+    assert np.array_equal(C.data, R.data, equal_nan=nan), f"values differ at {np.flatnonzero(C.data != R.data)[:5]}"
+
+
+def int_sparse(m, k, density, seed, dtype=np.float64, low=-8, high=9):
+    rng = np.random.default_rng(seed)
+    M = sp.random(m, k, density=density, format="csr", random_state=seed, dtype=dtype)
+    M.data = rng.integers(low, high, M.nnz).astype(dtype)  # explicit zeros included
+    return M
+
+
+def gpu_product(A, B, **kw):
+    """spgemm through a plan with poisoned results."""
+    with accspmm.spgemm_plan(A, B, device="gpu", **kw) as p:
+        p._poison = True
+        return p()
+
+
+ALGORITHMS = ["tiles", "rows"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(1, 70), k=st.integers(1, 70), n=st.integers(1, 70), d=st.floats(0.0, 0.6),
+       seed=st.integers(0, 2**31), f32=st.booleans())
+def test_integer_products_equal_scipy(m, k, n, d, seed, f32):
+    dt = np.float32 if f32 else np.float64
+    A, B = int_sparse(m, k, d, seed, dt), int_sparse(k, n, d, seed + 1, dt)
+    ref = scipy_product(A, B)
+    for algorithm in ALGORITHMS + ["auto"]:
+        same(gpu_product(A, B, algorithm=algorithm), ref)
+
+
+@pytest.mark.parametrize("path", ["model", "tensor", "scalar"])
+@pytest.mark.parametrize("chunk_pairs,keep_pairs", [(0, True), (0, False), (7, True), (1, False)])
+def test_every_tile_path_and_chunking_is_exact(path, chunk_pairs, keep_pairs):
+    A = int_sparse(203, 150, 0.08, 1)
+    B = int_sparse(150, 177, 0.1, 2)
+    ref = scipy_product(A, B)
+    same(gpu_product(A, B, algorithm="tiles", path=path, chunk_pairs=chunk_pairs, keep_pairs=keep_pairs), ref)
+    with accspmm.spgemm_plan(A, B, device="gpu", algorithm="tiles", path=path, chunk_pairs=chunk_pairs) as p:
+        assert p.stats["algorithm"] == "tiles"
+        assert (p.stats["chunks"] > 1) == (chunk_pairs > 0)
+
+
+def row_classes_matrix(n, seed):
+    """Rows of every class of the row algorithm, interleaved: empty, small (< 1024 products) and
+    large (a dense row: more than 1024), for B of n columns (n <= 12288: large rows accumulate in
+    shared memory; larger n: sorted in batches)."""
+    rng = np.random.default_rng(seed)
+    k = 600
+    A = int_sparse(90, k, 0.01, seed)
+    A = A.tolil()
+    for r in (3, 40, 41, 88):  # large rows among small and empty ones
+        A[r, :] = rng.integers(1, 4, k)
+    A[10] = 0
+    A = sp.csr_matrix(A)
+    B = int_sparse(k, n, min(1.0, 40 / n), seed + 1)
+    return A, B
+
+
+@pytest.mark.parametrize("n", [500, 20000])
+def test_row_algorithm_every_row_class(n):
+    A, B = row_classes_matrix(n, 3)
+    with accspmm.spgemm_plan(A, B, device="gpu", algorithm="rows") as p:
+        p._poison = True
+        assert p.stats["algorithm"] == "rows" and p.stats["large_rows"] == 4 and p.stats["row_groups"] >= 1
+        same(p(), scipy_product(A, B))
+        A2 = A.copy()
+        A2.data = -A2.data
+        same(p(A2), scipy_product(A2, B))
+
+
+def dense_tiles(nblocks, b, seed, dtype=np.float64):
+    """kron(2-D Poisson, dense b x b): tiles full where b = 8, integer values."""
+    n = int(np.sqrt(nblocks))
+    T = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(n, n), dtype=np.float64)
+    P = sp.kronsum(T, T, format="csr")
+    M = sp.kron(P, np.ones((b, b)), format="csr").astype(dtype)
+    M.data = np.random.default_rng(seed).integers(-4, 5, M.nnz).astype(dtype)
+    return M
+
+
+@pytest.mark.parametrize("b", [1, 3, 8])
+def test_dense_tiles_on_tensor_cores(b):
+    A = dense_tiles(100, b, 1)
+    ref = scipy_product(A, A)
+    same(gpu_product(A, A), ref)
+    same(gpu_product(A, A, algorithm="tiles", path="tensor"), ref)
+    same(gpu_product(A, A, algorithm="rows"), ref)
+
+
+def test_the_model_takes_tiles_where_they_are_dense():
+    D, S = dense_tiles(400, 8, 1), int_sparse(3000, 3000, 0.001, 2)
+    with accspmm.spgemm_plan(D, D, device="gpu") as p:
+        assert p.stats["algorithm"] == "tiles" and p.stats["density_a"] == 64.0
+    with accspmm.spgemm_plan(S, S, device="gpu") as p:
+        assert p.stats["algorithm"] == "rows" and p.stats["density_a"] < 2
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("path", real_matrix_params())
+def test_real_matrices_integer_exact(path, algorithm):
+    """A @ A (square) or A @ A^T / A^T @ A (rectangular: the smaller result) on every real matrix."""
+    A = datasets.load_matrix(path, np.float64)
+    rng = np.random.default_rng(5)
+    A.data = rng.integers(-3, 4, A.nnz).astype(np.float64)
+    if A.shape[0] == A.shape[1]:
+        X, Y = A, A
+    elif A.shape[0] <= A.shape[1]:
+        X, Y = A, sp.csr_matrix(A.T)
+    else:
+        X, Y = sp.csr_matrix(A.T), A
+    same(gpu_product(X, Y, algorithm=algorithm), scipy_product(X, Y))
+
+
+def test_cupy_operands_give_cupy_results():
+    import cupyx.scipy.sparse as csp
+
+    A, B = int_sparse(300, 200, 0.05, 3, np.float32), int_sparse(200, 90, 0.05, 4, np.float32)
+    Cg = accspmm.spgemm(csp.csr_matrix(A), csp.csr_matrix(B))
+    assert isinstance(Cg, csp.csr_matrix) and Cg.dtype == np.float32
+    same(Cg, scipy_product(A, B))
+    assert Cg.has_sorted_indices
+    # A @ A with the same object, and a CuPy COO operand (converted)
+    S = int_sparse(150, 150, 0.04, 5, np.float32)
+    Sg = csp.csr_matrix(S)
+    same(accspmm.spgemm(Sg, Sg), scipy_product(S, S))
+    same(accspmm.spgemm(csp.coo_matrix(S), Sg), scipy_product(S, S))
+    with pytest.raises(TypeError, match="both"):
+        accspmm.spgemm(Sg, S)
+    with pytest.raises(ValueError, match="CuPy"):
+        accspmm.spgemm(Sg, Sg, device="cpu")
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_reuse_with_new_values(algorithm):
+    A, B = int_sparse(250, 260, 0.05, 6), int_sparse(260, 240, 0.05, 7)
+    with accspmm.spgemm_plan(A, B, device="gpu", algorithm=algorithm) as p:
+        p._poison = True
+        same(p(), scipy_product(A, B))
+        assert p.stats["pairs_kept"] == (algorithm == "tiles")
+        for seed in range(3):
+            A2, B2 = A.copy(), B.copy()
+            A2.data = np.random.default_rng(seed).integers(-8, 9, A.nnz).astype(np.float64)
+            B2.data = np.random.default_rng(seed + 10).integers(-8, 9, B.nnz).astype(np.float64)
+            same(p(A2, B2), scipy_product(A2, B2))
+            same(p(A2.data, None), scipy_product(A2, B))  # a values array; None keeps the planned B
+        with pytest.raises(ValueError, match="planned sparsity pattern"):
+            p(int_sparse(250, 260, 0.05, 99))
+        with pytest.raises(ValueError, match="1-D array"):
+            p(np.ones(3))
+    # A @ A: one operand's values
+    S = int_sparse(200, 200, 0.05, 8)
+    with accspmm.spgemm_plan(S, S, device="gpu", algorithm=algorithm) as p:
+        S2 = S.copy()
+        S2.data = -S2.data
+        same(p(S2), scipy_product(S2, S2))
+        with pytest.raises(ValueError, match="itself"):
+            p(S2, S2)
+
+
+def test_reuse_cupy_and_chunked():
+    import cupyx.scipy.sparse as csp
+
+    A = int_sparse(300, 300, 0.03, 9, np.float32)
+    Ag = csp.csr_matrix(A)
+    with accspmm.spgemm_plan(Ag, Ag, algorithm="tiles", chunk_pairs=50) as p:
+        assert p.stats["chunks"] > 1 and not p.stats["pairs_kept"]
+        p._poison = True
+        same(p(), scipy_product(A, A))
+        A2 = A.copy()
+        A2.data = A2.data * 2
+        same(p(cp.asarray(A2.data)), scipy_product(A2, A2))
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_cancellations_dropped_or_kept(algorithm):
+    A = sp.csr_matrix(np.array([[1.0, 1.0, 0], [2.0, 0.0, 1]]))
+    B = sp.csr_matrix(np.array([[1.0, 3.0], [-1.0, 0.0], [0, 5]]))  # C[0, 0] = 1 - 1 = 0
+    same(gpu_product(A, B, algorithm=algorithm), scipy_product(A, B))
+    K = gpu_product(A, B, keep_zeros=True, algorithm=algorithm)  # the structural pattern: C[0, 0] stays, as 0
+    assert K.nnz == 4 and K.indices.tolist() == [0, 1, 0, 1] and K.data.tolist() == [0.0, 3.0, 2.0, 11.0]
+    # many exact zeros spread over long rows: the compaction keeps order and offsets
+    M = int_sparse(400, 400, 0.05, 10, low=1, high=3)
+    P = sp.hstack([M, -M]).tocsr()
+    Q = sp.vstack([M, M]).tocsr()  # P @ Q = M M - M M = 0 everywhere (structurally full)
+    C = gpu_product(P, Q, algorithm=algorithm)
+    assert C.nnz == 0 and C.shape == (400, 400)
+    R = sp.hstack([M, -M, sp.identity(400, format="csr")]).tocsr()
+    S = sp.vstack([M, M, M]).tocsr()
+    same(gpu_product(R, S, algorithm=algorithm), scipy_product(R, S))
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_duplicates_unsorted_int64_and_empty_rows(algorithm):
+    A = sp.csr_matrix((np.array([2.0, 3, -1, 4, 4, 7]), np.array([5, 1, 5, 0, 0, 3], np.int64),
+                       np.array([0, 3, 3, 5, 5, 5, 6], np.int64)), shape=(6, 9))
+    B = int_sparse(9, 20, 0.3, 11)
+    Ac = A.copy()
+    Ac.sum_duplicates()
+    same(gpu_product(A, B, algorithm=algorithm), scipy_product(Ac, B))
+    same(gpu_product(B.T.tocsr(), A.T.tocsr(), algorithm=algorithm), scipy_product(B.T, Ac.T))  # B unsorted
+    assert A.indices.tolist() == [5, 1, 5, 0, 0, 3]  # the input is not modified
+
+
+@pytest.mark.parametrize("shapes", [((1, 1), (1, 1)), ((1, 500), (500, 1)), ((500, 1), (1, 500)),
+                                    ((5000, 3), (3, 7)), ((3, 5000), (5000, 2)), ((17, 9), (9, 0)),
+                                    ((0, 9), (9, 4))])
+def test_odd_shapes(shapes):
+    (m, k), (_, n) = shapes
+    A, B = int_sparse(m, k, 0.5, 12), int_sparse(k, n, 0.5, 13)
+    for algorithm in ALGORITHMS:
+        same(gpu_product(A, B, algorithm=algorithm), scipy_product(A, B))
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_empty_operands(algorithm):
+    Z = sp.csr_matrix((40, 30))
+    C = gpu_product(Z, int_sparse(30, 20, 0.2, 1), algorithm=algorithm)
+    assert C.shape == (40, 20) and C.nnz == 0
+    C = gpu_product(int_sparse(40, 30, 0.2, 1), sp.csr_matrix((30, 20)), algorithm=algorithm)
+    assert C.nnz == 0
+
+
+@pytest.mark.parametrize("kind,nnz,order", [("hub", 20000, "AA"), ("star", 2000, "AA"), ("dense_row", 20000, "AAt"),
+                                           ("dense_col", 20000, "AtA"), ("tall3", 3000, "AAt"),
+                                           ("tall3", 30000, "AtA"), ("bipartite", 20000, "AtA")])
+def test_adversarial_shapes(kind, nnz, order):
+    from accspmm.datasets import adversarial
+
+    A = adversarial(kind, nnz, seed=1, dtype=np.float64)
+    A.data = np.random.default_rng(2).integers(-2, 3, A.nnz).astype(np.float64)
+    At = sp.csr_matrix(A.T)
+    X, Y = {"AA": (A, A), "AAt": (A, At), "AtA": (At, A)}[order]
+    ref = scipy_product(X, Y)
+    for algorithm in ALGORITHMS:
+        same(gpu_product(X, Y, algorithm=algorithm), ref)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_random_values_within_the_bound(algorithm):
+    rng = np.random.default_rng(14)
+    for dt, u in ((np.float32, 2.0**-24), (np.float64, 2.0**-53)):
+        A = sp.random(300, 200, density=0.05, format="csr", random_state=1, dtype=dt)
+        B = sp.random(200, 250, density=0.05, format="csr", random_state=2, dtype=dt)
+        A.data = (rng.standard_normal(A.nnz)).astype(dt)
+        B.data = (rng.standard_normal(B.nnz)).astype(dt)
+        C = gpu_product(A, B, algorithm=algorithm)
+        A64, B64 = A.astype(np.float64), B.astype(np.float64)
+        ref = (A64 @ B64).toarray()
+        bound = (abs(A64) @ abs(B64)).toarray()
+        k = np.diff(A64.indptr).reshape(-1, 1)
+        err = np.abs(C.toarray().astype(np.float64) - ref)
+        # float64 sums of exact products, rounded once: one rounding of the output (u) plus the
+        # float64 accumulation (k 2^-53)
+        assert np.all(err <= (u + k * 2.0**-53) * bound + 1e-300)
+        again = gpu_product(A, B, algorithm=algorithm)
+        same(again, C)  # repeated runs give identical bits
+
+
+def test_nan_and_inf_like_scipy():
+    A = int_sparse(60, 50, 0.2, 15)
+    A.data[:5] = 0.0  # explicit zeros meet inf as NaN, as in scipy
+    B = int_sparse(50, 40, 0.2, 16)
+    B.data[::7] = np.inf
+    B.data[3::11] = -np.inf
+    B.data[5::13] = np.nan
+    with np.errstate(invalid="ignore"):
+        ref = scipy_product(A, B)
+    same(gpu_product(A, B, algorithm="rows"), ref, nan=True)
+    same(gpu_product(A, B, algorithm="tiles"), ref, nan=True)
+    same(gpu_product(A, B, algorithm="tiles", path="tensor"), ref, nan=True)  # non-finite tiles leave the Tensor Cores
+
+
+def test_tile_structure_matches_reference():
+    A, B = int_sparse(130, 90, 0.06, 17), int_sparse(90, 150, 0.06, 18)
+    with accspmm.spgemm_plan(A, B, device="gpu", algorithm="tiles") as p:
+        got = p._product.tiles()
+    ref = tile_structure(A, B)
+    for name in ("tile_row_offsets", "tile_cols", "tile_masks", "row_offsets"):
+        assert np.array_equal(got[name], ref[name]), name
+
+
+def test_bad_cupy_input_is_refused():
+    import cupyx.scipy.sparse as csp
+
+    A = csp.csr_matrix(int_sparse(20, 20, 0.2, 19))
+    bad = csp.csr_matrix((A.data, A.indices.copy(), A.indptr.copy()), shape=A.shape)
+    bad.indices[3] = 25  # a column outside the shape
+    with pytest.raises(ValueError, match="column index"):
+        accspmm.spgemm(bad, A)
+    bad = csp.csr_matrix((A.data, A.indices.copy(), A.indptr.copy()), shape=A.shape)
+    bad.indptr[5] = bad.indptr[6] + 1  # decreasing offsets
+    with pytest.raises(ValueError, match="indptr"):
+        accspmm.spgemm(A, bad)
+    with pytest.raises(TypeError, match="dtype"):
+        accspmm.spgemm(csp.csr_matrix(A, dtype=cp.complex64), A)
+
+
+def test_plan_statistics():
+    A = dense_tiles(64, 8, 2)
+    with accspmm.spgemm_plan(A, A, device="gpu", algorithm="tiles") as p:
+        s = p.stats
+        assert s["nnz_per_tile_a"] == 64.0 and s["tiles_a"] * 64 == A.nnz
+        assert s["pairs"] <= s["raw_pairs"] and s["products"] == int((np.diff(A.indptr)[A.indices]).sum())
+        assert s["plan_bytes"] > 0 and s["peak_bytes"] >= s["plan_bytes"]
+        assert "symbolic" in s["seconds"]
