@@ -540,13 +540,15 @@ int analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu
         p->path = PATH_ROWS;
         {
             PhaseTimer timer(p, PH_CHECK);
-            /* A as it is (rows in any order, duplicates: their products add up like scipy's); B without
-             * duplicate columns in a row (the dense accumulation needs it): a canonical copy if not */
-            TRY(canonical_rows(p, A, p->same, &p->RA, s));
+            /* A as it is (rows in any order, duplicates: their products add up like scipy's); B too,
+             * unless the dense accumulation of large rows may run (n small), which needs B's rows free
+             * of duplicate columns: then a canonical copy of B where it is not canonical */
+            const bool dense = p->n <= ROWS_DENSE_COLS;
+            TRY(canonical_rows(p, A, p->same && dense, &p->RA, s));
             if (p->same)
                 p->RB = p->RA;
             else
-                TRY(canonical_rows(p, B, true, &p->RB, s));
+                TRY(canonical_rows(p, B, dense, &p->RB, s));
         }
         TRY(rows_analyse(p, s));
     }

@@ -147,6 +147,10 @@ struct RowMat {
 
 enum { PATH_TILES = 1, PATH_ROWS = 2 };
 
+/* The row path accumulates large rows densely in shared memory up to this many columns (n); only
+ * then does it need B's rows free of duplicate columns (spgemm_rows.cu). */
+constexpr int64_t ROWS_DENSE_COLS = 12288;
+
 } // namespace acc_spgemm
 
 struct acc_spgemm_gpu {

@@ -51,9 +51,9 @@ constexpr int kMediumItems = 16;
 constexpr int64_t MEDIUM_MAX = kMediumThreads * kMediumItems; /* products of one medium row */
 constexpr int kRadixBits = 5;
 constexpr int kDenseThreads = 512;
-constexpr int DENSE_COLS = 12288;           /* n up to which large rows accumulate in shared memory */
-constexpr int64_t BATCH = int64_t(1) << 23; /* products per batch of the huge rows' sort */
-constexpr uint16_t HEAD = 0x8000;           /* perm: the first product of an output entry */
+constexpr int64_t DENSE_COLS = ROWS_DENSE_COLS; /* n up to which large rows accumulate in shared memory */
+constexpr int64_t BATCH = int64_t(1) << 23;     /* products per batch of the huge rows' sort */
+constexpr uint16_t HEAD = 0x8000;               /* perm: the first product of an output entry */
 
 __device__ __forceinline__ int bits_for_device(int64_t n) { return n <= 1 ? 0 : 64 - __clzll((u64)(n - 1)); }
 

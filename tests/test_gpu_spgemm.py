@@ -84,25 +84,49 @@ def test_every_tile_path_and_chunking_is_exact(path, chunk_pairs, keep_pairs):
 
 
 def row_classes_matrix(n, seed):
-    """Rows of every class of the row algorithm, interleaved: empty, small (< 1024 products) and
-    large (a dense row: more than 1024), for B of n columns (n <= 12288: large rows accumulate in
-    shared memory; larger n: sorted in batches)."""
+    """Rows of every class of the row algorithm, interleaved: empty, small (< 1024 products),
+    medium (< 8192) and huge, for B of n columns (n <= 12288: large rows accumulate in shared
+    memory; larger n: medium rows sorted by one block, huge rows in batches)."""
     rng = np.random.default_rng(seed)
     k = 600
     A = int_sparse(90, k, 0.01, seed)
     A = A.tolil()
-    for r in (3, 40, 41, 88):  # large rows among small and empty ones
-        A[r, :] = rng.integers(1, 4, k)
+    A[3, :] = rng.integers(1, 4, k)  # huge: 600 entries x about 40
+    A[40, :] = rng.integers(1, 4, k)
+    A[41, :100] = rng.integers(1, 4, 100)  # medium: about 4000 products
+    A[88, :40] = rng.integers(1, 4, 40)  # medium: about 1600
     A[10] = 0
     A = sp.csr_matrix(A)
     B = int_sparse(k, n, min(1.0, 40 / n), seed + 1)
     return A, B
 
 
+def with_duplicates(M, seed):
+    """M with a duplicate of each row's first entry (the values split in two) and rows shuffled:
+    the same matrix once duplicates are summed, not canonical."""
+    rng = np.random.default_rng(seed)
+    M = sp.csr_matrix(M)
+    rows, cols, vals = [], [], []
+    for i in range(M.shape[0]):
+        c = M.indices[M.indptr[i]:M.indptr[i + 1]].copy()
+        v = M.data[M.indptr[i]:M.indptr[i + 1]].copy()
+        if len(c):
+            c, v = np.r_[c, c[0]], np.r_[v, 1.0]
+            v[0] -= 1.0
+        order = rng.permutation(len(c))
+        rows.append(np.full(len(c), i))
+        cols.append(c[order])
+        vals.append(v[order])
+    indptr = np.r_[0, np.cumsum([len(r) for r in rows])]
+    return sp.csr_matrix((np.concatenate(vals), np.concatenate(cols), indptr), shape=M.shape)
+
+
+@pytest.mark.parametrize("dups", [False, True])
 @pytest.mark.parametrize("n", [500, 20000])
-def test_row_algorithm_every_row_class(n):
+def test_row_algorithm_every_row_class(n, dups):
     A, B = row_classes_matrix(n, 3)
-    with accspmm.spgemm_plan(A, B, device="gpu", algorithm="rows") as p:
+    Bd = with_duplicates(B, 4) if dups else B
+    with accspmm.spgemm_plan(A, Bd, device="gpu", algorithm="rows") as p:
         p._poison = True
         assert p.stats["algorithm"] == "rows" and p.stats["large_rows"] == 4 and p.stats["row_groups"] >= 1
         same(p(), scipy_product(A, B))
