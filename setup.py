@@ -143,6 +143,7 @@ class BuildExt(build_ext):
             print(f"accspmm: WARNING: CUDA compile failed ({exc}); building the CPU-only package")
             return False
         ext.extra_objects.extend(objects)
+        ext.depends = [*ext.depends, *objects]  # relink when an object is newer than the extension (a .cu changed)
         ext.include_dirs.append(os.path.join(cuda_home, "include"))
         ext.library_dirs.append(_cuda_libdir(cuda_home))
         # Static CUDA runtime: the extension needs only the driver at run time;

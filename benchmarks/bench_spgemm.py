@@ -1,7 +1,7 @@
 """GPU SpGEMM against cuSPARSE (through CuPy, and directly: ALG1/2/3 and SpGEMMreuse) and PyTorch, all
 in one process, on the real matrices, blocky synthetic matrices and AMG Galerkin products.
 
-    python benchmarks/bench_spgemm.py DATA_DIR [--only NAME ...] [--reps 5] [--out DIR] [--dtype float32]
+    python benchmarks/bench_spgemm.py DATA_DIR [--only NAME ...] [--reps 9] [--out DIR] [--dtype float32]
 
 Products: every matrix file of DATA_DIR as A @ A (square) or A @ A^T (rectangular; A^T @ A where A A^T
 would not fit: its row count squared is over --max-dense), kron(2-D Poisson, dense b x b) for
@@ -11,7 +11,9 @@ Values: standard normal, --dtype (float32 by default).
 
 Timing: wall clock around the whole call with the stream synchronised before and after (every
 phase included: analysis, allocations, the result), median of --reps after one warm-up, the
-memory pools warm.  "accspmm" is ``accspmm.spgemm`` on CuPy operands; "reuse" is a
+memory pools warm; ours (the model's choice and each algorithm forced) and CuPy are timed
+interleaved, one call of each per round, after a warm-up on a random product before the first
+matrix.  "accspmm" is ``accspmm.spgemm`` on CuPy operands; "reuse" is a
 ``spgemm_plan``'s call with new values (numeric only); "cupy" is ``A @ B`` of cupyx.scipy.sparse
 (cusparseSpGEMM); "torch" is ``torch.sparse.mm`` on two CUDA CSR tensors; "cusparse ALGk" is
 the direct C harness (cuda/cusparse_spgemm.cu), and "cusparse reuse" the median of its
@@ -135,6 +137,23 @@ def wall(fn, reps, sync):
     return float(np.median(times)), times
 
 
+def wall_interleaved(fns, reps, sync):
+    """Medians of `fns` (name -> call) timed like `wall`, one of each per round, over `reps` rounds."""
+    times = {k: [] for k in fns}
+    for fn in fns.values():
+        fn()
+    sync()
+    for _ in range(reps):
+        for k, fn in fns.items():
+            sync()
+            t = time.perf_counter()
+            r = fn()
+            sync()
+            times[k].append((time.perf_counter() - t) * 1e3)
+            del r
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
 def same_pattern(C, ref):
     """C (CuPy CSR) has the pattern of ref (scipy CSR, sorted rows, zeros dropped)."""
     import cupy
@@ -165,7 +184,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("data_dir", nargs="?", default=None)
     ap.add_argument("--only", nargs="*", default=None)
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     ap.add_argument("--max-dense", type=float, default=4e8, help="largest m^2 of an A A^T product")
     ap.add_argument("--no-torch", action="store_true")
@@ -191,6 +210,12 @@ def main():
     print(f"GPU: {gpu}; dtype {dtype}; reps {args.reps}", flush=True)
     stream = cupy.cuda.get_current_stream()
     sync = stream.synchronize
+    # warm-up before the first matrix (clocks, pools, module loads), so that it is timed like the rest
+    W = csp.csr_matrix(sp.random(20000, 20000, density=5e-4, format="csr", dtype=dtype, random_state=1))
+    for _ in range(20):
+        accspmm.spgemm(W, W)
+        W @ W
+    sync()
     rows = []
     for name, prod, A, B in products(args.data_dir, args.only, args.max_dense, dtype, rng):
         t_case = time.perf_counter()
@@ -205,7 +230,8 @@ def main():
         with accspmm.spgemm_plan(Ag, Bg) as p:
             st = p.stats
             for key in ("algorithm", "density_a", "density_b", "nnz_per_tile_a", "products", "nnz_structural",
-                        "large_rows", "max_row_products", "plan_bytes"):
+                        "large_rows", "max_row_products", "plan_bytes", "large_products", "large_entries",
+                        "model_ms_tiles", "model_ms_rows"):
                 row[key] = st[key]
             C = p()
             row["nnz_c"] = int(C.nnz)
@@ -215,17 +241,19 @@ def main():
             ms, _ = wall(lambda: p(Ag.data), args.reps, sync)
             row["ms_reuse"] = ms
         gflop = 2 * row["products"] / 1e9
-        # ours, fresh (analysis + numeric + the result): the model's choice, then each algorithm forced
-        ms, _ = wall(lambda: accspmm.spgemm(Ag, Bg), args.reps, sync)
-        row["ms_ours"] = ms
         with accspmm.spgemm_plan(Ag, Bg, keep_pairs=False) as p2:
             p2()
             row["peak_bytes_ours"] = p2.stats["peak_bytes"]
-        for algo in ("tiles", "rows"):
-            def fresh():
+        # ours, fresh (analysis + numeric + the result): the model's choice and each algorithm forced,
+        # timed interleaved with CuPy (below), so that drifts of clocks or pools hit all alike
+        def fresh(algo):
+            def call():
                 with accspmm.spgemm_plan(Ag, Bg, algorithm=algo, keep_pairs=False) as q:
                     return q()
-            row[f"ms_{algo}"], _ = wall(fresh, args.reps, sync)
+            return call
+
+        timed = {"ours": lambda: accspmm.spgemm(Ag, Bg), "tiles": fresh("tiles"), "rows": fresh("rows")}
+        for algo in ("tiles", "rows"):
             os.environ["ACCSPMM_SPGEMM_PROFILE"] = "1"  # every phase synchronised and timed
             try:
                 with accspmm.spgemm_plan(Ag, Bg, algorithm=algo, keep_pairs=False) as q:
@@ -251,10 +279,12 @@ def main():
             row["pattern_equal_cupy"] = same_pattern(C, ref)
             row["err_cupy"] = rel_error(C, ref)
             del C
-            row["ms_cupy"], _ = wall(lambda: Ag @ Bg, args.reps, sync)
+            timed["cupy"] = lambda: Ag @ Bg
         except Exception as exc:  # out of memory and the like: reported, not fatal
             row["ms_cupy"] = None
             row["cupy_error"] = str(exc)[:200]
+        for key, ms in wall_interleaved(timed, args.reps, sync).items():
+            row[f"ms_{key}"] = ms
         # PyTorch
         if torch is not None:
             try:
@@ -311,7 +341,8 @@ def main():
               f"{row['algorithm']:5s} ours {row['ms_ours']:7.3f} (tiles {row['ms_tiles']:7.3f} rows {row['ms_rows']:7.3f}) "
               f"reuse {row['ms_reuse']:7.3f} cupy {row.get('ms_cupy') or float('nan'):7.3f} "
               f"x{row.get('speedup_vs_cupy', float('nan')):.2f} err {row['err_ours']:.0e} pat {row['pattern_equal']} "
-              f"({row['seconds']:.1f}s)\n    tiles {row.get('phases_tiles')}\n    rows {row.get('phases_rows')}",
+              f"({row['seconds']:.1f}s)\n    model tiles {row['model_ms_tiles']:.2f} rows {row['model_ms_rows']:.2f}"
+              f"\n    tiles {row.get('phases_tiles')}\n    rows {row.get('phases_rows')}",
               flush=True)
         del Ag, Bg, ref
         cupy.get_default_memory_pool().free_all_blocks()
@@ -331,6 +362,14 @@ def geomean(xs):
     return float(np.exp(np.mean(np.log(xs)))) if xs else float("nan")
 
 
+def ms(r, algorithm):
+    return r[f"ms_{algorithm}"]
+
+
+def other_algorithm(algorithm):
+    return "rows" if algorithm == "tiles" else "tiles"
+
+
 def summarise(rows):
     dense = [r for r in rows if r["nnz_per_tile_a"] >= 16 and r["products"] >= 1e7 and r.get("speedup_vs_cupy")]
     dense32 = [r for r in dense if r["nnz_per_tile_a"] >= 32]
@@ -348,6 +387,11 @@ def summarise(rows):
         "max_memory_vs_alg2": max(mem, default=float("nan")),
         "products_over_alg2_memory": [f"{r['matrix']} {r['product']}" for r in rows
                                       if r.get("memory_vs_alg2") is not None and r["memory_vs_alg2"] > 1],
+        # the model's choice against the other algorithm, both timed fresh: where it lost over 10%
+        "model_misses": [(f"{r['matrix']} {r['product']}", r["algorithm"], round(ms(r, r["algorithm"]) /
+                          ms(r, other_algorithm(r["algorithm"])), 2)) for r in rows
+                         if ms(r, r["algorithm"]) > 1.1 * ms(r, other_algorithm(r["algorithm"]))],
+        "model_time_lost": geomean([ms(r, r["algorithm"]) / min(r["ms_tiles"], r["ms_rows"]) for r in rows]),
         "all_patterns_equal": all(r["pattern_equal"] for r in rows),
         "max_err_ours": max((r["err_ours"] for r in rows), default=0.0),
         "max_err_cupy": max((r.get("err_cupy", 0.0) for r in rows), default=0.0),

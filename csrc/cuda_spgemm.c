@@ -133,7 +133,9 @@ static PyObject *py_info(PyObject *self, PyObject *cap) {
                                      i.phase_ms[6], "rows_small", i.phase_ms[7], "rows_large", i.phase_ms[8]);
     if (!phases) return NULL;
     return Py_BuildValue(
-        "{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:O,s:K,s:K,s:s,s:d,s:d,s:L,s:L,s:L,s:N}",
+        "{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:O,s:K,s:K,s:s,s:d,s:d,s:L,s:L,s:L,s:L,s:"
+        "L,"
+        "s:d,s:d,s:N}",
         "m", (long long)i.m, "k", (long long)i.k, "n", (long long)i.n, "tiles_a", (long long)i.tiles_a,
         "tiles_b", (long long)i.tiles_b, "values_a", (long long)i.values_a, "values_b", (long long)i.values_b,
         "tiles_c", (long long)i.tiles_c, "raw_pairs", (long long)i.raw_pairs, "pairs", (long long)i.pairs,
@@ -143,7 +145,9 @@ static PyObject *py_info(PyObject *self, PyObject *cap) {
         (unsigned long long)i.peak_bytes, "algorithm",
         i.algorithm == ACC_SPGEMM_ALGO_TILES ? "tiles" : "rows", "density_a", i.density_a, "density_b",
         i.density_b, "large_rows", (long long)i.large_rows, "row_groups", (long long)i.row_groups,
-        "max_row_products", (long long)i.max_row_products, "phase_ms", phases);
+        "max_row_products", (long long)i.max_row_products, "large_products", (long long)i.large_products,
+        "large_entries", (long long)i.large_entries, "model_ms_tiles", i.model_ms_tiles, "model_ms_rows",
+        i.model_ms_rows, "phase_ms", phases);
 }
 
 /* spgemm_tiles(capsule) -> dict of the device addresses of C's tiles (tests) */

@@ -8,10 +8,12 @@
  *
  * The model.  A tile pair of A and B tiles holding dA and dB entries does about dA dB / 8 scalar
  * products (each of A's entries meets the row of B's tile it names, dB / 8 entries), for one
- * pair's overhead: enumerating, sorting and loading it, two mma and a 64-slot accumulator.  The
- * tiles pay when dA dB / 8 >= PAIR_PRODUCTS (a measured break-even, benchmarks/NOTES.md): dA and
+ * pair's overhead: enumerating, sorting and loading it, two mma and a 64-slot accumulator.  dA and
  * dB are sampled (entries per nonempty tile over up to SAMPLES tile rows of each operand, at most
- * 2048 entries each), which costs one kernel per operand and one synchronisation.
+ * 2048 entries each); the products of every row of A are counted exactly (row_stats: small and
+ * large rows, the large rows' entries).  Both algorithms' times are predicted from these (Model,
+ * fitted on the H100: benchmarks/NOTES.md) and the faster runs.  Two kernels per operand and one
+ * synchronisation, shared with the checks.
  *
  * Memory.  Every device allocation comes from one stream-ordered pool per device that keeps up to
  * ACCSPMM_POOL_KEEP_BYTES (default 1 GiB) between products, so a product makes no cudaMalloc;
@@ -225,7 +227,7 @@ using SampleSort = cub::BlockRadixSort<uint32_t, kSampleThreads, kSampleItems>;
 template <typename IdxT>
 __global__ void __launch_bounds__(kSampleThreads)
     sample_tiles(int64_t m, int64_t samples, const IdxT *__restrict__ rp, const IdxT *__restrict__ ci,
-                 unsigned long long *__restrict__ out) {
+                 int end_bit, unsigned long long *__restrict__ out) {
     /* rp[m] bounds the reads of ci (the nnz the caller gave may be larger, never smaller) */
     __shared__ union {
         typename SampleSort::TempStorage sort;
@@ -245,19 +247,20 @@ __global__ void __launch_bounds__(kSampleThreads)
             keys[t] = j < count ? (uint32_t)((int64_t)ci[e0 + j] >> 3) : 0xFFFFFFFFu;
         }
         __syncthreads();
-        SampleSort(sm.sort).Sort(keys);
+        SampleSort(sm.sort).Sort(keys, 0, end_bit); /* stable: the padding stays last */
         __syncthreads();
         sm.last[threadIdx.x] = keys[kSampleItems - 1];
         __syncthreads();
         uint32_t prev = threadIdx.x ? sm.last[threadIdx.x - 1] : 0xFFFFFFFFu;
-        unsigned long long distinct = 0;
+        unsigned distinct = 0;
 #pragma unroll
         for (int t = 0; t < kSampleItems; t++) {
             const int64_t j = (int64_t)threadIdx.x * kSampleItems + t;
             distinct += j < count && (j == 0 || keys[t] != prev);
             prev = keys[t];
         }
-        if (distinct) atomicAdd(&out[1], distinct);
+        distinct = __reduce_add_sync(0xFFFFFFFFu, distinct); /* one atomic per warp */
+        if ((threadIdx.x & 31) == 0 && distinct) atomicAdd(&out[1], (unsigned long long)distinct);
         if (threadIdx.x == 0) atomicAdd(&out[0], (unsigned long long)count);
         __syncthreads();
     }
@@ -410,9 +413,117 @@ int enqueue_sample(const acc_spgemm_gpu_csr *in, unsigned long long *out, cudaSt
     if (in->nnz == 0 || in->m == 0) return ACC_SUCCESS;
     const int64_t samples = std::min<int64_t>(SAMPLES, (in->m + 7) / 8);
     sample_tiles<IdxT><<<(unsigned)samples, kSampleThreads, 0, s>>>(
-        in->m, samples, (const IdxT *)in->d_row_offsets, (const IdxT *)in->d_column_indices, out);
+        in->m, samples, (const IdxT *)in->d_row_offsets, (const IdxT *)in->d_column_indices,
+        std::max(1, bits_for((in->k + 7) / 8)), out);
     LAUNCH_CHECK();
     return ACC_SUCCESS;
+}
+
+/* The model's row statistics, exact: per row of A (a lane each, or a warp for rows of more than 32
+ * entries), its products (the sum of B's row lengths at its columns); out[0] += the products of
+ * small rows (at most ROWS_SMALL_MAX), out[1] += those of the others, out[2] += their entries,
+ * out[3] += their count, out[4] += the products of rows of more than ROWS_MEDIUM_MAX.  Offsets
+ * and columns are clamped (this runs before the checks' verdict): invalid operands give wrong
+ * statistics, never a fault.  One set of atomics per block: same-address atomics of every warp
+ * cost about 100 us on the H100. */
+constexpr int kRowStatsThreads = 256;
+
+template <typename IA, typename IB>
+__global__ void __launch_bounds__(kRowStatsThreads)
+    row_stats(int64_t m, int64_t k, const IA *__restrict__ rpA, const IA *__restrict__ ciA,
+              const IB *__restrict__ rpB, unsigned long long *__restrict__ out) {
+    const int lane = threadIdx.x & 31;
+    const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    const int64_t nnz = max((int64_t)rpA[m], (int64_t)0);
+    const int64_t nnzB = max((int64_t)rpB[k], (int64_t)0);
+    auto length = [&](int64_t e) -> unsigned long long { /* B's row length at A's entry e */
+                                                         const int64_t c = (int64_t)ciA[e];
+                                                         if (c < 0 || c >= k) return 0;
+                                                         const int64_t lo =
+                                                             max((int64_t)0, min((int64_t)rpB[c], nnzB));
+                                                         return (unsigned long long)max(
+                                                             (int64_t)0, min((int64_t)rpB[c + 1], nnzB) - lo);
+    };
+    unsigned long long small = 0, large = 0, entries = 0, rows = 0, huge = 0;
+    /* 32 rows per warp at a time, a lane each; rows of more than 32 entries by the whole warp */
+    for (int64_t base = warp * 32; base < m; base += warps * 32) {
+        const int64_t i = base + lane;
+        int64_t e0 = 0, e1 = 0;
+        if (i < m) {
+            e0 = max((int64_t)0, min((int64_t)rpA[i], nnz));
+            e1 = max(e0, min((int64_t)rpA[i + 1], nnz));
+        }
+        const bool shared = e1 - e0 > 32;
+        unsigned long long prod = 0;
+        if (!shared)
+            for (int64_t e = e0; e < e1; e++)
+                prod += length(e);
+        for (unsigned long_rows = __ballot_sync(0xFFFFFFFFu, shared); long_rows; long_rows &= long_rows - 1) {
+            const int src = __ffs(long_rows) - 1;
+            const int64_t s0 = __shfl_sync(0xFFFFFFFFu, e0, src), s1 = __shfl_sync(0xFFFFFFFFu, e1, src);
+            unsigned long long part = 0;
+            for (int64_t e = s0 + lane; e < s1; e += 32)
+                part += length(e);
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+                part += __shfl_xor_sync(0xFFFFFFFFu, part, o);
+            if (lane == src) prod = part;
+        }
+        if (i >= m) continue;
+        if (prod <= (unsigned long long)ROWS_SMALL_MAX) {
+            small += prod;
+        } else {
+            large += prod;
+            entries += (unsigned long long)(e1 - e0);
+            rows++;
+            if (prod > (unsigned long long)ROWS_MEDIUM_MAX) huge += prod;
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        small += __shfl_xor_sync(0xFFFFFFFFu, small, o);
+        large += __shfl_xor_sync(0xFFFFFFFFu, large, o);
+        entries += __shfl_xor_sync(0xFFFFFFFFu, entries, o);
+        rows += __shfl_xor_sync(0xFFFFFFFFu, rows, o);
+        huge += __shfl_xor_sync(0xFFFFFFFFu, huge, o);
+    }
+    __shared__ unsigned long long part[kRowStatsThreads / 32][5];
+    if (lane == 0) {
+        part[threadIdx.x >> 5][0] = small;
+        part[threadIdx.x >> 5][1] = large;
+        part[threadIdx.x >> 5][2] = entries;
+        part[threadIdx.x >> 5][3] = rows;
+        part[threadIdx.x >> 5][4] = huge;
+    }
+    __syncthreads();
+    if (threadIdx.x < 5) {
+        unsigned long long sum = 0;
+        for (int w = 0; w < kRowStatsThreads / 32; w++)
+            sum += part[w][threadIdx.x];
+        if (sum) atomicAdd(&out[threadIdx.x], sum);
+    }
+}
+
+template <typename IA, typename IB>
+int enqueue_row_stats_typed(const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu_csr *B, unsigned long long *out,
+                            cudaStream_t s) {
+    const int64_t blocks = std::min<int64_t>((A->m + kRowStatsThreads - 1) / kRowStatsThreads, 1024);
+    row_stats<IA, IB><<<(unsigned)blocks, kRowStatsThreads, 0, s>>>(A->m, B->m, (const IA *)A->d_row_offsets,
+                                                                    (const IA *)A->d_column_indices,
+                                                                    (const IB *)B->d_row_offsets, out);
+    LAUNCH_CHECK();
+    return ACC_SUCCESS;
+}
+
+int enqueue_row_stats(const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu_csr *B, unsigned long long *out,
+                      cudaStream_t s) {
+    if (A->m == 0) return ACC_SUCCESS;
+    if (A->index_bits == 32)
+        return B->index_bits == 32 ? enqueue_row_stats_typed<int32_t, int32_t>(A, B, out, s)
+                                   : enqueue_row_stats_typed<int32_t, int64_t>(A, B, out, s);
+    return B->index_bits == 32 ? enqueue_row_stats_typed<int64_t, int32_t>(A, B, out, s)
+                               : enqueue_row_stats_typed<int64_t, int64_t>(A, B, out, s);
 }
 
 /* Sampled entries and nonempty tiles of A and B (B may be NULL) into out [4], enqueued. */
@@ -426,8 +537,36 @@ int enqueue_densities(const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu_csr *B, 
     return ACC_SUCCESS;
 }
 
-/* The model's break-even: scalar products per tile pair from which the tiles pay. */
-constexpr double PAIR_PRODUCTS = 32.0;
+/* The model: each algorithm's time (ms, whole call) as a linear function of statistics known before
+ * either runs, fitted on the H100 (benchmarks/NOTES.md, "SpGEMM model"): the tiles by their tile
+ * pairs, estimated as products / (dA dB / 8); the rows by their small rows' products, plus, for
+ * the large rows, their entries (a barrier each), products and n-wide dense rows (n <=
+ * ROWS_DENSE_COLS), or their products (sorted, larger n: one block per row, or in batches for
+ * rows of more than ROWS_MEDIUM_MAX products).  Only the comparison matters: a wrong
+ * choice costs time, never correctness. */
+struct Model {
+    double tiles_ms0 = 0.90, tiles_ms_per_mpair = 0.30;
+    double rows_ms0 = 0.45, small_ms_per_mproduct = 0.065;
+    double dense_ms_per_mentry = 0.78, dense_ms_per_mproduct = 0.015, dense_ms_per_gcell = 12.0;
+    double medium_ms_per_mproduct = 0.08, huge_ms_per_mproduct = 0.22;
+};
+
+void predict(acc_spgemm_gpu *p) {
+    const Model M;
+    const double mega = 1e-6;
+    const double per_pair = std::max(p->est_density_a * p->est_density_b / 8.0, 1e-3);
+    const double products = (double)(p->rs_small + p->rs_large);
+    p->est_ms_tiles = M.tiles_ms0 + M.tiles_ms_per_mpair * products * mega / per_pair;
+    double large = 0;
+    if (p->n <= ROWS_DENSE_COLS)
+        large = M.dense_ms_per_mentry * (double)p->rs_large_entries * mega +
+                M.dense_ms_per_mproduct * (double)p->rs_large * mega +
+                M.dense_ms_per_gcell * (double)p->rs_large_rows * (double)p->n * 1e-9;
+    else
+        large = M.medium_ms_per_mproduct * (double)(p->rs_large - p->rs_huge) * mega +
+                M.huge_ms_per_mproduct * (double)p->rs_huge * mega;
+    p->est_ms_rows = M.rows_ms0 + M.small_ms_per_mproduct * (double)p->rs_small * mega + large;
+}
 
 template <typename IdxT, typename V>
 int compact_typed(int64_t m, int64_t nnz, const IdxT *rp, const IdxT *ci, const V *vals, IdxT *rp_out,
@@ -507,12 +646,15 @@ int analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu
         const int nops = p->same ? 1 : 2;
         if (p->opt.validate) TRY(checks.enqueue(ops, nops, true, s));
         if (algo == ACC_SPGEMM_ALGO_AUTO) {
-            TRY(samples.alloc(4, s, &p->tr));
+            TRY(samples.alloc(9, s, &p->tr));
             TRY(enqueue_densities(A, p->same ? nullptr : B, samples.p, s));
         }
-        unsigned long long h[4] = {0, 0, 0, 0};
-        if (algo == ACC_SPGEMM_ALGO_AUTO)
+        unsigned long long h[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+        if (algo == ACC_SPGEMM_ALGO_AUTO) {
+            ACC_CUDA_TRY(cudaMemsetAsync(samples.p + 4, 0, 5 * sizeof(unsigned long long), s));
+            TRY(enqueue_row_stats(A, B, samples.p + 4, s));
             ACC_CUDA_TRY(cudaMemcpyAsync(h, samples.p, sizeof h, cudaMemcpyDeviceToHost, s));
+        }
         if (p->opt.validate || algo == ACC_SPGEMM_ALGO_AUTO) ACC_CUDA_TRY(cudaStreamSynchronize(s));
         if (p->opt.validate) {
             int canonical[2] = {0, 0};
@@ -523,8 +665,13 @@ int analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu
         if (algo == ACC_SPGEMM_ALGO_AUTO) {
             p->est_density_a = h[1] ? (double)h[0] / (double)h[1] : 0.0;
             p->est_density_b = p->same ? p->est_density_a : (h[3] ? (double)h[2] / (double)h[3] : 0.0);
-            algo = p->est_density_a * p->est_density_b / 8.0 >= PAIR_PRODUCTS ? ACC_SPGEMM_ALGO_TILES
-                                                                              : ACC_SPGEMM_ALGO_ROWS;
+            p->rs_small = (int64_t)h[4];
+            p->rs_large = (int64_t)h[5];
+            p->rs_large_entries = (int64_t)h[6];
+            p->rs_large_rows = (int64_t)h[7];
+            p->rs_huge = (int64_t)h[8];
+            predict(p);
+            algo = p->est_ms_tiles < p->est_ms_rows ? ACC_SPGEMM_ALGO_TILES : ACC_SPGEMM_ALGO_ROWS;
         }
     }
     A = &p->A_in;
@@ -533,8 +680,11 @@ int analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu
     TRY(p->palloc(&p->row_ptr, (size_t)p->m + 1));
     if (algo == ACC_SPGEMM_ALGO_TILES) {
         p->path = PATH_TILES;
-        TRY(A->index_bits == 32 ? sum_row_lengths<int32_t>(p, A, B, s)
-                                : sum_row_lengths<int64_t>(p, A, B, s));
+        if (p->opt.algorithm == ACC_SPGEMM_ALGO_AUTO) /* the model counted them */
+            p->products = p->rs_small + p->rs_large;
+        else
+            TRY(A->index_bits == 32 ? sum_row_lengths<int32_t>(p, A, B, s)
+                                    : sum_row_lengths<int64_t>(p, A, B, s));
         TRY(tiles_analyse(p, A, B, s));
     } else {
         p->path = PATH_ROWS;
@@ -677,6 +827,10 @@ extern "C" int acc_spgemm_gpu_get_info(const acc_spgemm_gpu *p, acc_spgemm_gpu_i
     info->algorithm = p->path == PATH_TILES ? ACC_SPGEMM_ALGO_TILES : ACC_SPGEMM_ALGO_ROWS;
     info->density_a = p->est_density_a;
     info->density_b = p->est_density_b;
+    info->model_ms_tiles = p->est_ms_tiles;
+    info->model_ms_rows = p->est_ms_rows;
+    info->large_products = p->rs_large;
+    info->large_entries = p->rs_large_entries;
     info->large_rows = p->nlarge;
     info->row_groups = p->ngroups;
     for (int64_t u : p->large_products) /* (copied before analyse's last synchronisation) */

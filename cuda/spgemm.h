@@ -84,8 +84,12 @@ typedef struct acc_spgemm_gpu_info {
     int64_t large_rows;          /* rows: rows of more than 1024 products (dense or sorted in batches) */
     int64_t row_groups;          /* rows: blocks of the small rows */
     int64_t max_row_products;    /* rows: the most products of one row */
-    double phase_ms[9];          /* with ACCSPMM_SPGEMM_PROFILE set: check, tile, pairs, structure, values,
-                                  * numeric (tiles), rows count, small rows, large rows (synchronised) */
+    int64_t large_products;      /* auto: products of rows with more than 1024 of them (the model's input) */
+    int64_t large_entries;       /* auto: A's entries in those rows */
+    double model_ms_tiles;       /* auto: the model's predicted times of the whole call (ms, H100) */
+    double model_ms_rows;
+    double phase_ms[9]; /* with ACCSPMM_SPGEMM_PROFILE set: check, tile, pairs, structure, values,
+                         * numeric (tiles), rows count, small rows, large rows (synchronised) */
 } acc_spgemm_gpu_info;
 
 /* Validates `count` device CSRs (row offsets start at 0, never decrease, end at nnz; columns in

@@ -150,6 +150,10 @@ enum { PATH_TILES = 1, PATH_ROWS = 2 };
 /* The row path accumulates large rows densely in shared memory up to this many columns (n); only
  * then does it need B's rows free of duplicate columns (spgemm_rows.cu). */
 constexpr int64_t ROWS_DENSE_COLS = 12288;
+/* A row of C is small (row groups) with at most this many products, large otherwise; a large row
+ * is medium (n > ROWS_DENSE_COLS: one block sorts it) with at most ROWS_MEDIUM_MAX, else huge. */
+constexpr int64_t ROWS_SMALL_MAX = 1024;
+constexpr int64_t ROWS_MEDIUM_MAX = 8192;
 
 } // namespace acc_spgemm
 
@@ -167,6 +171,8 @@ struct acc_spgemm_gpu {
     int64_t nnz_s = 0;
     acc_spgemm::u64 *zeros = nullptr;            /* [1] counter of the numeric phase */
     double est_density_a = 0, est_density_b = 0; /* sampled entries per nonempty 8x8 tile */
+    int64_t rs_small = 0, rs_large = 0, rs_large_entries = 0, rs_large_rows = 0, rs_huge = 0; /* row stats */
+    double est_ms_tiles = 0, est_ms_rows = 0; /* its predictions */
     bool profile = false;
     double phase_ms[acc_spgemm::PH_COUNT] = {};
     cudaStream_t stream = nullptr; /* the stream of the call in progress (allocations) */
@@ -202,6 +208,7 @@ struct acc_spgemm_gpu {
     int dense_large = 0;                 /* large rows accumulate densely in shared memory (n small) */
     uint16_t *perm_small = nullptr;      /* [small_total] the small rows' products in sorted order */
     int64_t nmedium = 0;                 /* n > DENSE_COLS: large rows one block sorts */
+    int64_t medium_tier[3] = {0, 0, 0};  /* of them, by block size (spgemm_rows.cu), in that order */
     int64_t *medium_rows = nullptr, *medium_prefix = nullptr; /* [nmedium], [nmedium+1] */
     uint16_t *perm_medium = nullptr;                          /* their products in sorted order */
     int64_t *huge_rows = nullptr, *huge_prefix = nullptr;     /* the other large rows (batches) */

@@ -21,13 +21,17 @@
  *     memory (n doubles and an n-bit pattern), A's entries in order, each entry's B row spread
  *     over the threads, a barrier between entries (B's rows hold each column once, so no two
  *     threads meet: the sums run in scipy's order).  The symbolic pass only sets the pattern.
- *   - large rows, larger n: batches of whole rows, at most BATCH products (a larger row alone),
+ *   - large rows, larger n, at most MEDIUM_MAX = 8192 products (medium): one block per row,
+ *     sorted and summed like a group, in the smallest of three block sizes (2048, 4096 or 8192
+ *     products) that holds the row.
+ *   - larger rows (huge): batches of whole rows, at most BATCH products (a larger row alone),
  *     expanded, keyed (row in batch, column) and sorted by a device radix sort in global memory
  *     (stable), then counted or summed run by run as above.  About 40 bytes per product of a
  *     batch at the peak.
  *
- * Every path needs B's rows without duplicate columns (spgemm.cu's canonical form: the caller's
- * arrays when they already are, else a sorted copy with a map for the values).
+ * Only the dense accumulation needs B's rows without duplicate columns (spgemm.cu's canonical
+ * form, for n <= DENSE_COLS: the caller's arrays when they already are, else a sorted copy with a
+ * map for the values); the sorts sum duplicates like any other run.
  */
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_reduce.cuh>
@@ -45,10 +49,12 @@ namespace {
 constexpr int kGroupThreads = 256;
 constexpr int kGroupItems = 8;
 constexpr int CAP = kGroupThreads * kGroupItems; /* products of one row group */
-constexpr int64_t SMALL_MAX = CAP / 2;           /* a row is small with at most this many products */
+constexpr int64_t SMALL_MAX = ROWS_SMALL_MAX;    /* a row is small with at most this many products */
+static_assert(2 * SMALL_MAX == CAP, "a row group holds two small rows' worth of products");
 constexpr int kMediumThreads = 512;
 constexpr int kMediumItems = 16;
-constexpr int64_t MEDIUM_MAX = kMediumThreads * kMediumItems; /* products of one medium row */
+constexpr int64_t MEDIUM_MAX = ROWS_MEDIUM_MAX; /* products of one medium row */
+static_assert(kMediumThreads * kMediumItems == MEDIUM_MAX, "the largest medium block holds a medium row");
 constexpr int kRadixBits = 5;
 constexpr int kDenseThreads = 512;
 constexpr int64_t DENSE_COLS = ROWS_DENSE_COLS; /* n up to which large rows accumulate in shared memory */
@@ -543,21 +549,35 @@ GroupArgs sorted_args(acc_spgemm_gpu *p, bool medium, const double *valsA, const
     return a;
 }
 
-int launch_symbolic(acc_spgemm_gpu *p, bool medium, cudaStream_t s) {
-    const GroupArgs a = sorted_args(p, medium, nullptr, nullptr);
+/* The medium rows of tier t (rows sorted by tier in split_large; perm offsets stay absolute). */
+GroupArgs tier_args(const acc_spgemm_gpu *p, GroupArgs a, int t) {
+    int64_t off = 0;
+    for (int u = 0; u < t; u++)
+        off += p->medium_tier[u];
+    a.rows += off;
+    a.pbase += off;
+    a.count = p->medium_tier[t];
+    return a;
+}
+
+template <int THREADS, int ITEMS, bool WIDE> int launch_sorted_symbolic(const GroupArgs &a, cudaStream_t s) {
     if (a.count == 0) return ACC_SUCCESS;
-    if (medium)
-        sorted_symbolic<kMediumThreads, kMediumItems, false>
-            <<<(unsigned)group_grid(a.count), kMediumThreads, 0, s>>>(a);
-    else
-        sorted_symbolic<kGroupThreads, kGroupItems, true>
-            <<<(unsigned)group_grid(a.count), kGroupThreads, 0, s>>>(a);
+    sorted_symbolic<THREADS, ITEMS, WIDE><<<(unsigned)group_grid(a.count), THREADS, 0, s>>>(a);
     LAUNCH_CHECK();
     return ACC_SUCCESS;
 }
 
+int launch_symbolic(acc_spgemm_gpu *p, bool medium, cudaStream_t s) {
+    const GroupArgs a = sorted_args(p, medium, nullptr, nullptr);
+    if (!medium) return launch_sorted_symbolic<kGroupThreads, kGroupItems, true>(a, s);
+    TRY((launch_sorted_symbolic<kGroupThreads, kGroupItems, false>(tier_args(p, a, 0), s)));
+    TRY((launch_sorted_symbolic<kMediumThreads, kMediumItems / 2, false>(tier_args(p, a, 1), s)));
+    return launch_sorted_symbolic<kMediumThreads, kMediumItems, false>(tier_args(p, a, 2), s);
+}
+
 template <int THREADS, int ITEMS, typename ColT, typename OutT>
 int launch_sorted_numeric(const GroupArgs &a, cudaStream_t s) {
+    if (a.count == 0) return ACC_SUCCESS;
     auto kernel = sorted_numeric<THREADS, ITEMS, ColT, OutT>;
     const size_t bytes = numeric_smem<THREADS, ITEMS>();
     ACC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
@@ -691,23 +711,35 @@ int numeric_typed(acc_spgemm_gpu *p, const double *valsA, const double *valsB, v
         GroupArgs a = sorted_args(p, true, valsA, valsB);
         a.cols = cols;
         a.vals = vals;
-        TRY((launch_sorted_numeric<kMediumThreads, kMediumItems, ColT, OutT>(a, s)));
+        TRY((launch_sorted_numeric<kGroupThreads, kGroupItems, ColT, OutT>(tier_args(p, a, 0), s)));
+        TRY((launch_sorted_numeric<kMediumThreads, kMediumItems / 2, ColT, OutT>(tier_args(p, a, 1), s)));
+        TRY((launch_sorted_numeric<kMediumThreads, kMediumItems, ColT, OutT>(tier_args(p, a, 2), s)));
     }
     return huge_batches<true, ColT, OutT>(p, valsA, valsB, cols, vals, s);
 }
 
 /* Large rows on the host, for n > DENSE_COLS: medium ones (at most MEDIUM_MAX products: one block
- * sorts each) and huge ones (batches), each list with its products' prefix, uploaded. */
+ * sorts each; three tiers of block capacity, CAP, MEDIUM_MAX / 2 and MEDIUM_MAX products, so that
+ * a row sorts in the smallest block that holds it) and huge ones (batches), each list with its
+ * products' prefix, uploaded. */
 int split_large(acc_spgemm_gpu *p, const std::vector<int64_t> &rows, const std::vector<int64_t> &U,
                 cudaStream_t s) {
     std::vector<int64_t> mrows, mpre(1, 0), hpre(1, 0);
     p->huge_products.clear();
     std::vector<int64_t> hrows;
+    const int64_t cap[3] = {CAP, MEDIUM_MAX / 2, MEDIUM_MAX};
+    for (int t = 0; t < 3; t++) {
+        p->medium_tier[t] = 0;
+        for (size_t j = 0; j < rows.size(); j++) {
+            if (U[j] <= cap[t] && (t == 0 || U[j] > cap[t - 1])) {
+                mrows.push_back(rows[j]);
+                mpre.push_back(mpre.back() + U[j]);
+                p->medium_tier[t]++;
+            }
+        }
+    }
     for (size_t j = 0; j < rows.size(); j++) {
-        if (U[j] <= MEDIUM_MAX) {
-            mrows.push_back(rows[j]);
-            mpre.push_back(mpre.back() + U[j]);
-        } else {
+        if (U[j] > MEDIUM_MAX) {
             hrows.push_back(rows[j]);
             hpre.push_back(hpre.back() + U[j]);
             p->huge_products.push_back(U[j]);

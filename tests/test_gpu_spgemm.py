@@ -154,12 +154,29 @@ def test_dense_tiles_on_tensor_cores(b):
     same(gpu_product(A, A, algorithm="rows"), ref)
 
 
+def row_products(A, B):
+    """Scalar products per row of A @ B (the model's row statistics)."""
+    per_entry = np.diff(B.indptr)[A.indices].astype(np.int64)
+    return np.add.reduceat(np.r_[per_entry, 0], A.indptr[:-1]) * (np.diff(A.indptr) > 0)
+
+
 def test_the_model_takes_tiles_where_they_are_dense():
-    D, S = dense_tiles(400, 8, 1), int_sparse(3000, 3000, 0.001, 2)
+    # 80,000 rows of up to 1,600 products in full 8x8 tiles: the tiles win; a sparse product: the rows
+    D, S = dense_tiles(10000, 8, 1), int_sparse(3000, 3000, 0.001, 2)
+    for X, algorithm in ((D, "tiles"), (S, "rows")):
+        P = row_products(X, X)
+        large = P > 1024
+        with accspmm.spgemm_plan(X, X, device="gpu") as p:
+            st = p.stats
+            assert st["algorithm"] == algorithm
+            assert (st["model_ms_tiles"] < st["model_ms_rows"]) == (algorithm == "tiles")
+            assert st["products"] == P.sum() and st["large_products"] == P[large].sum()
+            assert st["large_entries"] == np.diff(X.indptr)[large].sum()
+    assert row_products(D, D).max() == 1600 and row_products(S, S).max() <= 1024
     with accspmm.spgemm_plan(D, D, device="gpu") as p:
-        assert p.stats["algorithm"] == "tiles" and p.stats["density_a"] == 64.0
+        assert p.stats["density_a"] == 64.0
     with accspmm.spgemm_plan(S, S, device="gpu") as p:
-        assert p.stats["algorithm"] == "rows" and p.stats["density_a"] < 2
+        assert p.stats["density_a"] < 2
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
