@@ -11,8 +11,8 @@ Values: standard normal, --dtype (float32 by default).
 
 Timing: wall clock around the whole call with the stream synchronised before and after (every
 phase included: analysis, allocations, the result), median of --reps after one warm-up, the
-memory pools warm; ours (the model's choice and each algorithm forced) and CuPy are timed
-interleaved, one call of each per round, after a warm-up on a random product before the first
+memory pools warm; ours (the model's choice, each algorithm forced, the plan's reuse) and CuPy
+are timed interleaved, one call of each per round, after a warm-up on a random product before the first
 matrix.  "accspmm" is ``accspmm.spgemm`` on CuPy operands; "reuse" is a
 ``spgemm_plan``'s call with new values (numeric only); "cupy" is ``A @ B`` of cupyx.scipy.sparse
 (cusparseSpGEMM); "torch" is ``torch.sparse.mm`` on two CUDA CSR tensors; "cusparse ALGk" is
@@ -154,22 +154,24 @@ def wall_interleaved(fns, reps, sync):
     return {k: float(np.median(v)) for k, v in times.items()}
 
 
-def same_pattern(C, ref):
-    """C (CuPy CSR) has the pattern of ref (scipy CSR, sorted rows, zeros dropped)."""
-    import cupy
+def host(X):
+    """A scipy CSR of X (CuPy or scipy CSR)."""
+    return X if sp.issparse(X) else X.get()
 
-    return bool(C.nnz == ref.nnz and np.array_equal(cupy.asnumpy(C.indptr), ref.indptr)
-                and np.array_equal(cupy.asnumpy(C.indices), ref.indices))
+
+def same_pattern(C, ref):
+    """C (CuPy or scipy CSR) has the pattern of ref (scipy CSR, sorted rows, zeros dropped)."""
+    C = host(C)
+    return bool(C.nnz == ref.nnz and np.array_equal(C.indptr, ref.indptr) and np.array_equal(C.indices, ref.indices))
 
 
 def rel_error(C, ref):
-    """Norm-wise relative error of C's values (CuPy CSR) against ref's (scipy float64 CSR)."""
-    import cupy
-
+    """Norm-wise relative error of C's values (CuPy or scipy CSR) against ref's (scipy float64 CSR)."""
+    C = host(C)
     den = float(np.linalg.norm(ref.data)) or 1.0
     if same_pattern(C, ref):
-        return float(np.linalg.norm(cupy.asnumpy(C.data).astype(np.float64) - ref.data)) / den
-    D = sp.csr_matrix(C.get(), dtype=np.float64) - ref  # different patterns (e.g. a sort missing)
+        return float(np.linalg.norm(C.data.astype(np.float64) - ref.data)) / den
+    D = C.astype(np.float64) - ref  # different patterns
     return float(np.linalg.norm(D.data)) / den
 
 
@@ -227,19 +229,17 @@ def main():
                "nnz_a": int(A.nnz), "nnz_b": int(B.nnz)}
         # reference (float64) and our plan's statistics (the model's choice)
         ref = reference(A, B)
-        with accspmm.spgemm_plan(Ag, Bg) as p:
-            st = p.stats
-            for key in ("algorithm", "density_a", "density_b", "nnz_per_tile_a", "products", "nnz_structural",
-                        "large_rows", "max_row_products", "plan_bytes", "large_products", "large_entries",
-                        "model_ms_tiles", "model_ms_rows"):
-                row[key] = st[key]
-            C = p()
-            row["nnz_c"] = int(C.nnz)
-            row["pattern_equal"] = same_pattern(C, ref)
-            row["err_ours"] = rel_error(C, ref)
-            del C
-            ms, _ = wall(lambda: p(Ag.data), args.reps, sync)
-            row["ms_reuse"] = ms
+        plan = accspmm.spgemm_plan(Ag, Bg)  # kept open: its reuse is timed with the rest below
+        st = plan.stats
+        for key in ("algorithm", "density_a", "density_b", "nnz_per_tile_a", "products", "nnz_structural",
+                    "large_rows", "max_row_products", "plan_bytes", "large_products", "large_entries",
+                    "model_ms_tiles", "model_ms_rows"):
+            row[key] = st[key]
+        C = plan()
+        row["nnz_c"] = int(C.nnz)
+        row["pattern_equal"] = same_pattern(C, ref)
+        row["err_ours"] = rel_error(C, ref)
+        del C
         gflop = 2 * row["products"] / 1e9
         with accspmm.spgemm_plan(Ag, Bg, keep_pairs=False) as p2:
             p2()
@@ -252,7 +252,8 @@ def main():
                     return q()
             return call
 
-        timed = {"ours": lambda: accspmm.spgemm(Ag, Bg), "tiles": fresh("tiles"), "rows": fresh("rows")}
+        timed = {"ours": lambda: accspmm.spgemm(Ag, Bg), "tiles": fresh("tiles"), "rows": fresh("rows"),
+                 "reuse": lambda: plan(Ag.data)}
         for algo in ("tiles", "rows"):
             os.environ["ACCSPMM_SPGEMM_PROFILE"] = "1"  # every phase synchronised and timed
             try:
@@ -274,17 +275,23 @@ def main():
                 sync()
             out_bytes = C.data.nbytes + C.indices.nbytes + C.indptr.nbytes
             row["peak_bytes_cupy"] = max(hook.peak - out_bytes, 0)
-            C.sum_duplicates()
-            C.eliminate_zeros()
-            row["pattern_equal_cupy"] = same_pattern(C, ref)
-            row["err_cupy"] = rel_error(C, ref)
-            del C
+            # canonical form on the host (scipy): CuPy's eliminate_zeros left rows unsorted here
+            # (CuPy on the H100 machine, 2026-11-24), which made its result look wrong
+            H = C.get()
+            H = sp.csr_matrix((H.data, H.indices.copy(), H.indptr.copy()), shape=H.shape)
+            H.has_sorted_indices = False
+            H.sum_duplicates()
+            H.eliminate_zeros()
+            row["pattern_equal_cupy"] = same_pattern(H, ref)
+            row["err_cupy"] = rel_error(H, ref)
+            del C, H
             timed["cupy"] = lambda: Ag @ Bg
         except Exception as exc:  # out of memory and the like: reported, not fatal
             row["ms_cupy"] = None
             row["cupy_error"] = str(exc)[:200]
         for key, ms in wall_interleaved(timed, args.reps, sync).items():
             row[f"ms_{key}"] = ms
+        plan.close()
         # PyTorch
         if torch is not None:
             try:
@@ -395,6 +402,7 @@ def summarise(rows):
         "all_patterns_equal": all(r["pattern_equal"] for r in rows),
         "max_err_ours": max((r["err_ours"] for r in rows), default=0.0),
         "max_err_cupy": max((r.get("err_cupy", 0.0) for r in rows), default=0.0),
+        "cupy_patterns_equal": all(r.get("pattern_equal_cupy", True) for r in rows),
     }
 
 
