@@ -275,8 +275,8 @@ def main():
                 sync()
             out_bytes = C.data.nbytes + C.indices.nbytes + C.indptr.nbytes
             row["peak_bytes_cupy"] = max(hook.peak - out_bytes, 0)
-            # canonical form on the host (scipy): CuPy's eliminate_zeros left rows unsorted here
-            # (CuPy on the H100 machine, 2026-11-24), which made its result look wrong
+            # canonical form on the host (scipy): after CuPy's sum_duplicates and eliminate_zeros its
+            # rows were unsorted (the H100 machine's CuPy, 2026-11-24), which made its result look wrong
             H = C.get()
             H = sp.csr_matrix((H.data, H.indices.copy(), H.indptr.copy()), shape=H.shape)
             H.has_sorted_indices = False

@@ -106,7 +106,9 @@ extern "C" void *acc_cusparse_library(void) {
     std::lock_guard<std::mutex> guard(g_lock);
     return g_lib;
 }
-extern "C" void acc_cusparse_note_error(const char *message) { snprintf(g_error, sizeof g_error, "%s", message); }
+extern "C" void acc_cusparse_note_error(const char *message) {
+    snprintf(g_error, sizeof g_error, "%s", message);
+}
 
 extern "C" void acc_cusparse_spmm_destroy(acc_cusparse_spmm *p) {
     if (!p) return;
