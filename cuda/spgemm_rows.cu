@@ -769,21 +769,20 @@ int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
     const RowMat &A = p->RA, &B = p->RB;
     const int64_t nnz = A.nnz, m = p->m;
     PhaseTimer timer(p, PH_ROWS_COUNT);
-    /* products before each entry: every row (pe); the large rows; small rows only (ps); one sync */
+    /* products before each entry over every row (pe), and the large rows: one sync.  Then, where
+     * there are large rows, the same over small rows only (ps: another sync); else ps is pe. */
     TRY(p->palloc(&p->pe, (size_t)nnz + 1));
-    TRY(p->palloc(&p->ps, (size_t)nnz + 1));
     ACC_CUDA_TRY(cudaMemsetAsync(p->pe, 0, sizeof(int64_t), s));
-    ACC_CUDA_TRY(cudaMemsetAsync(p->ps, 0, sizeof(int64_t), s));
     Temp<int64_t> rows, num;
     TRY(rows.alloc((size_t)m, s, &p->tr));
     TRY(num.alloc(1, s, &p->tr));
     ACC_CUDA_TRY(cudaMemsetAsync(num.p, 0, sizeof(int64_t), s));
+    size_t bytes = 0, sb = 0;
+    Temp<char> temp;
     if (nnz > 0) {
-        size_t bytes = 0, sb = 0;
         ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, bytes, p->pe + 1, p->pe + 1, nnz, s));
         auto ids = thrust::counting_iterator<int64_t>(0);
         ACC_CUDA_TRY(cub::DeviceSelect::If(nullptr, sb, ids, rows.p, num.p, m, IsLarge{A.rp, p->pe}, s));
-        Temp<char> temp;
         TRY(temp.alloc(std::max(bytes, sb), s, &p->tr));
         entry_products<<<grid_for(nnz), kThreads, 0, s>>>(nnz, A.ci, B.rp, p->pe);
         LAUNCH_CHECK();
@@ -791,21 +790,30 @@ int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
         ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp.p, use, p->pe + 1, p->pe + 1, nnz, s));
         use = sb;
         ACC_CUDA_TRY(cub::DeviceSelect::If(temp.p, use, ids, rows.p, num.p, m, IsLarge{A.rp, p->pe}, s));
+    }
+    int64_t h[2] = {0, 0};
+    ACC_CUDA_TRY(cudaMemcpyAsync(&h[0], num.p, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
+    ACC_CUDA_TRY(cudaMemcpyAsync(&h[1], p->pe + nnz, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
+    ACC_CUDA_TRY(cudaStreamSynchronize(s));
+    p->nlarge = h[0];
+    p->products = h[1];
+    if (p->nlarge == 0) {
+        p->ps = p->pe; /* not owned twice: only pe is in the plan's allocations */
+        p->small_total = p->products;
+    } else {
+        TRY(p->palloc(&p->ps, (size_t)nnz + 1));
+        ACC_CUDA_TRY(cudaMemsetAsync(p->ps, 0, sizeof(int64_t), s));
         entry_products<<<grid_for(nnz), kThreads, 0, s>>>(nnz, A.ci, B.rp, p->ps);
         LAUNCH_CHECK();
         zero_large_rows<<<1024, kThreads, 0, s>>>(num.p, rows.p, A.rp, p->ps);
         LAUNCH_CHECK();
-        use = bytes;
+        size_t use = bytes;
         ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp.p, use, p->ps + 1, p->ps + 1, nnz, s));
+        ACC_CUDA_TRY(
+            cudaMemcpyAsync(&p->small_total, p->ps + nnz, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
+        ACC_CUDA_TRY(cudaStreamSynchronize(s));
     }
-    int64_t h[3] = {0, 0, 0};
-    ACC_CUDA_TRY(cudaMemcpyAsync(&h[0], num.p, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
-    ACC_CUDA_TRY(cudaMemcpyAsync(&h[1], p->pe + nnz, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
-    ACC_CUDA_TRY(cudaMemcpyAsync(&h[2], p->ps + nnz, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
-    ACC_CUDA_TRY(cudaStreamSynchronize(s));
-    p->nlarge = h[0];
-    p->products = h[1];
-    p->small_total = h[2];
+    temp.release();
     p->ngroups = (p->small_total + SMALL_MAX - 1) / SMALL_MAX;
     p->dense_large = p->n <= DENSE_COLS;
     /* the large rows and their products; for n > DENSE_COLS, split on the host (one more sync) */
