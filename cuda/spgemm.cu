@@ -227,8 +227,8 @@ using SampleSort = cub::BlockRadixSort<uint32_t, kSampleThreads, kSampleItems>;
 template <typename IdxT>
 __global__ void __launch_bounds__(kSampleThreads)
     sample_tiles(int64_t m, int64_t samples, const IdxT *__restrict__ rp, const IdxT *__restrict__ ci,
-                 int end_bit, unsigned long long *__restrict__ out) {
-    /* rp[m] bounds the reads of ci (the nnz the caller gave may be larger, never smaller) */
+                 int64_t length, int end_bit, unsigned long long *__restrict__ out) {
+    /* min(rp[m], length: ci's length as the caller gave it) bounds the reads of ci */
     __shared__ union {
         typename SampleSort::TempStorage sort;
         uint32_t last[kSampleThreads];
@@ -236,7 +236,8 @@ __global__ void __launch_bounds__(kSampleThreads)
     const int64_t mt = (m + 7) / 8;
     for (int64_t s = blockIdx.x; s < samples; s += gridDim.x) {
         const int64_t I = s * mt / samples;
-        const int64_t nnz = (int64_t)rp[m]; /* bounds clamped: this may run before the checks' verdict */
+        /* bounds clamped: this may run before the checks' verdict */
+        const int64_t nnz = max((int64_t)0, min((int64_t)rp[m], length));
         const int64_t e0 = max((int64_t)0, min((int64_t)rp[8 * I], nnz));
         const int64_t e1 = max(e0, min((int64_t)rp[min(8 * I + 8, m)], nnz));
         const int64_t count = min(e1 - e0, (int64_t)(kSampleThreads * kSampleItems));
@@ -413,7 +414,7 @@ int enqueue_sample(const acc_spgemm_gpu_csr *in, unsigned long long *out, cudaSt
     if (in->nnz == 0 || in->m == 0) return ACC_SUCCESS;
     const int64_t samples = std::min<int64_t>(SAMPLES, (in->m + 7) / 8);
     sample_tiles<IdxT><<<(unsigned)samples, kSampleThreads, 0, s>>>(
-        in->m, samples, (const IdxT *)in->d_row_offsets, (const IdxT *)in->d_column_indices,
+        in->m, samples, (const IdxT *)in->d_row_offsets, (const IdxT *)in->d_column_indices, in->nnz,
         std::max(1, bits_for((in->k + 7) / 8)), out);
     LAUNCH_CHECK();
     return ACC_SUCCESS;
@@ -423,19 +424,19 @@ int enqueue_sample(const acc_spgemm_gpu_csr *in, unsigned long long *out, cudaSt
  * entries), its products (the sum of B's row lengths at its columns); out[0] += the products of
  * small rows (at most ROWS_SMALL_MAX), out[1] += those of the others, out[2] += their entries,
  * out[3] += their count, out[4] += the products of rows of more than ROWS_MEDIUM_MAX.  Offsets
- * and columns are clamped (this runs before the checks' verdict): invalid operands give wrong
- * statistics, never a fault.  One set of atomics per block: same-address atomics of every warp
- * cost about 100 us on the H100. */
+ * (to ci's length, lengthA) and columns are clamped (this runs before the checks' verdict):
+ * invalid operands give wrong statistics, never a fault.  One set of atomics per block: same-address atomics
+ * of every warp cost about 100 us on the H100. */
 constexpr int kRowStatsThreads = 256;
 
 template <typename IA, typename IB>
 __global__ void __launch_bounds__(kRowStatsThreads)
-    row_stats(int64_t m, int64_t k, const IA *__restrict__ rpA, const IA *__restrict__ ciA,
+    row_stats(int64_t m, int64_t k, const IA *__restrict__ rpA, const IA *__restrict__ ciA, int64_t lengthA,
               const IB *__restrict__ rpB, unsigned long long *__restrict__ out) {
     const int lane = threadIdx.x & 31;
     const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-    const int64_t nnz = max((int64_t)rpA[m], (int64_t)0);
+    const int64_t nnz = max((int64_t)0, min((int64_t)rpA[m], lengthA));
     const int64_t nnzB = max((int64_t)rpB[k], (int64_t)0);
     auto length = [&](int64_t e) -> unsigned long long { /* B's row length at A's entry e */
                                                          const int64_t c = (int64_t)ciA[e];
@@ -510,7 +511,7 @@ int enqueue_row_stats_typed(const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu_cs
                             cudaStream_t s) {
     const int64_t blocks = std::min<int64_t>((A->m + kRowStatsThreads - 1) / kRowStatsThreads, 1024);
     row_stats<IA, IB><<<(unsigned)blocks, kRowStatsThreads, 0, s>>>(A->m, B->m, (const IA *)A->d_row_offsets,
-                                                                    (const IA *)A->d_column_indices,
+                                                                    (const IA *)A->d_column_indices, A->nnz,
                                                                     (const IB *)B->d_row_offsets, out);
     LAUNCH_CHECK();
     return ACC_SUCCESS;

@@ -375,6 +375,11 @@ def test_bad_cupy_input_is_refused():
     bad.indptr[5] = bad.indptr[6] + 1  # decreasing offsets
     with pytest.raises(ValueError, match="indptr"):
         accspmm.spgemm(A, bad)
+    for target in ("A", "B"):  # offsets that end past the arrays: refused, no kernel reads past them
+        bad = csp.csr_matrix((A.data, A.indices.copy(), A.indptr.copy()), shape=A.shape)
+        bad.indptr[-1] = A.nnz + 4096
+        with pytest.raises(ValueError, match="indptr"):
+            accspmm.spgemm(bad, A) if target == "A" else accspmm.spgemm(A, bad)
     with pytest.raises(TypeError, match="dtype"):
         accspmm.spgemm(csp.csr_matrix(A, dtype=cp.complex64), A)
 
