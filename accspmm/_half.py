@@ -29,6 +29,7 @@ not bit for bit.
 
 from __future__ import annotations
 
+import functools
 import time
 import weakref
 
@@ -200,7 +201,8 @@ class HalfPlan:
         self.balance = balance
         self.calls = calls
         self._closed = False
-        self._fast = None  # the C call (csrc/cuda_launcher.c: HalfLauncher) of GPU plans
+        self._fast = None  # the C call (csrc/cuda_launcher.c: HalfLauncher, or Launcher for BitTCF) of GPU plans
+        self._runner = None  # BitTCF on the GPU: the TF32 kernel's runner with half operands (accspmm._tf32)
         self._T = None
         self._dev = {}
         self._device_id = None
@@ -272,17 +274,31 @@ class HalfPlan:
             else:
                 from ._device_format import DeviceBitTCF
 
+                # the exact half values as float32 (the build's TF32 rounding leaves them as they are)
                 exact = CSR(csr.shape, csr.indptr, csr.indices, widen(self._bits, precision), True)
                 fmt = DeviceBitTCF(exact, None if identity else perm, self._dev, self._device_id)
                 nblocks = fmt.num_blocks
-                offsets = fmt.window_offsets
-                tiles = self._dev["block_values"] = DeviceArray((max(nblocks, 1) * 64,), np.uint16, self._device_id)
+                tiles = DeviceArray((max(nblocks, 1) * 64,), np.uint16, self._device_id)
                 cu.half_tiles(self._dev["block_meta"].ptr, self._dev["values"].ptr, nblocks, tiles.ptr,
                               _FMT[precision], None)
                 self._dev.pop("values").free()  # the float copy: the tiles hold the values now
+                self._dev["values"] = tiles
                 self.stats.update({"tc_blocks": nblocks,
                                    "block_fill": csr.nnz / (64.0 * nblocks) if nblocks else float("nan")})
             steps["build"] = time.perf_counter() - t
+        if self.device == "gpu" and self.format == "bittcf":
+            # the TF32 kernel's schedule, cost model, variant timing and C call, on half operands
+            from ._plan import _put
+            from ._tf32 import ELEM, TF32Runner
+
+            t = time.perf_counter()
+            put = functools.partial(_put, self._dev, self._device_id)
+            self._runner = TF32Runner(fmt, put, self._dev, self._device_id, self.stats, balance, None,
+                                      ELEM[precision])
+            self._layout = 1
+            self._fast = self._runner.launcher.call
+            steps["schedule_upload"] = time.perf_counter() - t
+        elif self.device == "gpu":
             t = time.perf_counter()
             tasks, splits, slots, cap, pack = schedule(offsets)
             self.stats["schedule"] = {"tasks": int(tasks.shape[0]), "split_rows": int(splits.shape[0]),
@@ -416,7 +432,10 @@ class HalfPlan:
 
     def kernel_args(self, d_B: int, d_C: int, n: int, out_f32: bool, d_workspace: int = 0) -> tuple:
         """The argument tuple of ``_cuda.half_spmm`` / ``_cuda.time_half`` for device pointers
-        (benchmarks time the kernel alone with it; the workspace needs ``workspace_floats(n)``)."""
+        (benchmarks time the kernel alone with it; the workspace needs ``workspace_floats(n)``).
+        BSR16 only: a BitTCF plan runs the TF32 kernel's runner (``self._runner.args``)."""
+        if self._runner is not None:
+            raise ValueError("kernel_args is for BSR16 half plans; a BitTCF plan's launch is self._runner.args(...)")
         m, k = self.shape
         d = self._dev
         bsr = self._layout == 0
@@ -441,6 +460,9 @@ class HalfPlan:
             return
         if self.stats["nnz"] == 0 or k == 0:
             _cuda.memset(d_C, 0, m * n * (4 if out_f32 else 2), stream)
+            return
+        if self._runner is not None:
+            self._runner.run(d_B, d_C, n, stream, out_f32)
             return
         ws = workspace.get(self.workspace_floats(n)) if self._num_splits else 0
         _cuda.half_spmm(self.kernel_args(d_B, d_C, n, out_f32, ws), stream)

@@ -182,13 +182,23 @@ def predict_cap(window_offsets, cap: int, slices: int, variant: dict) -> float:
     return predict_caps(window_offsets, (cap,), slices, variant)[int(cap)]
 
 
-def choose_variant(n: int, k: int, l2_bytes: int, override: dict | None = None) -> dict:
-    """Kernel variant for width n (module docstring); ``override`` replaces chosen fields."""
-    # 64-column slices above 32 columns, except for odd multiples of 32, where 32-column slices
-    # keep the 16-byte path (the kernel's vector path needs n to be a multiple of 32 S)
-    s = 2 if n > 32 and n % 64 != 32 else 1
-    slices = -(-n // (32 * s))
-    b_bytes = k * n * 4
+#: the kernel's operand formats (acc_tf32_args.elem): columns a warp covers per slice unit (32 S
+#: for TF32, 64 S for the half formats, whose 16-byte pieces hold 8 values) and bytes per element of B
+ELEM = {"tf32": 0, "fp16": 1, "bf16": 2}
+UNIT = {0: 32, 1: 64, 2: 64}
+ESIZE = {0: 4, 1: 2, 2: 2}
+
+
+def choose_variant(n: int, k: int, l2_bytes: int, override: dict | None = None, elem: int = 0) -> dict:
+    """Kernel variant for width n (module docstring); ``override`` replaces chosen fields.  Half
+    formats (``elem`` > 0): 64-column slices (S = 1, the same columns and accumulators per warp as
+    TF32's S = 2; their S = 2 spills registers), and only the variants the kernel has for them."""
+    u = UNIT[elem]
+    # TF32: 64-column slices above 32 columns, except for odd multiples of 32, where 32-column
+    # slices keep the 16-byte path (the kernel's vector path needs n to be a multiple of 32 S)
+    s = 2 if elem == 0 and n > u and n % (2 * u) != u else 1
+    slices = -(-n // (u * s))
+    b_bytes = k * n * ESIZE[elem]
     v = {"slice_s": s, "depth": 2 if b_bytes > l2_bytes // 2 else 3, "cache_l1": 1,
          "slice_major": int(slices > 1 and b_bytes > l2_bytes and b_bytes // slices <= l2_bytes // 2),
          "staged": int(b_bytes > l2_bytes // 2), "order": 0}
@@ -203,15 +213,19 @@ def choose_variant(n: int, k: int, l2_bytes: int, override: dict | None = None) 
 class TF32Runner:
     """Device-resident BitTCF, schedules by cap, and the per-n choice of schedule and variant."""
 
-    def __init__(self, fmt, put, dev: dict, dev_id: int, stats, balance="auto", tuning=None):
+    def __init__(self, fmt, put, dev: dict, dev_id: int, stats, balance="auto", tuning=None, elem: int = 0):
         """put(name, host_array) uploads into dev (the plan's dict of DeviceArrays).
-        tuning: optional {"cap": int, plus VARIANT_KEYS} for experiments and tests."""
+        tuning: optional {"cap": int, plus VARIANT_KEYS} for experiments and tests.
+        elem: the operand format (``ELEM``); a half format needs dev["values"] to hold the dense
+        tiles of ``_cuda.half_tiles`` (and block_meta their offsets), accspmm._half builds them."""
         from . import _cuda
 
         if (_cuda.TF32_WARPS, _cuda.TF32_TASK_WORDS) != (WARPS, TASK_WORDS):
             raise RuntimeError(f"accspmm._cuda was built with {_cuda.TF32_WARPS} warps per TF32 task, the "
                                f"package expects {WARPS}: rebuild the extension")
         self._cuda = _cuda
+        self.elem = int(elem)
+        self.unit = UNIT[self.elem]
         self.shape = fmt.shape
         self.balance = balance
         self.tuning = dict(tuning or {})
@@ -232,7 +246,8 @@ class TF32Runner:
             put("values", round_tf32(fmt.values))
         # the steady-state call in C (csrc/cuda_launcher.c): run() registers each (n, stream) launch
         self.launcher = _cuda.Launcher(fmt.shape[0], fmt.shape[1], fmt.num_windows, dev["perm"].ptr,
-                                       dev["window_offsets"].ptr, dev["block_meta"].ptr, dev["values"].ptr, dev_id)
+                                       dev["window_offsets"].ptr, dev["block_meta"].ptr, dev["values"].ptr, dev_id,
+                                       self.elem)
         self._ready = set()  # widths n that have run outside a CUDA-graph capture
         self._tasks = {}  # cap -> (host tasks, task cost)
         self._split_counts = {}  # cap -> (workspace slots, multi-part splits)
@@ -256,8 +271,8 @@ class TF32Runner:
         if n in self._decisions:
             return self._decisions[n]
         variant = choose_variant(n, self.shape[1], self._l2,
-                                 {k: v for k, v in self.tuning.items() if k in VARIANT_KEYS})
-        slices = -(-n // (32 * variant["slice_s"]))
+                                 {k: v for k, v in self.tuning.items() if k in VARIANT_KEYS}, self.elem)
+        slices = -(-n // (self.unit * variant["slice_s"]))
         if "cap" in self.tuning:
             caps, why = (int(self.tuning["cap"]),), "forced by tuning['cap']"
         elif self.balance is False:
@@ -294,24 +309,28 @@ class TF32Runner:
             self._put(name, tasks.reshape(-1) if tasks.size else np.zeros(TASK_WORDS, np.int32))
         return self.dev[name].ptr, self._schedule(cap)[0].shape[0]
 
-    def _split_need(self, cap: int, slices: int, slice_s: int) -> tuple:
-        """(workspace floats, counters) the multi-part splits of schedule ``cap`` need at a width of
-        ``slices`` column slices of 32 slice_s columns; (0, 0) when it has none."""
+    def _split_need(self, cap: int, n: int, slice_s: int) -> tuple:
+        """(workspace floats, counters) the multi-part splits of schedule ``cap`` need at width n with
+        slices of ``unit`` slice_s columns; (0, 0) when it has none.  The counters are sized for
+        slices of ``unit`` columns, the most any variant uses (a half launch whose slice is not full
+        runs S = 1, see cuda/tf32_spmm.cu), and the workspace for S = 1 or S = 2, whichever is larger."""
         if cap not in self._split_counts:  # once per schedule, not per launch
             tasks = self._schedule(cap)[0]
             multi = (tasks[:, 0] < 0) & (tasks[:, 2] > 1) if tasks.size else np.zeros(0, bool)
             self._split_counts[cap] = (int(multi.sum()), int((multi & (tasks[:, 1] == 0)).sum()))
         slots, splits = self._split_counts[cap]
-        return slots * slices * 8 * 32 * slice_s, splits * slices
+        u = self.unit
+        cols = max(-(-n // (u * slice_s)) * u * slice_s, -(-n // u) * u)
+        return slots * 8 * cols, splits * -(-n // u)
 
-    def _workspace(self, cap: int, slices: int, slice_s: int, stream) -> tuple:
+    def _workspace(self, cap: int, n: int, slice_s: int, stream) -> tuple:
         """(workspace, counters) device pointers for the multi-part splits of schedule ``cap``
         (0, 0 when it has none).  One pair per stream, grown to the largest schedule and width
         seen and shared by all of them: launches on one stream run in order, so they may share it;
         launches on different streams must not (counters and slots are reused).  The counters
         start at zero and every launch leaves them at zero.  (A CUDA-graph capture uses none of
         these: see ``run``.)"""
-        need, cneed = self._split_need(cap, slices, slice_s)
+        need, cneed = self._split_need(cap, n, slice_s)
         if need == 0:
             return 0, 0
         key, ckey = ("workspace", int(stream or 0)), ("workspace_counters", int(stream or 0))
@@ -332,19 +351,21 @@ class TF32Runner:
             self._ws_keys.append(key)
         return self.dev[key].ptr, self.dev[ckey].ptr
 
-    def args(self, d_B: int, d_C: int, n: int, stream=None, cap=None, variant=None, workspace=None) -> tuple:
+    def args(self, d_B: int, d_C: int, n: int, stream=None, cap=None, variant=None, workspace=None,
+             out_f32: bool = False) -> tuple:
         """(argument tuple, variant tuple) of _cuda.tf32_spmm for width n on ``stream``; ``cap``
         and ``variant`` (a dict of VARIANT_KEYS) override the decision (benchmarks);
-        ``workspace`` (a pointer pair) replaces the stream's split workspace."""
+        ``workspace`` (a pointer pair) replaces the stream's split workspace; ``out_f32``: a half
+        plan's C is float32 (else C holds B's half format)."""
         m, k = self.shape
         best, v = self.decide(n)
         cap = best if cap is None else cap
         v = v if variant is None else variant
         d_tasks, ntasks = self._device_tasks(cap, v.get("order", 0))
-        ws, cnt = workspace or self._workspace(cap, -(-n // (32 * v["slice_s"])), v["slice_s"], stream)
+        ws, cnt = workspace or self._workspace(cap, n, v["slice_s"], stream)
         d = self.dev
         a = (m, k, n, self.num_windows, d["perm"].ptr, d["window_offsets"].ptr, d["block_meta"].ptr,
-             d["values"].ptr, d_tasks, ntasks, ws, cnt, d_B, d_C)
+             d["values"].ptr, d_tasks, ntasks, ws, cnt, d_B, d_C, self.elem, int(bool(out_f32)))
         return a, tuple(v[key] for key in KERNEL_KEYS)
 
     def candidates(self, n: int) -> list:
@@ -355,9 +376,12 @@ class TF32Runner:
         other task order, in both grid orders.  Same schedule: every candidate gives the same
         result bits (S only changes how many columns a warp covers, not any sum)."""
         v = self.decide(n)[1]
-        slices = -(-n // (32 * v["slice_s"]))
+        slices = -(-n // (self.unit * v["slice_s"]))
         out = [v]
-        for staged, depth in ((0, 3 if v["slice_s"] == 2 else 2), (1, 2), (1, 3)):
+        # register depth 3 at S = 2, 2 at S = 1 (TF32: 80 registers, 3 thread blocks per 8 warps);
+        # half formats (S = 1, 64 columns): both register depths
+        reg = ((0, 3), (0, 2)) if self.elem else ((0, 3 if v["slice_s"] == 2 else 2),)
+        for staged, depth in (*reg, (1, 2), (1, 3)):
             for major in (0, 1) if slices > 1 else (0,):
                 c = dict(v, staged=staged, depth=depth, slice_major=major)
                 if c not in out:
@@ -366,7 +390,7 @@ class TF32Runner:
             out += [dict(self._wide[n], staged=staged, depth=depth) for staged, depth in ((0, 3), (1, 2))]
         return out
 
-    def tune(self, d_B: int, d_C: int, n: int, stream):
+    def tune(self, d_B: int, d_C: int, n: int, stream, out_f32: bool = False):
         """Times every candidate variant for width n on the caller's B, C and stream (TUNE_REPS
         launches after one warm-up, median; synchronous), then the two fastest again with
         CONFIRM_REPS launches each, and keeps the faster of those two (a 3-launch median of a
@@ -379,7 +403,7 @@ class TF32Runner:
         t0 = time.perf_counter()
 
         def timed(v, reps=TUNE_REPS):
-            a, vt = self.args(d_B, d_C, n, stream, cap, v)
+            a, vt = self.args(d_B, d_C, n, stream, cap, v, out_f32=out_f32)
             self._cuda.time_tf32(a, vt, 1, None, 0, stream)
             ms = sorted(self._cuda.time_tf32(a, vt, reps, None, 0, stream))[reps // 2]
             times[variant_tag(v)] = (ms, v)
@@ -389,7 +413,7 @@ class TF32Runner:
         if "order" not in self.tuning:  # the fastest with the other task order, in both grid orders
             best = min(times.values(), key=lambda t: t[0])[1]
             timed(dict(best, order=1 - best["order"]))
-            if n > 32 * best["slice_s"] and "slice_major" not in self.tuning:
+            if n > self.unit * best["slice_s"] and "slice_major" not in self.tuning:
                 timed(dict(best, order=1 - best["order"], slice_major=1 - best["slice_major"]))
         top = [v for _, v in sorted(times.values(), key=lambda t: t[0])[:2]]
         for v in top:
@@ -405,9 +429,10 @@ class TF32Runner:
         self._decisions[n] = (cap, best)
         self._tuned.add(n)
 
-    def run(self, d_B: int, d_C: int, n: int, stream):
+    def run(self, d_B: int, d_C: int, n: int, stream, out_f32: bool = False):
         """Launches C = A @ B (width n) on ``stream`` and registers the launch with the C fast
-        call, so that later calls for (n, stream) skip Python.  The first call for each n decides
+        call, so that later calls for (n, stream) skip Python (``out_f32``: a half plan's float32 C,
+        which the C call does not take).  The first call for each n decides
         and times (synchronous, so never inside a CUDA-graph capture).  Inside a capture, a
         schedule with multi-part splits gets its workspace from stream-ordered allocations
         captured into the graph (allocated, zeroed and freed on every replay): each graph owns
@@ -418,13 +443,13 @@ class TF32Runner:
                                    "(it synchronises), which a CUDA-graph capture does not allow: call the plan "
                                    "once with this width before capturing (warm-up)")
             cap, v = self.decide(n)
-            a, vt = self.args(d_B, d_C, n, stream, workspace=(0, 0))  # the graph allocates its own
-            need, cneed = self._split_need(cap, -(-n // (32 * v["slice_s"])), v["slice_s"])
+            a, vt = self.args(d_B, d_C, n, stream, workspace=(0, 0), out_f32=out_f32)  # the graph allocates its own
+            need, cneed = self._split_need(cap, n, v["slice_s"])
             self._cuda.tf32_spmm(a, vt, stream, need, cneed)
             return
         if self._autotune and n not in self._tuned:
-            self.tune(d_B, d_C, n, stream)
-        a, v = self.args(d_B, d_C, n, stream)
+            self.tune(d_B, d_C, n, stream, out_f32)
+        a, v = self.args(d_B, d_C, n, stream, out_f32=out_f32)
         self._cuda.tf32_spmm(a, v, stream)
         self._ready.add(n)
         self.launcher.register(n, int(stream or 0), a[8], a[9], a[10], a[11], v)

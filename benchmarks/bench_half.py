@@ -193,10 +193,16 @@ def run_matrix(name, A, ns, precs, reps, bs_ell, hbm_gbs, dense_ok):
                  "density": A.nnz / (m * k), "format": p.format, "block_fill": p.stats["block_fill"]}
             C = p(Bh)
             r["accspmm_ms"] = cuda_ms(lambda: p(Bh), reps)
-            ws = torch.empty(max(1, p.workspace_floats(n)), dtype=torch.float32, device="cuda")
             Ck = torch.empty_like(C)
-            args = p.kernel_args(Bh.data_ptr(), Ck.data_ptr(), n, False, ws.data_ptr() if p.workspace_floats(n) else 0)
-            r["accspmm_kernel_ms"] = float(np.median(_cuda.time_half(args, reps, None, 0, None)))
+            if p._runner is not None:  # BitTCF: the TF32 kernel's runner on half operands
+                a, vt = p._runner.args(Bh.data_ptr(), Ck.data_ptr(), n)
+                r["accspmm_kernel_ms"] = float(np.median(_cuda.time_tf32(a, vt, reps, None, 0, None)))
+                r["variant"] = p.stats["schedule_by_n"][n]["variant"]
+            else:
+                ws = torch.empty(max(1, p.workspace_floats(n)), dtype=torch.float32, device="cuda")
+                args = p.kernel_args(Bh.data_ptr(), Ck.data_ptr(), n, False,
+                                     ws.data_ptr() if p.workspace_floats(n) else 0)
+                r["accspmm_kernel_ms"] = float(np.median(_cuda.time_half(args, reps, None, 0, None)))
             r["tf32_ms"] = cuda_ms(lambda: tf(Bf), reps)
             nref = min(n, 32)
             ref = np.asarray(A.astype(np.float64) @ Bf[:, :nref].double().cpu().numpy())

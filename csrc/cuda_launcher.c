@@ -78,8 +78,9 @@ typedef struct launch_entry {
 } launch_entry;
 
 typedef struct LauncherObject {
-    PyObject_HEAD acc_tf32_args base; /* m, k, num_windows and the format's device pointers */
+    PyObject_HEAD acc_tf32_args base; /* m, k, num_windows, elem and the format's device pointers */
     int device;
+    elem_type et;    /* B's and C's element type: float32, or the half format of base.elem */
     int count, next; /* entries in use, next slot to overwrite when full */
     launch_entry entry[LAUNCH_SLOTS];
     unsigned long long fast_calls; /* calls completed here (tests check the steady state takes this path) */
@@ -98,7 +99,8 @@ static int get_int(PyObject *obj, PyObject *name, int method, long long *out) {
     return ok;
 }
 
-/* Shape and strides tuples (strides in units of `unit`) -> rows, cols, ndim; 1 when 1-D or 2-D and C-contiguous. */
+/* Shape and strides tuples (strides in units of `unit`) -> rows, cols, ndim; 1 when 1-D or 2-D and
+ * C-contiguous. */
 static int dense_layout(PyObject *shape, PyObject *strides, Py_ssize_t unit, gview *v) {
     if (!PyTuple_Check(shape) || !PyTuple_Check(strides)) return 0;
     const Py_ssize_t nd = PyTuple_GET_SIZE(shape);
@@ -152,8 +154,8 @@ static void dl_ignore_error(void *ctx, const char *kind, const char *message) {
 /* A new CUDA tensor of element type et, `ndim` dims (rows, cols), through PyTorch's allocator, via DLPack. */
 static PyObject *dl_new(int device, int ndim, int64_t rows, int64_t cols, gview *vc, const elem_type *et) {
     int64_t shape[2] = {rows, cols};
-    acc_dl_tensor proto = {NULL, {ACC_DL_CUDA, device}, ndim, {(uint8_t)et->dl_code, (uint8_t)et->dl_bits, 1},
-                           shape, NULL, 0};
+    acc_dl_tensor proto = {
+        NULL, {ACC_DL_CUDA, device}, ndim, {(uint8_t)et->dl_code, (uint8_t)et->dl_bits, 1}, shape, NULL, 0};
     acc_dl_managed *mt = NULL;
     void *obj = NULL;
     if (g.dl->managed_tensor_allocator(&proto, &mt, NULL, dl_ignore_error) != 0 || !mt) goto fail;
@@ -269,7 +271,8 @@ static PyObject *new_output(int torch, PyObject *B, const gview *vb, int64_t m, 
     }
     Py_DECREF(shape);
     if (!C) goto error;
-    if (!(torch ? torch_view(C, 1, vc) : cupy_view(C, vc, &k_float32))) { /* cannot happen for a fresh array */
+    if (!(torch ? torch_view(C, 1, vc)
+                : cupy_view(C, vc, &k_float32))) { /* cannot happen for a fresh array */
         Py_DECREF(C);
         return NULL;
     }
@@ -288,21 +291,48 @@ static int out_fits(const gview *vb, const gview *vc, int device, int64_t m, int
            !(vc->ptr < b_end && vb->ptr < c_end);
 }
 
+/* 1: t is a contiguous CUDA tensor of type et that does not need grad, seen in *v (DLPack only). */
+static int torch_half_view(PyObject *t, gview *v, const elem_type *et) {
+    if (!g.dl || !attr_is(t, s_requires_grad, 0, Py_False) || !attr_is(t, s_is_neg, 1, Py_False) ||
+        !dl_view(t, v, et)) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* A new array of the library (same device as vb): `ndim` dims (rows, cols) of type et. */
+static PyObject *new_array(int torch, const gview *vb, int ndim, int64_t rows, int64_t cols,
+                           const elem_type *et, gview *vc) {
+    if (torch) return dl_new(vb->device, ndim, rows, cols, vc, et);
+    PyObject *shape = ndim == 1 ? Py_BuildValue("(L)", (long long)rows)
+                                : Py_BuildValue("(LL)", (long long)rows, (long long)cols);
+    PyArray_Descr *descr = PyArray_DescrFromType(et->npy);
+    PyObject *C =
+        shape && descr ? PyObject_CallFunctionObjArgs((PyObject *)g.cupy_ndarray, shape, descr, NULL) : NULL;
+    Py_XDECREF(shape);
+    Py_XDECREF(descr);
+    if (C && !cupy_view(C, vc, et)) Py_CLEAR(C);
+    if (!C) PyErr_Clear();
+    return C;
+}
+
 /* ---- the Launcher type ------------------------------------------------------------------------ */
 
 static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     long long m, k, nw;
     unsigned long long perm, wo, meta, vals;
-    int device;
+    int device, elem = ACC_TF32_ELEM_TF32;
     if (kwds && PyDict_GET_SIZE(kwds)) {
         PyErr_SetString(PyExc_TypeError, "Launcher takes positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(
-            args, "LLLKKKKi;Launcher(m, k, num_windows, perm, window_offsets, block_meta, values, device)",
-            &m, &k, &nw, &perm, &wo, &meta, &vals, &device))
+    if (!PyArg_ParseTuple(args,
+                          "LLLKKKKi|i;Launcher(m, k, num_windows, perm, window_offsets, block_meta, values, "
+                          "device[, elem])",
+                          &m, &k, &nw, &perm, &wo, &meta, &vals, &device, &elem))
         return NULL;
-    if (m < 0 || k < 0 || nw != (m + 7) / 8) {
+    if (m < 0 || k < 0 || nw != (m + 7) / 8 || elem < ACC_TF32_ELEM_TF32 || elem > ACC_TF32_ELEM_BF16) {
         PyErr_SetString(PyExc_ValueError, "Launcher: inconsistent sizes");
         return NULL;
     }
@@ -316,7 +346,11 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     self->base.window_offsets = (const int64_t *)(uintptr_t)wo;
     self->base.block_meta = (const int32_t *)(uintptr_t)meta;
     self->base.values = (const float *)(uintptr_t)vals;
+    self->base.elem = elem;
     self->device = device;
+    self->et = elem == ACC_TF32_ELEM_TF32   ? k_float32
+               : elem == ACC_TF32_ELEM_FP16 ? (elem_type){ACC_DL_FLOAT, 16, NPY_FLOAT16, 2}
+                                            : (elem_type){ACC_DL_BFLOAT, 16, -1, 2};
     return (PyObject *)self;
 }
 
@@ -359,14 +393,22 @@ static PyObject *launcher_clear(LauncherObject *self, PyObject *noargs) {
     Py_RETURN_NONE;
 }
 
-/* call(B, out, raw) -> C, or None where the Python layer must take the call (module comment). */
+/* B (or C) of a Launcher call in *v: float32 (TF32 plans) or the plan's half format (then never a
+ * tensor that needs grad: autograd's op is in Python for half plans). */
+static int launcher_view(const LauncherObject *self, int torch, PyObject *a, int raw, gview *v) {
+    if (self->base.elem == ACC_TF32_ELEM_TF32)
+        return torch ? torch_view(a, raw, v) : cupy_view(a, v, &k_float32);
+    return torch ? torch_half_view(a, v, &self->et) : cupy_view(a, v, &self->et);
+}
+
+/* call(B, out[, raw]) -> C, or None where the Python layer must take the call (module comment). */
 static PyObject *launcher_call(LauncherObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "call(B, out, raw) takes 3 arguments");
+    if (nargs != 2 && nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "call(B, out[, raw]) takes 2 or 3 arguments");
         return NULL;
     }
     PyObject *B = args[0], *out = args[1];
-    const int raw = PyObject_IsTrue(args[2]) == 1;
+    const int raw = nargs == 3 && PyObject_IsTrue(args[2]) == 1;
     PyTypeObject *tp = Py_TYPE(B);
     int torch;
     if (g.torch_tensor && tp == g.torch_tensor)
@@ -377,7 +419,7 @@ static PyObject *launcher_call(LauncherObject *self, PyObject *const *args, Py_s
         Py_RETURN_NONE;
     if (self->count == 0) Py_RETURN_NONE;
     gview vb, vc;
-    if (!(torch ? torch_view(B, raw, &vb) : cupy_view(B, &vb, &k_float32))) Py_RETURN_NONE;
+    if (!launcher_view(self, torch, B, raw, &vb)) Py_RETURN_NONE;
     const acc_tf32_args *base = &self->base;
     if (vb.device != self->device || vb.rows != base->k || base->m == 0) Py_RETURN_NONE;
     int cur = -1;
@@ -394,11 +436,13 @@ static PyObject *launcher_call(LauncherObject *self, PyObject *const *args, Py_s
     }
     PyObject *C;
     if (out == Py_None) {
-        C = new_output(torch, B, &vb, base->m, &vc);
+        C = base->elem == ACC_TF32_ELEM_TF32
+                ? new_output(torch, B, &vb, base->m, &vc)
+                : new_array(torch, &vb, vb.ndim, base->m, vb.cols, &self->et, &vc);
         if (!C) Py_RETURN_NONE;
     } else {
-        if (Py_TYPE(out) != tp || !(torch ? torch_view(out, 0, &vc) : cupy_view(out, &vc, &k_float32))) Py_RETURN_NONE;
-        if (!out_fits(&vb, &vc, self->device, base->m, 4)) Py_RETURN_NONE;
+        if (Py_TYPE(out) != tp || !launcher_view(self, torch, out, 0, &vc)) Py_RETURN_NONE;
+        if (!out_fits(&vb, &vc, self->device, base->m, self->et.size)) Py_RETURN_NONE;
         Py_INCREF(out);
         C = out;
     }
@@ -416,7 +460,8 @@ static PyObject *launcher_call(LauncherObject *self, PyObject *const *args, Py_s
     const int st = acc_tf32_spmm(&a, &e->variant, stream);
     if (st) {
         Py_DECREF(C);
-        return acc_py_cuda_raise(st, "TF32 SpMM launch failed", 0);
+        return acc_py_cuda_raise(
+            st, base->elem ? "half-precision SpMM launch failed" : "TF32 SpMM launch failed", 0);
     }
     self->fast_calls++;
     return C;
@@ -468,13 +513,15 @@ static PyObject *half_launcher_new(PyTypeObject *type, PyObject *args, PyObject 
         PyErr_SetString(PyExc_TypeError, "HalfLauncher takes positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args,
-                          "LLKKKKKKiKLKLLii;HalfLauncher(m, k, perm, brow_offsets, block_cols, block_values, "
-                          "block_masks, block_meta, layout, tasks, num_tasks, splits, num_splits, slots, fmt, device)",
-                          &m, &k, &perm, &bo, &cols, &vals, &masks, &meta, &layout, &tasks, &ntasks, &splits, &nsplits,
-                          &slots, &fmt, &device))
+    if (!PyArg_ParseTuple(
+            args,
+            "LLKKKKKKiKLKLLii;HalfLauncher(m, k, perm, brow_offsets, block_cols, block_values, "
+            "block_masks, block_meta, layout, tasks, num_tasks, splits, num_splits, slots, fmt, device)",
+            &m, &k, &perm, &bo, &cols, &vals, &masks, &meta, &layout, &tasks, &ntasks, &splits, &nsplits,
+            &slots, &fmt, &device))
         return NULL;
-    if (m < 0 || k < 0 || ntasks < 0 || nsplits < 0 || slots < 0 || (fmt != ACC_HALF_FP16 && fmt != ACC_HALF_BF16) ||
+    if (m < 0 || k < 0 || ntasks < 0 || nsplits < 0 || slots < 0 ||
+        (fmt != ACC_HALF_FP16 && fmt != ACC_HALF_BF16) ||
         (layout != ACC_HALF_BSR16 && layout != ACC_HALF_BITTCF)) {
         PyErr_SetString(PyExc_ValueError, "HalfLauncher: inconsistent arguments");
         return NULL;
@@ -505,31 +552,6 @@ static PyObject *half_launcher_new(PyTypeObject *type, PyObject *args, PyObject 
     return (PyObject *)self;
 }
 
-/* 1: t is a contiguous CUDA tensor of type et that does not need grad, seen in *v (DLPack only). */
-static int torch_half_view(PyObject *t, gview *v, const elem_type *et) {
-    if (!g.dl || !attr_is(t, s_requires_grad, 0, Py_False) || !attr_is(t, s_is_neg, 1, Py_False) ||
-        !dl_view(t, v, et)) {
-        PyErr_Clear();
-        return 0;
-    }
-    return 1;
-}
-
-/* A new array of the library (same device as vb): `ndim` dims (rows, cols) of type et. */
-static PyObject *new_array(int torch, const gview *vb, int ndim, int64_t rows, int64_t cols, const elem_type *et,
-                           gview *vc) {
-    if (torch) return dl_new(vb->device, ndim, rows, cols, vc, et);
-    PyObject *shape = ndim == 1 ? Py_BuildValue("(L)", (long long)rows) : Py_BuildValue("(LL)", (long long)rows,
-                                                                                         (long long)cols);
-    PyArray_Descr *descr = PyArray_DescrFromType(et->npy);
-    PyObject *C = shape && descr ? PyObject_CallFunctionObjArgs((PyObject *)g.cupy_ndarray, shape, descr, NULL) : NULL;
-    Py_XDECREF(shape);
-    Py_XDECREF(descr);
-    if (C && !cupy_view(C, vc, et)) Py_CLEAR(C);
-    if (!C) PyErr_Clear();
-    return C;
-}
-
 /* call(B, out) -> C, or None where the Python layer must take the call. */
 static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2) {
@@ -548,7 +570,8 @@ static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *a
     gview vb, vc;
     if (!(torch ? torch_half_view(B, &vb, &self->et) : cupy_view(B, &vb, &self->et))) Py_RETURN_NONE;
     const acc_half_args *base = &self->base;
-    if (vb.device != self->device || vb.rows != base->k || base->m == 0 || base->num_tasks == 0) Py_RETURN_NONE;
+    if (vb.device != self->device || vb.rows != base->k || base->m == 0 || base->num_tasks == 0)
+        Py_RETURN_NONE;
     int cur = -1;
     if (acc_cuda_get_device(&cur) != ACC_SUCCESS || cur != self->device) Py_RETURN_NONE;
     void *stream = NULL;
@@ -558,7 +581,8 @@ static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *a
         C = new_array(torch, &vb, vb.ndim, base->m, vb.cols, &self->et, &vc);
         if (!C) Py_RETURN_NONE;
     } else {
-        if (Py_TYPE(out) != tp || !(torch ? torch_half_view(out, &vc, &self->et) : cupy_view(out, &vc, &self->et)))
+        if (Py_TYPE(out) != tp ||
+            !(torch ? torch_half_view(out, &vc, &self->et) : cupy_view(out, &vc, &self->et)))
             Py_RETURN_NONE;
         if (!out_fits(&vb, &vc, self->device, base->m, 2)) Py_RETURN_NONE;
         Py_INCREF(out);
@@ -571,7 +595,8 @@ static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *a
     PyObject *ws = NULL; /* the split rows' workspace: freed (stream-ordered) after the launch */
     if (a.num_splits > 0) {
         gview vw;
-        ws = new_array(torch, &vb, 1, self->slots * (a.layout == ACC_HALF_BSR16 ? 16 : 8) * a.n, 1, &k_float32, &vw);
+        ws = new_array(torch, &vb, 1, self->slots * (a.layout == ACC_HALF_BSR16 ? 16 : 8) * a.n, 1,
+                       &k_float32, &vw);
         if (!ws) {
             Py_DECREF(C);
             Py_RETURN_NONE;

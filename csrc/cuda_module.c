@@ -256,12 +256,15 @@ typedef struct tf32_call {
 static int parse_tf32(PyObject *tup, PyObject *vtup, tf32_call *c) {
     unsigned long long perm, wo, meta, vals, tasks, ws, cnt, B, C;
     long long m, k, n, nw, ntasks;
+    int elem = ACC_TF32_ELEM_TF32, out_f32 = 0;
     acc_tf32_args *a = &c->args;
     acc_tf32_variant *v = &c->variant;
     memset(c, 0, sizeof(*c));
-    if (!PyArg_ParseTuple(tup, "LLLLKKKKKLKKKK;tf32 args", &m, &k, &n, &nw, &perm, &wo, &meta, &vals, &tasks,
-                          &ntasks, &ws, &cnt, &B, &C))
+    if (!PyArg_ParseTuple(tup, "LLLLKKKKKLKKKK|ii;tf32 args", &m, &k, &n, &nw, &perm, &wo, &meta, &vals,
+                          &tasks, &ntasks, &ws, &cnt, &B, &C, &elem, &out_f32))
         return -1;
+    a->elem = elem;
+    a->out_f32 = out_f32;
     if (!PyArg_ParseTuple(vtup, "iiiii;tf32 variant", &v->slice_s, &v->depth, &v->cache_l1, &v->slice_major,
                           &v->staged))
         return -1;
@@ -293,8 +296,9 @@ static int parse_half(PyObject *tup, acc_half_args *a) {
     long long m, k, n, nbr, ntasks, nsplits;
     int fmt, out_f32, layout;
     memset(a, 0, sizeof(*a));
-    if (!PyArg_ParseTuple(tup, "LLLLKKKKKKiKLKLKKKii;half args", &m, &k, &n, &nbr, &perm, &bo, &cols, &vals, &masks,
-                          &meta, &layout, &tasks, &ntasks, &splits, &nsplits, &ws, &B, &C, &fmt, &out_f32))
+    if (!PyArg_ParseTuple(tup, "LLLLKKKKKKiKLKLKKKii;half args", &m, &k, &n, &nbr, &perm, &bo, &cols, &vals,
+                          &masks, &meta, &layout, &tasks, &ntasks, &splits, &nsplits, &ws, &B, &C, &fmt,
+                          &out_f32))
         return -1;
     a->block_meta = (const int32_t *)(uintptr_t)meta;
     a->layout = layout;
@@ -390,7 +394,8 @@ static PyObject *py_bittcf_gpu_build(PyObject *self, PyObject *args) {
     PyObject *ip, *ix, *iv, *pp, *wo, *h, *s;
     int keep;
     (void)self;
-    if (!PyArg_ParseTuple(args, "LLLOOOOOOpO", &m, &k, &nnz, &ip, &ix, &iv, &pp, &wo, &h, &keep, &s)) return NULL;
+    if (!PyArg_ParseTuple(args, "LLLOOOOOOpO", &m, &k, &nnz, &ip, &ix, &iv, &pp, &wo, &h, &keep, &s))
+        return NULL;
     const long long W = (m + 7) / 8;
     if (!PyArray_Check(h) || PyArray_TYPE((PyArrayObject *)h) != NPY_INT64 ||
         !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)h) || !PyArray_ISWRITEABLE((PyArrayObject *)h) ||
@@ -398,7 +403,8 @@ static PyObject *py_bittcf_gpu_build(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "h_window_offsets must be a writeable int64 ndarray of ceil(m/8)+1");
         return NULL;
     }
-    acc_bittcf_gpu_input in = {m, k, nnz, as_ptr(ip), as_ptr(ix), as_ptr(iv), pp == Py_None ? NULL : as_ptr(pp)};
+    acc_bittcf_gpu_input in = {
+        m, k, nnz, as_ptr(ip), as_ptr(ix), as_ptr(iv), pp == Py_None ? NULL : as_ptr(pp)};
     acc_bittcf_gpu_output out;
     memset(&out, 0, sizeof out);
     out.d_window_offsets = as_ptr(wo);
@@ -412,16 +418,18 @@ static PyObject *py_bittcf_gpu_build(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     if (st) {
         if (st == ACC_ERR_NOT_CANONICAL) {
-            PyErr_SetString(PyExc_ValueError, "BitTCF GPU build: the CSR has duplicate entries (canonicalise it)");
+            PyErr_SetString(PyExc_ValueError,
+                            "BitTCF GPU build: the CSR has duplicate entries (canonicalise it)");
             return NULL;
         }
         return acc_py_cuda_raise(st, "BitTCF GPU build failed", 0);
     }
-    return Py_BuildValue("{s:L,s:N,s:N,s:N,s:N,s:N,s:N}", "num_blocks", (long long)out.num_blocks, "block_meta",
-                         PyLong_FromVoidPtr(out.d_block_meta), "values_tf32", PyLong_FromVoidPtr(out.d_values_tf32),
-                         "block_cols", PyLong_FromVoidPtr(out.d_block_cols), "block_mask",
-                         PyLong_FromVoidPtr(out.d_block_mask), "block_value_offsets",
-                         PyLong_FromVoidPtr(out.d_block_value_offsets), "values", PyLong_FromVoidPtr(out.d_values));
+    return Py_BuildValue(
+        "{s:L,s:N,s:N,s:N,s:N,s:N,s:N}", "num_blocks", (long long)out.num_blocks, "block_meta",
+        PyLong_FromVoidPtr(out.d_block_meta), "values_tf32", PyLong_FromVoidPtr(out.d_values_tf32),
+        "block_cols", PyLong_FromVoidPtr(out.d_block_cols), "block_mask",
+        PyLong_FromVoidPtr(out.d_block_mask), "block_value_offsets",
+        PyLong_FromVoidPtr(out.d_block_value_offsets), "values", PyLong_FromVoidPtr(out.d_values));
 }
 
 static PyObject *py_fill_identity(PyObject *self, PyObject *args) {
@@ -436,8 +444,8 @@ static PyObject *py_fill_identity(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* tf32_spmm(args14, variant5, stream[, workspace_floats, counters]): with the last two (> 0), the
- * split workspace is allocated in stream order around the launch (acc_tf32_spmm_ordered). */
+/* tf32_spmm(args14[+ elem, out_f32], variant5, stream[, workspace_floats, counters]): with the last two (>
+ * 0), the split workspace is allocated in stream order around the launch (acc_tf32_spmm_ordered). */
 static PyObject *py_tf32_spmm(PyObject *self, PyObject *args) {
     PyObject *tup, *vtup, *s;
     unsigned long long ws_floats = 0, counters = 0;
@@ -559,7 +567,8 @@ static PyMethodDef cuda_methods[] = {
     {"time_half", py_time_half, METH_VARARGS, "time_half(args20, reps, flush, flush_bytes, stream) -> [ms]"},
     {"half_tiles", py_half_tiles, METH_VARARGS,
      "half_tiles(block_meta, values, num_blocks, tiles, fmt, stream): BitTCF dense half tiles"},
-    {"half_round", py_half_round, METH_VARARGS, "half_round(src, dst, count, fmt, stream): float32 -> half bits"},
+    {"half_round", py_half_round, METH_VARARGS,
+     "half_round(src, dst, count, fmt, stream): float32 -> half bits"},
     {"tf32_spmm", py_tf32_spmm, METH_VARARGS,
      "tf32_spmm(args14, variant5, stream[, workspace_floats, counters]): launch the TF32 BitTCF kernel"},
     {"tf32_shared_bytes", py_tf32_shared_bytes, METH_O, "tf32_shared_bytes(variant5) -> bytes (-1: invalid)"},
@@ -576,9 +585,9 @@ PyMODINIT_FUNC PyInit__cuda(void) {
     import_array();
     PyObject *m = PyModule_Create(&cuda_module);
     /* the schedule's encoding (accspmm._tf32 checks it against its own) */
-    if (m &&
-        (PyModule_AddIntConstant(m, "TF32_WARPS", ACC_TF32_WARPS) < 0 ||
-         PyModule_AddIntConstant(m, "TF32_TASK_WORDS", ACC_TF32_TASK_WORDS) < 0 || acc_launcher_add(m) < 0 || acc_spgemm_add(m) < 0)) {
+    if (m && (PyModule_AddIntConstant(m, "TF32_WARPS", ACC_TF32_WARPS) < 0 ||
+              PyModule_AddIntConstant(m, "TF32_TASK_WORDS", ACC_TF32_TASK_WORDS) < 0 ||
+              acc_launcher_add(m) < 0 || acc_spgemm_add(m) < 0)) {
         Py_DECREF(m);
         return NULL;
     }

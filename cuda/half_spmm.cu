@@ -2,8 +2,8 @@
  * half_spmm.cu -- C = A @ B on Tensor Cores, FP16 or BF16 in, FP32 accumulate; C rounded to the
  * input format (nearest even) or kept in FP32.  Two layouts of A (half_spmm.h): BSR16 (SMaT's block
  * CSR, for block-structured A; this header) and BITTCF (Acc-SpMM's 8 x 8 TC blocks, for
- * unstructured A; see TileOps).  Both run the same kernel (half_kernel): the schedule, the split reduction, the
- * pipeline's shape and the non-finite rule.
+ * unstructured A; see TileOps).  Both run the same kernel (half_kernel): the schedule, the split reduction,
+ * the pipeline's shape and the non-finite rule.
  *
  * Algorithm.  A warp runs one task (a block row, or one part of a long block row) over one
  * column slice of ACC_HALF_SLICE = 64 columns.  For each 16 x 16 block it issues 8
@@ -52,7 +52,7 @@ namespace {
 
 constexpr int kWarps = ACC_HALF_WARPS;
 constexpr int kSlice = ACC_HALF_SLICE;
-constexpr int kTiles = kSlice / 8;   /* 8-column MMA tiles per slice */
+constexpr int kTiles = kSlice / 8;        /* 8-column MMA tiles per slice */
 constexpr int kBPieces = 16 * kSlice / 8; /* 16-byte pieces of a 16 x 64 B tile: 128 */
 constexpr int kStage = kBPieces + 32;     /* pieces per stage: B tile + the block's 512 bytes */
 constexpr int kDepth = 4;
@@ -62,7 +62,8 @@ template <int FMT> __device__ __forceinline__ float to_f32(uint16_t h) {
     return __half2float(__ushort_as_half(h));
 }
 
-template <int FMT> __device__ __forceinline__ void mma(float (&d)[4], const uint4 &a, uint32_t b0, uint32_t b1) {
+template <int FMT>
+__device__ __forceinline__ void mma(float (&d)[4], const uint4 &a, uint32_t b0, uint32_t b1) {
     if (FMT == ACC_HALF_BF16)
         asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
                      "{%8,%9}, {%0,%1,%2,%3};"
@@ -93,7 +94,9 @@ template <bool L1> __device__ __forceinline__ void cp_async16(void *dst, const v
 
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;"); }
 
-template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+template <int N> __device__ __forceinline__ void cp_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
 
 /* Position of block entry (i, j) in the fragment order (csrc/accspmm.h). */
 __device__ __forceinline__ int frag_pos(int i, int j) {
@@ -134,7 +137,8 @@ __device__ __noinline__ float exact_elem(const acc_half_args &p, int64_t r, int 
     return acc;
 }
 
-template <int FMT, bool OUT_F32> __device__ __forceinline__ void store1(const acc_half_args &p, int64_t at, float v) {
+template <int FMT, bool OUT_F32>
+__device__ __forceinline__ void store1(const acc_half_args &p, int64_t at, float v) {
     if (OUT_F32)
         __stcs(static_cast<float *>(p.C) + at, v);
     else if (FMT == ACC_HALF_BF16)
@@ -149,7 +153,8 @@ __device__ __forceinline__ void store2(const acc_half_args &p, int64_t at, float
     if (OUT_F32)
         __stcs(reinterpret_cast<float2 *>(static_cast<float *>(p.C) + at), make_float2(v0, v1));
     else if (FMT == ACC_HALF_BF16)
-        *reinterpret_cast<__nv_bfloat162 *>(static_cast<__nv_bfloat16 *>(p.C) + at) = __floats2bfloat162_rn(v0, v1);
+        *reinterpret_cast<__nv_bfloat162 *>(static_cast<__nv_bfloat16 *>(p.C) + at) =
+            __floats2bfloat162_rn(v0, v1);
     else
         *reinterpret_cast<__half2 *>(static_cast<__half *>(p.C) + at) = __floats2half2_rn(v0, v1);
 }
@@ -168,14 +173,15 @@ __device__ __forceinline__ void issue(const acc_half_args &p, uint4 *stage, int6
         uint4 *dst = stage + 8 * r + (c ^ (r & 7));
         if (VEC) {
             const bool ok = krow < p.k && col < p.n;
-            cp_async16<true>(dst, ok ? p.B + krow * p.n + col : p.B, ok ? 16 : 0); /* L1: the next block row often reads it too */
+            cp_async16<true>(dst, ok ? p.B + krow * p.n + col : p.B,
+                             ok ? 16 : 0); /* L1: the next block row often reads it too */
         } else {
             uint16_t h[8];
 #pragma unroll
             for (int e = 0; e < 8; e++)
                 h[e] = krow < p.k && col + e < p.n ? __ldg(p.B + krow * p.n + col + e) : (uint16_t)0;
-            *dst = make_uint4(h[0] | (uint32_t)h[1] << 16, h[2] | (uint32_t)h[3] << 16, h[4] | (uint32_t)h[5] << 16,
-                              h[6] | (uint32_t)h[7] << 16);
+            *dst = make_uint4(h[0] | (uint32_t)h[1] << 16, h[2] | (uint32_t)h[3] << 16,
+                              h[4] | (uint32_t)h[5] << 16, h[6] | (uint32_t)h[7] << 16);
         }
     }
 }
@@ -186,7 +192,8 @@ __device__ __forceinline__ void consume(const uint4 *stage, int lane, float (&ac
     const int mi = lane >> 3, r = 8 * (mi & 1) + (lane & 7);
 #pragma unroll
     for (int jj = 0; jj < kTiles / 2; jj++) {
-        const int c = 2 * jj + (mi >> 1); /* matrices: (k 0-7, tile 2jj), (k 8-15, 2jj), (0-7, 2jj+1), (8-15, 2jj+1) */
+        const int c =
+            2 * jj + (mi >> 1); /* matrices: (k 0-7, tile 2jj), (k 8-15, 2jj), (0-7, 2jj+1), (8-15, 2jj+1) */
         uint32_t b[4];
         ldmatrix_x4_trans(b, stage + 8 * r + (c ^ (r & 7)));
         mma<FMT>(acc[2 * jj], a, b[0], b[1]);
@@ -209,11 +216,13 @@ struct BsrOps {
         int64_t base;
         int32_t c;
     };
-    static __device__ __forceinline__ void init(Cache &k, const acc_half_args &p, int64_t b0, int64_t b1, int lane) {
+    static __device__ __forceinline__ void init(Cache &k, const acc_half_args &p, int64_t b0, int64_t b1,
+                                                int lane) {
         k.base = b0;
         k.c = b0 + lane < b1 ? __ldg(p.block_cols + b0 + lane) : 0;
     }
-    static __device__ __forceinline__ int2 cols(Cache &k, const acc_half_args &p, int64_t b, int64_t b1, int lane) {
+    static __device__ __forceinline__ int2 cols(Cache &k, const acc_half_args &p, int64_t b, int64_t b1,
+                                                int lane) {
         if (b >= k.base + 32) { /* warp-uniform: blocks are asked for in order */
             k.base += 32;
             k.c = k.base + lane < b1 ? __ldg(p.block_cols + k.base + lane) : 0;
@@ -221,19 +230,21 @@ struct BsrOps {
         return make_int2(__shfl_sync(0xffffffffu, k.c, (int)(b - k.base)), 0);
     }
     template <bool VEC>
-    static __device__ __forceinline__ void issue_block(const acc_half_args &p, uint4 *stage, int64_t b, int2 c,
-                                                       int64_t n0, int lane) {
+    static __device__ __forceinline__ void issue_block(const acc_half_args &p, uint4 *stage, int64_t b,
+                                                       int2 c, int64_t n0, int lane) {
         issue<VEC>(p, stage, b, c.x, n0, lane);
     }
-    template <int FMT> static __device__ __forceinline__ void consume_block(const uint4 *stage, int lane,
-                                                                           float (&acc)[kTilesN][4]) {
+    template <int FMT>
+    static __device__ __forceinline__ void consume_block(const uint4 *stage, int lane,
+                                                         float (&acc)[kTilesN][4]) {
         consume<FMT>(stage, lane, acc);
     }
     /* Lane (g, t): rows g and g + 8 of block row r, columns n0 + 8j + 2t and + 1 of each tile j; to C,
      * or (slot >= 0) to the workspace. */
     template <int FMT, bool OUT_F32, bool VEC>
-    static __device__ __forceinline__ void write(const acc_half_args &p, const float (&acc)[kTilesN][4], int64_t r,
-                                                 int64_t slot, int64_t n0, int lane, float * /*scratch*/) {
+    static __device__ __forceinline__ void write(const acc_half_args &p, const float (&acc)[kTilesN][4],
+                                                 int64_t r, int64_t slot, int64_t n0, int lane,
+                                                 float * /*scratch*/) {
         const int g = lane >> 2, t = lane & 3;
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -316,8 +327,8 @@ __device__ __forceinline__ void mma_k8(float (&d)[4], uint32_t a0, uint32_t a1, 
 }
 
 template <bool VEC>
-__device__ __forceinline__ void issue_t(const acc_half_args &p, uint4 *stage, int64_t b, int2 cols, int64_t n0,
-                                        int lane) {
+__device__ __forceinline__ void issue_t(const acc_half_args &p, uint4 *stage, int64_t b, int2 cols,
+                                        int64_t n0, int lane) {
     if (lane < 8) cp_async16<false>(stage + 64 + lane, p.block_values + 64 * b + 8 * lane, 16);
     const int c = lane & 7, r = lane >> 3;
     const int64_t col = n0 + 8 * c;
@@ -334,8 +345,8 @@ __device__ __forceinline__ void issue_t(const acc_half_args &p, uint4 *stage, in
 #pragma unroll
             for (int e = 0; e < 8; e++)
                 v[e] = col + e < p.n ? __ldg(p.B + krow * p.n + col + e) : (uint16_t)0;
-            *dst = make_uint4(v[0] | (uint32_t)v[1] << 16, v[2] | (uint32_t)v[3] << 16, v[4] | (uint32_t)v[5] << 16,
-                              v[6] | (uint32_t)v[7] << 16);
+            *dst = make_uint4(v[0] | (uint32_t)v[1] << 16, v[2] | (uint32_t)v[3] << 16,
+                              v[4] | (uint32_t)v[5] << 16, v[6] | (uint32_t)v[7] << 16);
         }
     }
 }
@@ -364,14 +375,17 @@ struct TileOps {
     };
     static __device__ __forceinline__ int2 fetch(const acc_half_args &p, int64_t base, int64_t b1, int lane) {
         const int64_t b = base + (lane & 7);
-        return b < b1 ? *reinterpret_cast<const int2 *>(p.block_meta + 12 * b + 2 * (lane >> 3)) : make_int2(0, 0);
+        return b < b1 ? *reinterpret_cast<const int2 *>(p.block_meta + 12 * b + 2 * (lane >> 3))
+                      : make_int2(0, 0);
     }
-    static __device__ __forceinline__ void init(Cache &k, const acc_half_args &p, int64_t b0, int64_t b1, int lane) {
+    static __device__ __forceinline__ void init(Cache &k, const acc_half_args &p, int64_t b0, int64_t b1,
+                                                int lane) {
         k.base = b0;
         k.cur = fetch(p, b0, b1, lane);
         k.next = fetch(p, b0 + 8, b1, lane);
     }
-    static __device__ __forceinline__ int2 cols(Cache &k, const acc_half_args &p, int64_t b, int64_t b1, int lane) {
+    static __device__ __forceinline__ int2 cols(Cache &k, const acc_half_args &p, int64_t b, int64_t b1,
+                                                int lane) {
         if (b >= k.base + 8) { /* warp-uniform */
             k.base += 8;
             k.cur = k.next;
@@ -381,19 +395,21 @@ struct TileOps {
         return make_int2(__shfl_sync(0xffffffffu, k.cur.x, src), __shfl_sync(0xffffffffu, k.cur.y, src));
     }
     template <bool VEC>
-    static __device__ __forceinline__ void issue_block(const acc_half_args &p, uint4 *stage, int64_t b, int2 c,
-                                                       int64_t n0, int lane) {
+    static __device__ __forceinline__ void issue_block(const acc_half_args &p, uint4 *stage, int64_t b,
+                                                       int2 c, int64_t n0, int lane) {
         issue_t<VEC>(p, stage, b, c, n0, lane);
     }
-    template <int FMT> static __device__ __forceinline__ void consume_block(const uint4 *stage, int lane,
-                                                                           float (&acc)[kTilesN][4]) {
+    template <int FMT>
+    static __device__ __forceinline__ void consume_block(const uint4 *stage, int lane,
+                                                         float (&acc)[kTilesN][4]) {
         consume_t<FMT>(stage, lane, acc);
     }
     /* Lane (g, t): window rows 2t, 2t + 1; columns n0 + 16q + g (acc[q][h]) and + 8 (acc[q][2 + h]).
      * To the workspace directly; to C (VEC) through the warp's scratch, as 16-byte runs of each row. */
     template <int FMT, bool OUT_F32, bool VEC>
-    static __device__ __forceinline__ void write(const acc_half_args &p, const float (&acc)[kTilesN][4], int64_t w,
-                                                 int64_t slot, int64_t n0, int lane, float *scratch) {
+    static __device__ __forceinline__ void write(const acc_half_args &p, const float (&acc)[kTilesN][4],
+                                                 int64_t w, int64_t slot, int64_t n0, int lane,
+                                                 float *scratch) {
         const int g = lane >> 2, t = lane & 3;
         if (VEC && slot < 0) {
 #pragma unroll
@@ -405,7 +421,8 @@ struct TileOps {
                     for (int e = 0; e < 2; e++) {
                         const int c = 16 * q + 8 * e + g;
                         float v = acc[q][2 * e + h];
-                        if (!isfinite(v) && n0 + c < p.n) v = exact_elem<FMT, ACC_HALF_BITTCF>(p, w, i, n0 + c);
+                        if (!isfinite(v) && n0 + c < p.n)
+                            v = exact_elem<FMT, ACC_HALF_BITTCF>(p, w, i, n0 + c);
                         scratch[i * kTPitch + c] = v;
                     }
             }
@@ -438,7 +455,8 @@ struct TileOps {
                             pk[e] = *reinterpret_cast<const uint32_t *>(&h2);
                         }
                     }
-                    __stcs(reinterpret_cast<uint4 *>(static_cast<uint16_t *>(p.C) + at), make_uint4(pk[0], pk[1], pk[2], pk[3]));
+                    __stcs(reinterpret_cast<uint4 *>(static_cast<uint16_t *>(p.C) + at),
+                           make_uint4(pk[0], pk[1], pk[2], pk[3]));
                 }
             }
             __syncwarp(); /* the scratch is free for the next window */
@@ -509,15 +527,16 @@ __global__ void __launch_bounds__(kWarps * 32) half_kernel(const acc_half_args p
 #pragma unroll
         for (int s = 0; s < L::kDepthN - 1; s++) {
             if (b0 + s < b1)
-                L::template issue_block<VEC>(p, stages + s * L::kStageN, b0 + s, L::cols(cache, p, b0 + s, b1, lane),
-                                             n0, lane);
+                L::template issue_block<VEC>(p, stages + s * L::kStageN, b0 + s,
+                                             L::cols(cache, p, b0 + s, b1, lane), n0, lane);
             cp_commit();
         }
         for (int64_t b = b0; b < b1; b++) {
             const int64_t i = b - b0;
             __syncwarp(); /* every lane has read the stage that block b + DEPTH - 1 overwrites */
             if (b + L::kDepthN - 1 < b1)
-                L::template issue_block<VEC>(p, stages + ((i + L::kDepthN - 1) % L::kDepthN) * L::kStageN, b + L::kDepthN - 1,
+                L::template issue_block<VEC>(p, stages + ((i + L::kDepthN - 1) % L::kDepthN) * L::kStageN,
+                                             b + L::kDepthN - 1,
                                              L::cols(cache, p, b + L::kDepthN - 1, b1, lane), n0, lane);
             cp_commit();
             cp_wait<L::kDepthN - 1>();
@@ -543,7 +562,8 @@ __global__ void __launch_bounds__(kWarps * 32) half_kernel(const acc_half_args p
 
 __global__ void tiles_kernel(const int32_t *__restrict__ meta, const float *__restrict__ values, int64_t nb,
                              uint16_t *__restrict__ tiles, int bf16) {
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < 64 * nb; e += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < 64 * nb;
+         e += (int64_t)gridDim.x * blockDim.x) {
         const int64_t b = e >> 6;
         const int bit = (int)(e & 63);
         const int32_t *rec = meta + 12 * b;
@@ -558,12 +578,25 @@ __global__ void tiles_kernel(const int32_t *__restrict__ meta, const float *__re
     }
 }
 
+/* Sets block b's record value offset to 64 b (its tile's offset in halves), after tiles_kernel. */
+__global__ void tile_offsets_kernel(int32_t *__restrict__ meta, int64_t nb) {
+    for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < nb;
+         b += (int64_t)gridDim.x * blockDim.x) {
+        const uint64_t off = 64ull * (uint64_t)b;
+        meta[12 * b + 10] = (int32_t)(uint32_t)off;
+        meta[12 * b + 11] = (int32_t)(uint32_t)(off >> 32);
+    }
+}
+
 template <int FMT, bool OUT_F32> int launch(const acc_half_args &p, bool vec, cudaStream_t s) {
     const int64_t slices = (p.n + kSlice - 1) / kSlice;
-    const dim3 grid((unsigned)((p.num_tasks + kWarps - 1) / kWarps), (unsigned)(slices < 65535 ? slices : 65535));
+    const dim3 grid((unsigned)((p.num_tasks + kWarps - 1) / kWarps),
+                    (unsigned)(slices < 65535 ? slices : 65535));
     const bool bsr = p.layout == ACC_HALF_BSR16;
-    constexpr int smem_bsr = kWarps * kDepth * kStage * 16, smem_t = kWarps * (kTDepth * kTStage + kTScratch) * 16;
-    static_assert(smem_bsr <= 48 * 1024, "above 48 KB the kernel needs cudaFuncAttributeMaxDynamicSharedMemorySize");
+    constexpr int smem_bsr = kWarps * kDepth * kStage * 16,
+                  smem_t = kWarps * (kTDepth * kTStage + kTScratch) * 16;
+    static_assert(smem_bsr <= 48 * 1024,
+                  "above 48 KB the kernel needs cudaFuncAttributeMaxDynamicSharedMemorySize");
     if (bsr && vec)
         half_kernel<BsrOps, FMT, OUT_F32, true><<<grid, kWarps * 32, smem_bsr, s>>>(p);
     else if (bsr)
@@ -586,7 +619,8 @@ template <int FMT, bool OUT_F32> int launch(const acc_half_args &p, bool vec, cu
 }
 
 template <int FMT> __global__ void round_kernel(const float *src, uint16_t *dst, int64_t count) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += (int64_t)gridDim.x * blockDim.x)
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < count;
+         i += (int64_t)gridDim.x * blockDim.x)
         dst[i] = FMT == ACC_HALF_BF16 ? __bfloat16_as_ushort(__float2bfloat16_rn(src[i]))
                                       : __half_as_ushort(__float2half_rn(src[i]));
 }
@@ -615,7 +649,8 @@ extern "C" int acc_half_spmm(const acc_half_args *args, void *stream_ptr) {
     return p.out_f32 ? launch<ACC_HALF_FP16, true>(p, vec, s) : launch<ACC_HALF_FP16, false>(p, vec, s);
 }
 
-extern "C" int acc_half_round_device(const float *src, uint16_t *dst, int64_t count, int fmt, void *stream_ptr) {
+extern "C" int acc_half_round_device(const float *src, uint16_t *dst, int64_t count, int fmt,
+                                     void *stream_ptr) {
     if (count < 0 || (count > 0 && (!src || !dst)) || (fmt != ACC_HALF_FP16 && fmt != ACC_HALF_BF16))
         return ACC_ERR_INVALID_ARGUMENT;
     if (count == 0) return ACC_SUCCESS;
@@ -629,7 +664,7 @@ extern "C" int acc_half_round_device(const float *src, uint16_t *dst, int64_t co
     return ACC_SUCCESS;
 }
 
-extern "C" int acc_half_tiles(const int32_t *block_meta, const float *values, int64_t num_blocks, uint16_t *tiles,
+extern "C" int acc_half_tiles(int32_t *block_meta, const float *values, int64_t num_blocks, uint16_t *tiles,
                               int fmt, void *stream_ptr) {
     if (num_blocks < 0 || (num_blocks > 0 && (!block_meta || !values || !tiles)) ||
         (fmt != ACC_HALF_FP16 && fmt != ACC_HALF_BF16))
@@ -638,6 +673,10 @@ extern "C" int acc_half_tiles(const int32_t *block_meta, const float *values, in
     const int64_t blocks = (64 * num_blocks + 255) / 256;
     tiles_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256, 0, (cudaStream_t)stream_ptr>>>(
         block_meta, values, num_blocks, tiles, fmt == ACC_HALF_BF16);
+    ACC_CUDA_TRY(cudaGetLastError());
+    const int64_t rb = (num_blocks + 255) / 256;
+    tile_offsets_kernel<<<(unsigned)(rb < 65536 ? rb : 65536), 256, 0, (cudaStream_t)stream_ptr>>>(
+        block_meta, num_blocks);
     ACC_CUDA_TRY(cudaGetLastError());
     return ACC_SUCCESS;
 }

@@ -13,8 +13,8 @@
 extern "C" {
 #endif
 
-#define ACC_HALF_WARPS 4     /* warps per thread block: consecutive tasks, one column slice */
-#define ACC_HALF_SLICE 64    /* columns of B and C per warp */
+#define ACC_HALF_WARPS 4  /* warps per thread block: consecutive tasks, one column slice */
+#define ACC_HALF_SLICE 64 /* columns of B and C per warp */
 #define ACC_HALF_TASK_WORDS 5
 
 /* Layouts of A.  BSR16: 16 x 16 blocks (csrc/accspmm.h), brow_offsets / block_cols /
@@ -45,10 +45,10 @@ typedef struct acc_half_args {
     int64_t num_tasks;
     const int64_t *splits; /* [3 num_splits]: block row, first slot, parts (consecutive slots) */
     int64_t num_splits;
-    float *workspace;      /* [slots * rows * n] (rows: 16 or 8), NULL when num_splits == 0 */
-    const uint16_t *B;     /* [k * n] half bits of `fmt` */
-    void *C;               /* [m * n] half bits of `fmt`, or float32 when out_f32 */
-    int fmt;               /* ACC_HALF_FP16 or ACC_HALF_BF16 */
+    float *workspace;  /* [slots * rows * n] (rows: 16 or 8), NULL when num_splits == 0 */
+    const uint16_t *B; /* [k * n] half bits of `fmt` */
+    void *C;           /* [m * n] half bits of `fmt`, or float32 when out_f32 */
+    int fmt;           /* ACC_HALF_FP16 or ACC_HALF_BF16 */
     int out_f32;
 } acc_half_args;
 
@@ -57,8 +57,10 @@ typedef struct acc_half_args {
 int acc_half_spmm(const acc_half_args *args, void *stream);
 
 /* BITTCF tiles: tiles[64 b + bit] = the half bits of block b's value at `bit` (values[nnz], float32
- * holding exact half values, in block order as block_meta's offsets say), 0 where the mask is clear. */
-int acc_half_tiles(const int32_t *block_meta, const float *values, int64_t num_blocks, uint16_t *tiles, int fmt,
+ * holding exact half values, in block order as block_meta's offsets say), 0 where the mask is clear;
+ * then each record's value offset becomes 64 b, the tile's offset in halves (the half formats of
+ * cuda/tf32_spmm.h read the tiles through it). */
+int acc_half_tiles(int32_t *block_meta, const float *values, int64_t num_blocks, uint16_t *tiles, int fmt,
                    void *stream);
 
 /* dst[i] = src[i] rounded to the half format (nearest even; beyond the range: inf), on `stream`. */

@@ -100,6 +100,9 @@
  * of the slice width 32 S and B, C are 16-byte aligned; 4-byte copies with column tests
  * otherwise); k <= 2^31 - 1; num_windows <= 2^31 - 1; num_tasks * slices <= 2^31 - 1.
  */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cstdint>
 
 #include "acc_cuda_internal.h"
@@ -127,7 +130,19 @@ template <int DEPTH> struct RegRing {
     static_assert(R % DEPTH == 0 && DEPTH - 1 <= R, "ring slots must rotate with the register sets");
 };
 
-/* A lane's view of a block's record: columns q and q+4 (the B rows it loads), the mask, the value offset. */
+/* The operand format E (ACC_TF32_ELEM_*): TF32 issues KM = 2 MMAs per 32-column step of a lane's
+ * pieces, FP16 / BF16 (m16n8k8 with half operands) KM = 4 per 64-column step.  Either way a lane
+ * loads one 16-byte piece of each of its two B rows per step, so the byte addresses, pipelines and
+ * rings are the same; only the fragment assembly, the value fetch and the write-back differ. */
+template <int E> struct Elem {
+    static constexpr int KM = E == ACC_TF32_ELEM_TF32 ? 2 : 4;    /* MMAs per step */
+    static constexpr int kStep = 16 * KM;                         /* columns per step: 32 or 64 */
+    static constexpr int kLaneCols = 2 * KM;                      /* columns per lane and step: 4 or 8 */
+    static constexpr int kSize = E == ACC_TF32_ELEM_TF32 ? 4 : 2; /* bytes per element of B */
+};
+
+/* A lane's view of a block's record: the columns of the two B rows it loads (TF32: block rows q and
+ * q + 4; half: 2q and 2q + 1), the mask, the value offset. */
 struct Meta {
     int col0, col1; /* always real columns (pack_meta fills the padding slots) */
     uint32_t mlo, mhi;
@@ -147,6 +162,8 @@ template <int S> struct Lane {
     uint32_t below0; /* the word's bits below bit0 */
     uint32_t below1; /* the word's bits below bit0 << 4 */
     bool high;       /* g >= 4: the bits are in the mask's high word */
+    uint32_t vword;  /* half formats: the lane's 32-bit word of a block's dense tile, 4g + t */
+    bool pairs;      /* half formats, element path: n and B's address even (4-byte pair loads) */
 };
 
 __device__ __forceinline__ int64_t ldg64(const int64_t *p) {
@@ -207,13 +224,19 @@ __device__ __forceinline__ void copy_meta(const acc_tf32_args &p, int *ring, int
 /* The metadata of the block in ring slot `slot` (landed and published by __syncwarp), with the
  * columns of block rows q and q+4: they are stored interleaved (c0, c4, c1, c5, ...), so one
  * 8-byte read gets both. */
-__device__ __forceinline__ Meta read_meta(const int *ring, int q, int slot) {
+template <int E> __device__ __forceinline__ Meta read_meta(const int *ring, int q, int slot) {
     const int *m = ring + slot * kMetaWords;
-    const int2 c = *reinterpret_cast<const int2 *>(m + 2 * q);
     const int4 w = *reinterpret_cast<const int4 *>(m + 8);
     Meta r;
-    r.col0 = c.x;
-    r.col1 = c.y;
+    if (E == ACC_TF32_ELEM_TF32) {
+        const int2 c = *reinterpret_cast<const int2 *>(m + 2 * q);
+        r.col0 = c.x;
+        r.col1 = c.y;
+    } else { /* columns 2q and 2q + 1 sit at 4q and 4q + 2 (q < 2), or 4q - 7 and 4q - 5 */
+        const int a = q < 2 ? 4 * q : 4 * q - 7;
+        r.col0 = m[a];
+        r.col1 = m[a + 2];
+    }
     r.mlo = (uint32_t)w.x;
     r.mhi = (uint32_t)w.y;
     r.voff = (int64_t)(((uint64_t)(uint32_t)w.w << 32) | (uint32_t)w.z);
@@ -248,18 +271,89 @@ __device__ __forceinline__ ValueIdx value_idx(const Lane<S> &L, const Meta &mt, 
     return v;
 }
 
+/* Half formats: the lane's word of the block's dense tile (values + 64 b halves, row-major), A_block[g][2t]
+ * and A_block[g][2t + 1]: the MMA's B fragment as it is. */
+template <int S>
+__device__ __forceinline__ const uint32_t *tile_word(const Lane<S> &L, const Meta &mt, const float *values) {
+    return reinterpret_cast<const uint32_t *>(values) + (mt.voff >> 1) + L.vword;
+}
+
+template <int E> __device__ __forceinline__ float half_to_f32(uint16_t h) {
+    if (E == ACC_TF32_ELEM_BF16) return __uint_as_float((uint32_t)h << 16);
+    return __half2float(__ushort_as_half(h));
+}
+
+/* Two floats rounded to the half format E (nearest even), lo in the low half. */
+template <int E> __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+    if (E == ACC_TF32_ELEM_BF16) {
+        const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<const uint32_t *>(&h);
+    }
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&h);
+}
+
+template <int E> __device__ __forceinline__ uint16_t to_half(float x) {
+    return (uint16_t)(pack_half2<E>(x, 0.f) & 0xffffu);
+}
+
+template <int E>
+__device__ __forceinline__ void mma_half(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b) {
+    if (E == ACC_TF32_ELEM_BF16)
+        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+                     "{%0,%1,%2,%3};"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a0), "r"(a1), "r"(b));
+    else
+        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+                     "{%0,%1,%2,%3};"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a0), "r"(a1), "r"(b));
+}
+
+__device__ __forceinline__ uint32_t prmt(uint32_t x, uint32_t y, uint32_t sel) {
+    uint32_t r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(y), "r"(sel));
+    return r;
+}
+
+/* One step's MMAs of a block for lane (g, t), from its two B pieces f0, f1 (already moved to it).
+ * TF32: f0 = B[col_t][4g .. 4g+3], f1 = B[col_{t+4}][...]; MMA j takes columns 4g + 2j (row g)
+ * and 4g + 2j + 1 (row g + 8); a0, a1 = A_block[g][t], A_block[g][t + 4].
+ * Half: f0 = B[col_2t][8g .. 8g+7], f1 = B[col_{2t+1}][...] (8 halves each); MMA j takes columns
+ * 8g + 2j (row g) and 8g + 2j + 1 (row g + 8), and its A fragment pairs k = 2t, 2t + 1 of each row,
+ * one PRMT each; a0 = A_block[g][2t .. 2t+1] (the B fragment).  Either way lane (g, t) gets
+ * C[2t][c] in d[0] (column 2j of its run) and d[2] (2j + 1), C[2t + 1][c] in d[1] and d[3]. */
+template <int E>
+__device__ __forceinline__ void mma_step(float (&acc)[Elem<E>::KM][4], const float4 &f0, const float4 &f1,
+                                         uint32_t a0, uint32_t a1) {
+    if constexpr (E == ACC_TF32_ELEM_TF32) {
+        mma_tf32(acc[0], to_tf32(f0.x), to_tf32(f0.y), to_tf32(f1.x), to_tf32(f1.y), a0, a1);
+        mma_tf32(acc[1], to_tf32(f0.z), to_tf32(f0.w), to_tf32(f1.z), to_tf32(f1.w), a0, a1);
+    } else {
+        const uint32_t u[4] = {__float_as_uint(f0.x), __float_as_uint(f0.y), __float_as_uint(f0.z),
+                               __float_as_uint(f0.w)};
+        const uint32_t v[4] = {__float_as_uint(f1.x), __float_as_uint(f1.y), __float_as_uint(f1.z),
+                               __float_as_uint(f1.w)};
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            mma_half<E>(acc[j], prmt(u[j], v[j], 0x5410u), prmt(u[j], v[j], 0x7632u), a0);
+    }
+}
+
 /* Address of B[col][ncol] for lane L (0 <= col < k), from its base `bl`. */
 __device__ __forceinline__ const float *b_row(uint64_t bl, uint32_t row_bytes, int col) {
     return reinterpret_cast<const float *>(wide_addr(bl, (uint32_t)col, row_bytes));
 }
 
 /* Shared memory of one thread block.  STAGED, per warp: DEPTH stages of 2*S*32 float4 (B),
- * DEPTH stages of 2*32 floats (values), and a ring of DEPTH metadata slots; SPLIT partials
- * (8 x 32S floats per warp) reuse the B stages once the pipeline has drained.  Register
- * pipeline (!STAGED): the SPLIT partials, then the metadata rings of RegRing<DEPTH>::R slots. */
-template <int S, int DEPTH, bool STAGED> struct Smem {
+ * DEPTH stages of 2*32 floats (values; half formats use the first 32), and a ring of DEPTH
+ * metadata slots; SPLIT partials (8 x kStep S floats per warp) reuse the B stages once the pipeline has
+ * drained.  Register pipeline (!STAGED): the SPLIT partials, then the metadata rings of RegRing<DEPTH>::R
+ * slots. */
+template <int E, int S, int DEPTH, bool STAGED> struct Smem {
     static constexpr int kRing = STAGED ? DEPTH : RegRing<DEPTH>::R; /* metadata slots per warp */
-    static constexpr int kPart = 8 * 32 * S * 4;                     /* bytes of one warp's partial */
+    static constexpr int kPart = 8 * Elem<E>::kStep * S * 4;         /* bytes of one warp's partial */
     static constexpr int kB = STAGED ? DEPTH * 2 * S * 32 : 0;       /* float4 per warp */
     static constexpr int kV = STAGED ? DEPTH * 2 * 32 : 0;           /* floats per warp */
     static constexpr int kM = kRing * kMetaWords;                    /* 32-bit words per warp */
@@ -288,9 +382,10 @@ struct Warp {
     int64_t col0; /* first column of the slice: slice * 32S */
 };
 
-template <int S, bool CACHE_L1, bool VEC>
+template <int E, int S, bool CACHE_L1, bool VEC>
 __device__ __forceinline__ void issue_block(const acc_tf32_args &p, const Warp &W, const Lane<S> &L,
                                             const Meta &mt, int stage) {
+    static_assert(E == ACC_TF32_ELEM_TF32 || VEC, "half formats stage B on the 16-byte path only");
     float4 *dst = W.sB + stage * (2 * S * 32) + W.wslot;
     const int cols[2] = {mt.col0, mt.col1};
 #pragma unroll
@@ -301,7 +396,7 @@ __device__ __forceinline__ void issue_block(const acc_tf32_args &p, const Warp &
             float4 *d = dst + (2 * s + h) * 32;
             if (VEC) { /* every column of the slice is < n */
                 cp_async16<CACHE_L1>(d, row + 32 * s, 16);
-            } else {
+            } else if constexpr (E == ACC_TF32_ELEM_TF32) {
 #pragma unroll
                 for (int q = 0; q < 4; q++) {
                     const bool ok = q < L.nrem[s];
@@ -310,35 +405,36 @@ __device__ __forceinline__ void issue_block(const acc_tf32_args &p, const Warp &
             }
         }
     }
-    const ValueIdx vi = value_idx(L, mt, p.values);
     float *v = W.sV + stage * 64 + W.lane;
-    cp_async4(v, vi.has0 ? vi.v0 : p.values, vi.has0 ? 4 : 0);
-    cp_async4(v + 32, vi.has1 ? vi.v1 : p.values, vi.has1 ? 4 : 0);
+    if constexpr (E == ACC_TF32_ELEM_TF32) {
+        const ValueIdx vi = value_idx(L, mt, p.values);
+        cp_async4(v, vi.has0 ? vi.v0 : p.values, vi.has0 ? 4 : 0);
+        cp_async4(v + 32, vi.has1 ? vi.v1 : p.values, vi.has1 ? 4 : 0);
+    } else {
+        cp_async4(v, tile_word(L, mt, p.values), 4);
+    }
 }
 
-template <int S, int DEPTH>
-__device__ __forceinline__ void consume_block(const Warp &W, int stage, float (&acc)[S][2][4]) {
+template <int E, int S, int DEPTH>
+__device__ __forceinline__ void consume_block(const Warp &W, int stage, float (&acc)[S][Elem<E>::KM][4]) {
     const float4 *src = W.sB + stage * (2 * S * 32) + W.rslot;
     const uint32_t b0 = __float_as_uint(W.sV[stage * 64 + W.lane]);
-    const uint32_t b1 = __float_as_uint(W.sV[stage * 64 + 32 + W.lane]);
+    const uint32_t b1 = E == ACC_TF32_ELEM_TF32 ? __float_as_uint(W.sV[stage * 64 + 32 + W.lane]) : 0u;
 #pragma unroll
-    for (int s = 0; s < S; s++) {
-        const float4 f0 = src[(2 * s) * 32], f1 = src[(2 * s + 1) * 32];
-        mma_tf32(acc[s][0], to_tf32(f0.x), to_tf32(f0.y), to_tf32(f1.x), to_tf32(f1.y), b0, b1);
-        mma_tf32(acc[s][1], to_tf32(f0.z), to_tf32(f0.w), to_tf32(f1.z), to_tf32(f1.w), b0, b1);
-    }
+    for (int s = 0; s < S; s++)
+        mma_step<E>(acc[s], src[(2 * s) * 32], src[(2 * s + 1) * 32], b0, b1);
 }
 
 /* STAGED: issues the copies of block j into `slot` (its stage and metadata slot): reads j's
  * metadata from the ring, copies its B rows and values, then (after every lane has read the
  * slot) refills the slot with the metadata of block j + DEPTH.  j and b_end are warp-uniform. */
-template <int S, int DEPTH, bool CACHE_L1, bool VEC>
+template <int E, int S, int DEPTH, bool CACHE_L1, bool VEC>
 __device__ __forceinline__ void refill(const acc_tf32_args &p, const Warp &W, const Lane<S> &L, int64_t j,
                                        int64_t b_end, int slot) {
     if (j >= b_end) return;
-    const Meta mt = read_meta(W.sM, W.q, slot);
+    const Meta mt = read_meta<E>(W.sM, W.q, slot);
     __syncwarp(); /* every lane has read the B stage that this block's copies overwrite */
-    issue_block<S, CACHE_L1, VEC>(p, W, L, mt, slot);
+    issue_block<E, S, CACHE_L1, VEC>(p, W, L, mt, slot);
     __syncwarp();
     if (j + DEPTH < b_end) copy_meta(p, W.sM, W.lane, j + DEPTH, slot);
 }
@@ -366,10 +462,25 @@ __device__ __forceinline__ void first_meta(const acc_tf32_args &p, const Warp &W
  * same TF32-rounded operands and FP32 sums.  NaN and inf then land exactly where a stored entry
  * meets them, and every other element of the tile is still a TF32 product of its row (bit-exact
  * on integer data).  Finite B costs the vote alone.  Not inlined: the hot loop keeps its registers. */
+/* C[at] = v in the output format. */
+template <int E> __device__ __forceinline__ void store_c(float *C, int out_f32, int64_t at, float v) {
+    if (E == ACC_TF32_ELEM_TF32 || out_f32)
+        __stcs(C + at, v);
+    else
+        __stcs(reinterpret_cast<unsigned short *>(C) + at, (unsigned short)to_half<E>(v));
+}
+
+/* C[at] (written by this grid, read through L2) as a float. */
+template <int E> __device__ __forceinline__ float load_c(const float *C, int out_f32, int64_t at) {
+    if (E == ACC_TF32_ELEM_TF32 || out_f32) return __ldcg(C + at);
+    return half_to_f32<E>(__ldcg(reinterpret_cast<const unsigned short *>(C) + at));
+}
+
+template <int E>
 __device__ __noinline__ void exact_tile(const int64_t *window_offsets, const int32_t *block_meta,
                                         const float *values, const int64_t *perm, const float *B, float *C,
                                         int64_t m, int64_t n, int64_t w, int64_t col0, int ncols, int tid,
-                                        int nthreads) {
+                                        int nthreads, int out_f32) {
     const int64_t b0 = ldg64(window_offsets + w), b1 = ldg64(window_offsets + w + 1);
     for (int e = tid; e < 8 * ncols; e += nthreads) {
         const int r = e / ncols;
@@ -388,12 +499,20 @@ __device__ __noinline__ void exact_tile(const int64_t *window_offsets, const int
                 bits &= bits - 1;
                 /* slot c's column: the record interleaves c0, c4, c1, c5, ... */
                 const int32_t bcol = __ldg(rec + (c < 4 ? 2 * c : 2 * (c - 4) + 1));
-                const float a = __ldg(values + voff + __popcll(mask & ((1ull << bit) - 1)));
-                const float x = __uint_as_float(to_tf32(__ldg(B + (int64_t)bcol * n + col)));
-                acc = __fadd_rn(acc, __fmul_rn(a, x)); /* the product of two TF32 values is exact */
+                float a, x;
+                if (E == ACC_TF32_ELEM_TF32) {
+                    a = __ldg(values + voff + __popcll(mask & ((1ull << bit) - 1)));
+                    x = __uint_as_float(to_tf32(__ldg(B + (int64_t)bcol * n + col)));
+                } else { /* the dense tile at 64 b halves (voff) */
+                    a = half_to_f32<E>(__ldg(reinterpret_cast<const unsigned short *>(values) + voff + bit));
+                    x = half_to_f32<E>(
+                        __ldg(reinterpret_cast<const unsigned short *>(B) + (int64_t)bcol * n + col));
+                }
+                acc =
+                    __fadd_rn(acc, __fmul_rn(a, x)); /* the product of two TF32 or two half values is exact */
             }
         }
-        __stcs(C + ldg64(perm + row) * n + col, acc);
+        store_c<E>(C, out_f32, ldg64(perm + row) * n + col, acc);
     }
 }
 
@@ -409,41 +528,65 @@ template <int N> __device__ __forceinline__ bool all_finite(const float (&v)[N])
  * where any lane saw a non-finite sum, call this after their loop, when the pipeline's registers
  * are free: it reads back each window's tile of C that the warp wrote (windows w0 .. w1 - 1,
  * columns col0 .. col0 + ncols - 1) and rewrites with exact_tile those holding a non-finite value. */
+template <int E>
 __device__ __noinline__ void fix_pack_range(const int64_t *window_offsets, const int32_t *block_meta,
                                             const float *values, const int64_t *perm, const float *B,
                                             float *C, int64_t m, int64_t n, int64_t w0, int64_t w1,
-                                            int64_t col0, int ncols, int lane) {
+                                            int64_t col0, int ncols, int lane, int out_f32) {
     for (int64_t w = w0; w < w1; w++) {
         __syncwarp(); /* the warp's stores to C (and the previous window's rewrite) are visible to all lanes
                        */
         bool ok = true;
         for (int e = lane; e < 8 * ncols; e += 32) {
             const int64_t row = w * 8 + e / ncols, col = col0 + e % ncols;
-            if (row < m && col < n) ok &= fabsf(__ldcg(C + ldg64(perm + row) * n + col)) <= 3.402823466e38f;
+            if (row < m && col < n)
+                ok &= fabsf(load_c<E>(C, out_f32, ldg64(perm + row) * n + col)) <= 3.402823466e38f;
         }
         if (__any_sync(0xffffffffu, !ok))
-            exact_tile(window_offsets, block_meta, values, perm, B, C, m, n, w, col0, ncols, lane, 32);
+            exact_tile<E>(window_offsets, block_meta, values, perm, B, C, m, n, w, col0, ncols, lane, 32,
+                          out_f32);
     }
 }
 
 /* Writes lane (g, t)'s rows 2t and 2t+1 (original rows prow[0], prow[1]; < 0 = beyond m). */
-template <int S, bool VEC>
-__device__ __forceinline__ void write_rows(const acc_tf32_args &p, const float (&acc)[S][2][4],
+template <int E, int S, bool VEC>
+__device__ __forceinline__ void write_rows(const acc_tf32_args &p, const float (&acc)[S][Elem<E>::KM][4],
                                            const int64_t (&prow)[2], int64_t ncol) {
+    constexpr int KM = Elem<E>::KM, LC = Elem<E>::kLaneCols;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         if (prow[h] < 0) continue;
-        float *dst = p.C + prow[h] * p.n;
+        const int64_t base = prow[h] * p.n;
 #pragma unroll
         for (int s = 0; s < S; s++) {
-            const int64_t c = ncol + 32 * s;
-            const float v[4] = {acc[s][0][h], acc[s][0][2 + h], acc[s][1][h], acc[s][1][2 + h]};
-            if (VEC) { /* every column of the slice is < n */
-                __stcs(reinterpret_cast<float4 *>(dst + c), make_float4(v[0], v[1], v[2], v[3]));
-            } else {
+            const int64_t c = ncol + Elem<E>::kStep * s;
+            float v[LC];
 #pragma unroll
-                for (int q = 0; q < 4; q++)
-                    if (c + q < p.n) __stcs(dst + c + q, v[q]);
+            for (int j = 0; j < KM; j++) {
+                v[2 * j] = acc[s][j][h];
+                v[2 * j + 1] = acc[s][j][2 + h];
+            }
+            if (E == ACC_TF32_ELEM_TF32 || p.out_f32) {
+                float *dst = p.C + base + c;
+                if (VEC) { /* every column of the slice is < n */
+#pragma unroll
+                    for (int q = 0; q < LC; q += 4)
+                        __stcs(reinterpret_cast<float4 *>(dst + q),
+                               make_float4(v[q], v[q + 1], v[q + 2], v[q + 3]));
+                } else {
+#pragma unroll
+                    for (int q = 0; q < LC; q++)
+                        if (c + q < p.n) __stcs(dst + q, v[q]);
+                }
+            } else if (VEC) {
+                __stcs(reinterpret_cast<uint4 *>(reinterpret_cast<unsigned short *>(p.C) + base + c),
+                       make_uint4(pack_half2<E>(v[0], v[1]), pack_half2<E>(v[2], v[3]),
+                                  pack_half2<E>(v[4], v[5]), pack_half2<E>(v[6], v[7])));
+            } else {
+                unsigned short *dst = reinterpret_cast<unsigned short *>(p.C) + base + c;
+#pragma unroll
+                for (int q = 0; q < LC; q++)
+                    if (c + q < p.n) __stcs(dst + q, (unsigned short)to_half<E>(v[q]));
             }
         }
     }
@@ -458,21 +601,23 @@ __device__ __forceinline__ void window_rows(const acc_tf32_args &p, int64_t w, i
     }
 }
 
-template <int S> __device__ __forceinline__ void zero(float (&acc)[S][2][4]) {
+template <int S, int KM> __device__ __forceinline__ void zero(float (&acc)[S][KM][4]) {
 #pragma unroll
     for (int s = 0; s < S; s++)
 #pragma unroll
-        for (int q = 0; q < 4; q++)
-            acc[s][0][q] = acc[s][1][q] = 0.f;
+        for (int j = 0; j < KM; j++)
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                acc[s][j][q] = 0.f;
 }
 
-template <int S, bool VEC>
+template <int E, int S, bool VEC>
 __device__ __forceinline__ void write_zero_window(const acc_tf32_args &p, int64_t w, int t, int64_t ncol) {
-    float acc[S][2][4];
-    zero<S>(acc);
+    float acc[S][Elem<E>::KM][4];
+    zero(acc);
     int64_t prow[2];
     window_rows(p, w, t, prow);
-    write_rows<S, VEC>(p, acc, prow, ncol);
+    write_rows<E, S, VEC>(p, acc, prow, ncol);
 }
 
 /* PACK state of a warp: current window w (< w_end), the original rows of lane t's two rows, and
@@ -487,19 +632,20 @@ struct Pack {
 
 /* After block i: at the end of a PACK window, write its rows, zero the accumulators, write any
  * empty windows that follow and move to the next non-empty one. */
-template <int S, bool VEC>
-__device__ __forceinline__ void after_block(const acc_tf32_args &p, int i, Pack &P, float (&acc)[S][2][4],
-                                            const Warp &W) {
+template <int E, int S, bool VEC>
+__device__ __forceinline__ void after_block(const acc_tf32_args &p, int i, Pack &P,
+                                            float (&acc)[S][Elem<E>::KM][4], const Warp &W) {
     if (i + 1 != P.stop) return;
     const int t = W.t;
     const int64_t ncol = W.ncol;
-    P.bad |= !all_finite<8 * S>(reinterpret_cast<const float(&)[8 * S]>(acc)); /* see fix_pack_range */
-    write_rows<S, VEC>(p, acc, P.prow, ncol);
-    zero<S>(acc);
+    constexpr int kAcc = 4 * Elem<E>::KM * S;
+    P.bad |= !all_finite<kAcc>(reinterpret_cast<const float(&)[kAcc]>(acc)); /* see fix_pack_range */
+    write_rows<E, S, VEC>(p, acc, P.prow, ncol);
+    zero(acc);
     P.w++;
     int stop = P.next_stop;
     while (P.w < P.w_end && stop == P.stop) { /* empty windows after this one */
-        write_zero_window<S, VEC>(p, P.w, t, ncol);
+        write_zero_window<E, S, VEC>(p, P.w, t, ncol);
         P.w++;
         stop = P.w < P.w_end ? (int)(ldg64(p.window_offsets + P.w + 1) - P.b0) : 0;
     }
@@ -512,8 +658,8 @@ __device__ __forceinline__ void after_block(const acc_tf32_args &p, int i, Pack 
 
 /* Register pipeline: one block's operands of lane (g, t), loaded straight into registers. */
 template <int S> struct Ops {
-    float4 f[2 * S]; /* B[col_t][...] and B[col_{t+4}][...] per 32-column step */
-    uint32_t a0, a1; /* A_block[g][t], A_block[g][t+4] */
+    float4 f[2 * S]; /* the pieces of the lane's two B rows per step (TF32 floats or 8 halves) */
+    uint32_t a0, a1; /* TF32: A_block[g][t], A_block[g][t+4]; half: A_block[g][2t .. 2t+1] in a0 */
 };
 
 template <bool CACHE_L1> __device__ __forceinline__ float4 ldb4(const float *q) {
@@ -525,7 +671,7 @@ template <bool CACHE_L1> __device__ __forceinline__ float ldb1(const float *q) {
     return CACHE_L1 ? __ldg(q) : __ldcg(q);
 }
 
-template <int S, bool CACHE_L1, bool VEC>
+template <int E, int S, bool CACHE_L1, bool VEC>
 __device__ __forceinline__ void load_ops(const acc_tf32_args &p, const Lane<S> &L, const Meta &mt,
                                          Ops<S> &o) {
     const int cols[2] = {mt.col0, mt.col1}; /* real columns: pack_meta fills padding slots */
@@ -535,8 +681,29 @@ __device__ __forceinline__ void load_ops(const acc_tf32_args &p, const Lane<S> &
 #pragma unroll
         for (int s = 0; s < S; s++) {
             float4 &f = o.f[2 * s + h];
-            if (VEC) { /* every column of the slice is < n */
+            if (VEC) { /* every column of the slice is < n (a step is 128 bytes in either format) */
                 f = ldb4<CACHE_L1>(row + 32 * s);
+            } else if constexpr (E != ACC_TF32_ELEM_TF32) { /* the step's 8 halves, those < n */
+                uint32_t w[4] = {0u, 0u, 0u, 0u};
+                if (L.pairs) { /* n even: pairs are 4-byte aligned and wholly in or out of range */
+                    const uint32_t *r32 = reinterpret_cast<const uint32_t *>(row + 32 * s);
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        if (2 * j < L.nrem[s]) w[j] = CACHE_L1 ? __ldg(r32 + j) : __ldcg(r32 + j);
+                } else {
+                    const unsigned short *r16 = reinterpret_cast<const unsigned short *>(row + 32 * s);
+#pragma unroll 1
+                    for (int q = 0; q < L.nrem[s]; q++) {
+                        const uint32_t h = CACHE_L1 ? __ldg(r16 + q) : __ldcg(r16 + q);
+                        const uint32_t sh = h << (16 * (q & 1));
+                        w[0] |= q < 2 ? sh : 0u;
+                        w[1] |= (q >> 1) == 1 ? sh : 0u;
+                        w[2] |= (q >> 1) == 2 ? sh : 0u;
+                        w[3] |= (q >> 1) == 3 ? sh : 0u;
+                    }
+                }
+                f = make_float4(__uint_as_float(w[0]), __uint_as_float(w[1]), __uint_as_float(w[2]),
+                                __uint_as_float(w[3]));
             } else {
                 f = make_float4(0.f, 0.f, 0.f, 0.f);
                 if (L.nrem[s] > 0) f.x = ldb1<CACHE_L1>(row + 32 * s);
@@ -546,9 +713,14 @@ __device__ __forceinline__ void load_ops(const acc_tf32_args &p, const Lane<S> &
             }
         }
     }
-    const ValueIdx vi = value_idx(L, mt, p.values);
-    o.a0 = vi.has0 ? __float_as_uint(__ldg(vi.v0)) : 0u;
-    o.a1 = vi.has1 ? __float_as_uint(__ldg(vi.v1)) : 0u;
+    if constexpr (E == ACC_TF32_ELEM_TF32) {
+        const ValueIdx vi = value_idx(L, mt, p.values);
+        o.a0 = vi.has0 ? __float_as_uint(__ldg(vi.v0)) : 0u;
+        o.a1 = vi.has1 ? __float_as_uint(__ldg(vi.v1)) : 0u;
+    } else {
+        o.a0 = __ldg(tile_word(L, mt, p.values));
+        o.a1 = 0u;
+    }
 }
 
 __device__ __forceinline__ float4 shfl4(const float4 &v, int src) {
@@ -556,14 +728,11 @@ __device__ __forceinline__ float4 shfl4(const float4 &v, int src) {
                        __shfl_sync(0xffffffffu, v.z, src), __shfl_sync(0xffffffffu, v.w, src));
 }
 
-template <int S>
-__device__ __forceinline__ void consume_ops(const Ops<S> &o, int src, float (&acc)[S][2][4]) {
+template <int E, int S>
+__device__ __forceinline__ void consume_ops(const Ops<S> &o, int src, float (&acc)[S][Elem<E>::KM][4]) {
 #pragma unroll
-    for (int s = 0; s < S; s++) {
-        const float4 f0 = shfl4(o.f[2 * s], src), f1 = shfl4(o.f[2 * s + 1], src);
-        mma_tf32(acc[s][0], to_tf32(f0.x), to_tf32(f0.y), to_tf32(f1.x), to_tf32(f1.y), o.a0, o.a1);
-        mma_tf32(acc[s][1], to_tf32(f0.z), to_tf32(f0.w), to_tf32(f1.z), to_tf32(f1.w), o.a0, o.a1);
-    }
+    for (int s = 0; s < S; s++)
+        mma_step<E>(acc[s], shfl4(o.f[2 * s], src), shfl4(o.f[2 * s + 1], src), o.a0, o.a1);
 }
 
 /* Step i (relative to the warp's first block; i % R == r) of the register pipeline with
@@ -573,28 +742,30 @@ __device__ __forceinline__ void consume_ops(const Ops<S> &o, int src, float (&ac
  * MMAs run on `cur`.  r is a compile-time constant once the caller's loop is unrolled, so the
  * ring slots are immediate offsets; DEPTH register sets rotate (R is a multiple of DEPTH), so no
  * register copy waits on a load in flight. */
-template <int S, int DEPTH, bool CACHE_L1, bool VEC>
+template <int E, int S, int DEPTH, bool CACHE_L1, bool VEC>
 __device__ __forceinline__ void reg_step(const acc_tf32_args &p, const Warp &W, const Lane<S> &L, int r,
                                          int i, int nblk, const int32_t *mq, const Ops<S> &cur, Ops<S> &nxt,
-                                         float (&acc)[S][2][4], Pack &P) {
+                                         float (&acc)[S][Elem<E>::KM][4], Pack &P) {
     constexpr int F = DEPTH - 1, R = RegRing<DEPTH>::R, A = RegRing<DEPTH>::A;
     cp_wait<A - 1>(); /* block i + F's metadata has landed ... */
     __syncwarp();     /* ... is visible to every lane, and the previous step's slot was read by all */
-    if (i + F < nblk) load_ops<S, CACHE_L1, VEC>(p, L, read_meta(W.sM, W.q, (r + F) % R), nxt);
+    if (i + F < nblk) load_ops<E, S, CACHE_L1, VEC>(p, L, read_meta<E>(W.sM, W.q, (r + F) % R), nxt);
     if (i + F + A < nblk) copy_meta_from(W.sM, W.lane, mq + (int64_t)i * kMetaWords, (r + F + R - 1) % R);
     cp_commit();
-    consume_ops<S>(cur, W.src, acc);
-    after_block<S, VEC>(p, i, P, acc, W);
+    consume_ops<E, S>(cur, W.src, acc);
+    after_block<E, S, VEC>(p, i, P, acc, W);
 }
 
-template <int S, int DEPTH, bool CACHE_L1, bool VEC, bool STAGED>
+template <int E, int S, int DEPTH, bool CACHE_L1, bool VEC, bool STAGED>
 /* minimum thread blocks per SM, i.e. the register budget: per 8 warps 2 on the register path
  * (3 at S = 1, depth 2), 3 staged (4 at S = 1); accspmm._tf32.blocks_per_sm mirrors it */
 __global__ void __launch_bounds__(kThreads,
                                   (8 / kWarps) * (STAGED ? (S == 1 ? 4 : 3) : (S == 1 && DEPTH == 2 ? 3 : 2)))
     tf32_spmm_kernel(const acc_tf32_args p, int slices, int slice_major) {
     extern __shared__ __align__(16) unsigned char smem[];
-    using SM = Smem<S, DEPTH, STAGED>;
+    using SM = Smem<E, S, DEPTH, STAGED>;
+    using EL = Elem<E>;
+    constexpr int KM = EL::KM;
     const int warp = threadIdx.x >> 5;
     Warp W;
     W.lane = threadIdx.x & 31;
@@ -616,19 +787,22 @@ __global__ void __launch_bounds__(kThreads,
     W.src = 8 * W.t + W.g;
     W.wslot = swizzle(W.lane);
     W.rslot = swizzle(W.src);
-    W.col0 = slice * (32 * S);
-    W.ncol = W.col0 + 4 * W.g;
-    /* both pipelines load B transposed: lane 8q + j loads columns 4j .. 4j + 3 of block rows q
-     * and q + 4, so each quarter warp reads 128 contiguous bytes of one B row */
-    const int64_t lcol = slice * (32 * S) + 4 * (W.lane & 7);
+    W.col0 = slice * (EL::kStep * S);
+    W.ncol = W.col0 + EL::kLaneCols * W.g;
+    /* both pipelines load B transposed: lane 8q + j loads columns kLaneCols j .. + kLaneCols - 1
+     * (16 bytes) of block rows q and q + 4 (half: 2q and 2q + 1), so each quarter warp reads 128
+     * contiguous bytes of one B row */
+    const int64_t lcol = slice * (EL::kStep * S) + EL::kLaneCols * (W.lane & 7);
     Lane<S> L;
-    L.bl = (uint64_t)(uintptr_t)p.B + (uint64_t)lcol * 4;
-    L.row_bytes = (uint32_t)(p.n * 4);
+    L.bl = (uint64_t)(uintptr_t)p.B + (uint64_t)lcol * EL::kSize;
+    L.row_bytes = (uint32_t)(p.n * EL::kSize);
 #pragma unroll
     for (int s = 0; s < S; s++) {
-        const int64_t left = p.n - (lcol + 32 * s);
-        L.nrem[s] = left < 0 ? 0 : left > 4 ? 4 : (int)left;
+        const int64_t left = p.n - (lcol + EL::kStep * s);
+        L.nrem[s] = left < 0 ? 0 : left > EL::kLaneCols ? EL::kLaneCols : (int)left;
     }
+    L.vword = 4 * W.g + W.t;
+    L.pairs = p.n % 2 == 0 && (uintptr_t)p.B % 4 == 0;
     L.high = W.g >= 4;
     L.bit0 = 1u << ((W.g & 3) * 8 + W.t);
     L.below0 = L.bit0 - 1;
@@ -668,7 +842,7 @@ __global__ void __launch_bounds__(kThreads,
         b = P.w < P.w_end ? ldg64(p.window_offsets + P.w) : 0;
         b_end = P.w < P.w_end ? ldg64(p.window_offsets + P.w_end) : 0;
         while (P.w < P.w_end && ldg64(p.window_offsets + P.w + 1) == b) { /* leading empty windows */
-            write_zero_window<S, VEC>(p, P.w, W.t, W.ncol);
+            write_zero_window<E, S, VEC>(p, P.w, W.t, W.ncol);
             P.w++;
         }
         if (P.w < P.w_end) {
@@ -679,29 +853,29 @@ __global__ void __launch_bounds__(kThreads,
         }
     }
 
-    float acc[S][2][4];
-    zero<S>(acc);
-    if (STAGED) {
+    float acc[S][KM][4];
+    zero(acc);
+    if constexpr (STAGED) {
         /* prologue: metadata of blocks b .. b+DEPTH-1 into the ring (waited for once), block j
          * in ring slot (and stage) (j - b) % DEPTH; then the copies of blocks b .. b+DEPTH-2,
          * and one block issued and one consumed per step */
         first_meta<DEPTH>(p, W, b, b_end);
 #pragma unroll
         for (int s = 0; s < DEPTH - 1; s++) {
-            refill<S, DEPTH, CACHE_L1, VEC>(p, W, L, b + s, b_end, s);
+            refill<E, S, DEPTH, CACHE_L1, VEC>(p, W, L, b + s, b_end, s);
             cp_commit();
         }
         int stage = 0;
         const int nblk = (int)(b_end - b);
         for (int i = 0; i < nblk; i++) {
-            refill<S, DEPTH, CACHE_L1, VEC>(p, W, L, b + i + DEPTH - 1, b_end,
-                                            stage == 0 ? DEPTH - 1 : stage - 1);
+            refill<E, S, DEPTH, CACHE_L1, VEC>(p, W, L, b + i + DEPTH - 1, b_end,
+                                               stage == 0 ? DEPTH - 1 : stage - 1);
             cp_commit();
             cp_wait<DEPTH - 1>(); /* block i's copies (and metadata DEPTH blocks ahead) have landed */
             __syncwarp();         /* ... and the metadata copied by lanes 0-2 is visible to all */
-            consume_block<S, DEPTH>(W, stage, acc);
+            consume_block<E, S, DEPTH>(W, stage, acc);
             stage = stage + 1 == DEPTH ? 0 : stage + 1;
-            after_block<S, VEC>(p, i, P, acc, W);
+            after_block<E, S, VEC>(p, i, P, acc, W);
         }
     } else if (b < b_end) {
         /* F = DEPTH - 1 blocks' operands in flight.  Prologue: metadata of blocks b .. b+F-1
@@ -714,7 +888,7 @@ __global__ void __launch_bounds__(kThreads,
         first_meta<F>(p, W, b, b_end);
 #pragma unroll
         for (int f = 0; f < F; f++)
-            if (f < nblk) load_ops<S, CACHE_L1, VEC>(p, L, read_meta(W.sM, W.q, f), o[f]);
+            if (f < nblk) load_ops<E, S, CACHE_L1, VEC>(p, L, read_meta<E>(W.sM, W.q, f), o[f]);
         __syncwarp();
 #pragma unroll
         for (int a = 0; a < A; a++) {
@@ -726,31 +900,33 @@ __global__ void __launch_bounds__(kThreads,
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 if (i + r >= nblk) break;
-                reg_step<S, DEPTH, CACHE_L1, VEC>(p, W, L, r, i + r, nblk, mq, o[r % DEPTH],
-                                                  o[(r + F) % DEPTH], acc, P);
+                reg_step<E, S, DEPTH, CACHE_L1, VEC>(p, W, L, r, i + r, nblk, mq, o[r % DEPTH],
+                                                     o[(r + F) % DEPTH], acc, P);
             }
         }
     }
     cp_wait<0>();
     if (kind == 0) { /* PACK: every window of the range was written in the loop or before it */
         if (__any_sync(0xffffffffu, P.bad))
-            fix_pack_range(p.window_offsets, p.block_meta, p.values, p.perm, p.B, p.C, p.m, p.n,
-                           __ldg(row + 1 + 2 * warp), P.w_end, W.col0, 32 * S, W.lane);
+            fix_pack_range<E>(p.window_offsets, p.block_meta, p.values, p.perm, p.B, p.C, p.m, p.n,
+                              __ldg(row + 1 + 2 * warp), P.w_end, W.col0, EL::kStep * S, W.lane, p.out_f32);
         return;
     }
 
     /* SPLIT and GROUP: partials to shared memory, then summed in warp order */
     __syncthreads(); /* all warps' copies have landed: the B stages can be reused */
     float *tile = reinterpret_cast<float *>(smem);
-    constexpr int kCols = 32 * S;
+    constexpr int kCols = EL::kStep * S;
     if (kind < 0 || gsize > 0) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            float *dst = tile + (warp * 8 + 2 * W.t + h) * kCols + 4 * W.g;
+            float *dst = tile + (warp * 8 + 2 * W.t + h) * kCols + EL::kLaneCols * W.g;
 #pragma unroll
             for (int s = 0; s < S; s++)
-                *reinterpret_cast<float4 *>(dst + 32 * s) =
-                    make_float4(acc[s][0][h], acc[s][0][2 + h], acc[s][1][h], acc[s][1][2 + h]);
+#pragma unroll
+                for (int j = 0; j < KM; j += 2)
+                    *reinterpret_cast<float4 *>(dst + EL::kStep * s + 2 * j) =
+                        make_float4(acc[s][j][h], acc[s][j][2 + h], acc[s][j + 1][h], acc[s][j + 1][2 + h]);
         }
     }
     __syncthreads();
@@ -767,15 +943,15 @@ __global__ void __launch_bounds__(kThreads,
                 v[q] += tile[(warp + k) * 8 * kCols + e];
         }
         if (__any_sync(0xffffffffu, !all_finite<kLane>(v))) {
-            exact_tile(p.window_offsets, p.block_meta, p.values, p.perm, p.B, p.C, p.m, p.n, P.w, W.col0,
-                       kCols, W.lane, 32);
+            exact_tile<E>(p.window_offsets, p.block_meta, p.values, p.perm, p.B, p.C, p.m, p.n, P.w, W.col0,
+                          kCols, W.lane, 32, p.out_f32);
             return;
         }
 #pragma unroll
         for (int q = 0; q < kLane; q++) {
             const int e = W.lane + 32 * q, r = e / kCols, c = e % kCols;
             const int64_t rowi = P.w * 8 + r, col = slice * kCols + c;
-            if (rowi < p.m && col < p.n) __stcs(p.C + ldg64(p.perm + rowi) * p.n + col, v[q]);
+            if (rowi < p.m && col < p.n) store_c<E>(p.C, p.out_f32, ldg64(p.perm + rowi) * p.n + col, v[q]);
         }
         return;
     }
@@ -814,15 +990,15 @@ __global__ void __launch_bounds__(kThreads,
         if (threadIdx.x == 0) p.counters[id] = 0; /* ready for the next launch */
     }
     if (__syncthreads_or(!all_finite<kPer>(sum))) { /* block-uniform: `last` and `parts` are */
-        exact_tile(p.window_offsets, p.block_meta, p.values, p.perm, p.B, p.C, p.m, p.n, P.w, W.col0, kCols,
-                   threadIdx.x, kThreads);
+        exact_tile<E>(p.window_offsets, p.block_meta, p.values, p.perm, p.B, p.C, p.m, p.n, P.w, W.col0,
+                      kCols, threadIdx.x, kThreads, p.out_f32);
         return;
     }
 #pragma unroll
     for (int q = 0; q < kPer; q++) {
         const int e = threadIdx.x + q * kThreads, r = e / kCols, c = e % kCols;
         const int64_t rowi = P.w * 8 + r, col = slice * kCols + c;
-        if (rowi < p.m && col < p.n) __stcs(p.C + ldg64(p.perm + rowi) * p.n + col, sum[q]);
+        if (rowi < p.m && col < p.n) store_c<E>(p.C, p.out_f32, ldg64(p.perm + rowi) * p.n + col, sum[q]);
     }
 }
 
@@ -840,14 +1016,15 @@ int prepare(kernel_fn fn, int bytes, unsigned char (&done)[kMaxDevices]) {
     return ACC_SUCCESS;
 }
 
-template <int S, int DEPTH, bool CACHE_L1, bool VEC, bool STAGED>
+template <int E, int S, int DEPTH, bool CACHE_L1, bool VEC, bool STAGED>
 int launch(const acc_tf32_args &p, int slice_major, cudaStream_t stream) {
     static unsigned char prepared[kMaxDevices];
-    constexpr int bytes = Smem<S, DEPTH, STAGED>::kBytes;
-    kernel_fn fn = tf32_spmm_kernel<S, DEPTH, CACHE_L1, VEC, STAGED>;
+    constexpr int bytes = Smem<E, S, DEPTH, STAGED>::kBytes;
+    kernel_fn fn = tf32_spmm_kernel<E, S, DEPTH, CACHE_L1, VEC, STAGED>;
     const int st = prepare(fn, bytes, prepared);
     if (st) return st;
-    const int64_t slices = (p.n + 32 * S - 1) / (32 * S);
+    constexpr int kSlice = Elem<E>::kStep * S;
+    const int64_t slices = (p.n + kSlice - 1) / kSlice;
     const int64_t blocks = p.num_tasks * slices;
     if (blocks > 0x7fffffffLL) return ACC_ERR_TOO_LARGE;
     fn<<<(unsigned)blocks, kThreads, bytes, stream>>>(p, (int)slices, slice_major);
@@ -857,11 +1034,12 @@ int launch(const acc_tf32_args &p, int slice_major, cudaStream_t stream) {
 
 template <int S, int DEPTH, bool STAGED>
 int dispatch_cache(const acc_tf32_args &p, const acc_tf32_variant &v, bool vec, cudaStream_t s) {
+    constexpr int T = ACC_TF32_ELEM_TF32;
     if (v.cache_l1)
-        return vec ? launch<S, DEPTH, true, true, STAGED>(p, v.slice_major, s)
-                   : launch<S, DEPTH, true, false, STAGED>(p, v.slice_major, s);
-    return vec ? launch<S, DEPTH, false, true, STAGED>(p, v.slice_major, s)
-               : launch<S, DEPTH, false, false, STAGED>(p, v.slice_major, s);
+        return vec ? launch<T, S, DEPTH, true, true, STAGED>(p, v.slice_major, s)
+                   : launch<T, S, DEPTH, true, false, STAGED>(p, v.slice_major, s);
+    return vec ? launch<T, S, DEPTH, false, true, STAGED>(p, v.slice_major, s)
+               : launch<T, S, DEPTH, false, false, STAGED>(p, v.slice_major, s);
 }
 
 template <bool STAGED>
@@ -882,6 +1060,31 @@ int dispatch(const acc_tf32_args &p, const acc_tf32_variant &v, bool vec, cudaSt
     }
 }
 
+/* Half formats: cache_l1 = 1, depth 2 or 3 (checked by the caller).  The element path (!vec) runs
+ * the register pipeline with 64-column slices whatever the variant says (cp.async copies 4 bytes
+ * at least, and at S = 2 its predicated loads and stores spill 1 KB of registers); S never
+ * changes a result bit, and the host sizes the split counters for 64-column slices. */
+template <int E, int S, int DEPTH>
+int dispatch_half_vec(const acc_tf32_args &p, const acc_tf32_variant &v, bool vec, cudaStream_t s) {
+    if (!vec) return launch<E, 1, DEPTH, true, false, false>(p, v.slice_major, s);
+    return v.staged ? launch<E, S, DEPTH, true, true, true>(p, v.slice_major, s)
+                    : launch<E, S, DEPTH, true, true, false>(p, v.slice_major, s);
+}
+
+template <int E>
+int dispatch_half(const acc_tf32_args &p, const acc_tf32_variant &v, bool vec, cudaStream_t s) {
+    switch ((vec ? v.slice_s : 1) * 10 + v.depth) {
+    case 12:
+        return dispatch_half_vec<E, 1, 2>(p, v, vec, s);
+    case 13:
+        return dispatch_half_vec<E, 1, 3>(p, v, vec, s);
+    case 22:
+        return dispatch_half_vec<E, 2, 2>(p, v, vec, s);
+    default:
+        return dispatch_half_vec<E, 2, 3>(p, v, vec, s);
+    }
+}
+
 bool variant_ok(const acc_tf32_variant *v) {
     return v && (v->slice_s == 1 || v->slice_s == 2) && (v->depth >= 2 && v->depth <= 4) &&
            (v->cache_l1 == 0 || v->cache_l1 == 1) && (v->slice_major == 0 || v->slice_major == 1) &&
@@ -889,9 +1092,10 @@ bool variant_ok(const acc_tf32_variant *v) {
 }
 
 template <bool STAGED> int shared_bytes(int slice_s, int depth) {
+    constexpr int T = ACC_TF32_ELEM_TF32;
     static const int bytes[2][3] = {
-        {Smem<1, 2, STAGED>::kBytes, Smem<1, 3, STAGED>::kBytes, Smem<1, 4, STAGED>::kBytes},
-        {Smem<2, 2, STAGED>::kBytes, Smem<2, 3, STAGED>::kBytes, Smem<2, 4, STAGED>::kBytes}};
+        {Smem<T, 1, 2, STAGED>::kBytes, Smem<T, 1, 3, STAGED>::kBytes, Smem<T, 1, 4, STAGED>::kBytes},
+        {Smem<T, 2, 2, STAGED>::kBytes, Smem<T, 2, 3, STAGED>::kBytes, Smem<T, 2, 4, STAGED>::kBytes}};
     return bytes[slice_s - 1][depth - 2];
 }
 
@@ -914,9 +1118,21 @@ extern "C" int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *
         p.num_tasks == 0)
         return ACC_ERR_INVALID_ARGUMENT;
     if ((p.workspace == NULL) != (p.counters == NULL)) return ACC_ERR_INVALID_ARGUMENT;
+    if (p.elem < ACC_TF32_ELEM_TF32 || p.elem > ACC_TF32_ELEM_BF16 || (p.out_f32 != 0 && p.out_f32 != 1))
+        return ACC_ERR_INVALID_ARGUMENT;
+    if (p.elem != ACC_TF32_ELEM_TF32 && (variant->cache_l1 != 1 || variant->depth > 3))
+        return ACC_ERR_UNSUPPORTED;
     /* the 16-byte path: every column slice full (no column tests in the loop), B and C aligned */
-    const bool vec =
-        p.n % (32 * variant->slice_s) == 0 && (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;
+    const bool aligned = (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;
+    if (p.elem !=
+        ACC_TF32_ELEM_TF32) { /* S = 1 where the variant's slice is not full (see dispatch_half_vec) */
+        acc_tf32_variant v = *variant;
+        if (p.n % (64 * v.slice_s) != 0) v.slice_s = 1;
+        const bool hvec = aligned && p.n % 64 == 0;
+        return p.elem == ACC_TF32_ELEM_FP16 ? dispatch_half<ACC_TF32_ELEM_FP16>(p, v, hvec, stream)
+                                            : dispatch_half<ACC_TF32_ELEM_BF16>(p, v, hvec, stream);
+    }
+    const bool vec = p.n % (32 * variant->slice_s) == 0 && aligned;
     return variant->staged ? dispatch<true>(p, *variant, vec, stream)
                            : dispatch<false>(p, *variant, vec, stream);
 }

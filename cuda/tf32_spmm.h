@@ -60,9 +60,24 @@ typedef struct acc_tf32_args {
     int64_t num_tasks;
     float *workspace;  /* [slots * slices * 8 * 32 * slice_s], NULL when no split has parts > 1 */
     int32_t *counters; /* [splits * slices], zero before the first launch; left zero by every launch */
-    const float *B;    /* [k * n] */
-    float *C;          /* [m * n] */
+    const float *B;    /* [k * n] (elem > 0: half bits of that format, read through this pointer's bytes) */
+    float *C;          /* [m * n] (elem > 0: half bits, or float32 when out_f32) */
+    /* Operand format.  0 (ACC_TF32_ELEM_TF32): float32 B and C, values TF32-rounded floats [nnz].
+     * ACC_TF32_ELEM_FP16 / _BF16: B half bits of that format, FP32 accumulation, C rounded to
+     * the format (nearest even) or float32 when out_f32; `values` then points at one dense 8 x 8
+     * tile per block (64 halves, row-major, zeros where the mask is clear: acc_half_tiles) and a
+     * record's value offset is 64 x its block index (in halves).  A half warp covers 64 columns
+     * per step instead of 32: a column slice is 64 * slice_s columns and the split workspace
+     * 8 * 64 * slice_s floats per slot and slice.  Half formats take cache_l1 = 1 and depth 2 or 3;
+     * a staged variant on the element path (n not a multiple of the slice, or B, C not 16-byte
+     * aligned) runs the register pipeline (the same bits). */
+    int elem;
+    int out_f32;
 } acc_tf32_args;
+
+#define ACC_TF32_ELEM_TF32 0
+#define ACC_TF32_ELEM_FP16 1
+#define ACC_TF32_ELEM_BF16 2
 
 /* Launches C = A @ B on `stream` (cudaStream_t, NULL = default); asynchronous.
  * ACC_ERR_INVALID_ARGUMENT for an unknown variant or inconsistent sizes. */

@@ -341,6 +341,14 @@ def poisoned(shape, dtype):
 FORMATS = ["bsr16", "bittcf"]
 
 
+def split_rows(p, n):
+    """Block rows (BSR16) or windows (BitTCF: the TF32 kernel's schedule for width n, after a call)
+    that the plan's schedule cuts over several warps or thread blocks."""
+    if p.format == "bsr16":
+        return p.stats["schedule"]["split_rows"]
+    return p.stats["schedule_by_n"][n]["split_windows"]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("prec", PRECS)
@@ -350,12 +358,12 @@ def test_gpu_integer_bit_exact(prec, n, mat, fmt):
     A = odd_matrix() if mat == "odd" else hub_matrix()
     p = accspmm.plan(A, device="gpu", precision=prec, format=fmt)
     assert p.format == fmt
-    if mat == "hub":
-        assert p.stats["schedule"]["split_rows"] >= 1
     B = int_dense(A.shape[1], n, seed=n)
     Bt = torch.from_numpy(B).cuda().to(TORCH_DT[prec])
     out = poisoned((A.shape[0], n), TORCH_DT[prec])
     assert p(Bt, out=out) is out
+    if mat == "hub":
+        assert split_rows(p, n) >= 1
     assert np.array_equal(out.double().cpu().numpy(), half_ref(A, B, prec, "half"))
     out32 = poisoned((A.shape[0], n), torch.float32)
     p(Bt, out=out32)
@@ -430,9 +438,9 @@ def test_gpu_cupy_float16_and_float32():
 def test_gpu_steady_call_takes_the_c_path(prec, fmt):
     A = hub_matrix()  # split rows: the C call allocates their workspace too
     p = accspmm.plan(A, device="gpu", precision=prec, format=fmt)
-    assert p.stats["schedule"]["split_rows"] >= 1
     B = torch.from_numpy(int_dense(20000, 64)).cuda().to(TORCH_DT[prec])
     C0 = p(B)  # the first call (Python) hands PyTorch's types to the C call
+    assert split_rows(p, 64) >= 1
     launcher = p._fast.__self__
     before = launcher.fast_calls
     C1 = p(B)
