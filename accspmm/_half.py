@@ -20,8 +20,11 @@ Semantics (README "Half precision"; GUIDE section 3):
   for FP16, <= 256 for BF16, sums below 2^24) is bit-exact against scipy.
 - NaN and inf in B follow scipy: they reach exactly the entries where a stored entry of A meets them.
 
-Kernels: on the GPU, BSR16 blocks (16 x 16, SMaT's block CSR: csrc/acc_bsr16_build.c) on
-``mma.m16n8k16`` (cuda/half_spmm.cu); on the CPU, the reference: the C core's FP32 CSR product of
+Kernels: on the GPU, two formats, picked per matrix by a byte model (``stats["format_model"]``):
+BSR16 blocks (16 x 16, SMaT's block CSR: csrc/acc_bsr16_build.c) on ``mma.m16n8k16``
+(cuda/half_spmm.cu), or BitTCF's 8 x 8 blocks on the TF32 kernel's pipeline with half operands
+(cuda/tf32_spmm.cu, ``mma.m16n8k8``; accspmm._tf32.TF32Runner: the same schedule, cost model,
+variant timing and C call as TF32 plans); on the CPU, the reference: the C core's FP32 CSR product of
 the rounded operands (exact products, FP32 sums in ascending column order), then the output
 rounding.  The GPU sums in another order, so on non-integer data the two agree within the bound,
 not bit for bit.
@@ -295,7 +298,6 @@ class HalfPlan:
             put = functools.partial(_put, self._dev, self._device_id)
             self._runner = TF32Runner(fmt, put, self._dev, self._device_id, self.stats, balance, None,
                                       ELEM[precision])
-            self._layout = 1
             self._fast = self._runner.launcher.call
             steps["schedule_upload"] = time.perf_counter() - t
         elif self.device == "gpu":
@@ -308,9 +310,8 @@ class HalfPlan:
             self._slots = slots
             self._num_tasks = int(tasks.shape[0])
             self._num_splits = int(splits.shape[0])
-            self._layout = 0 if self.format == "bsr16" else 1
             a = self.kernel_args(0, 0, 0, False)
-            self._fast = cu.HalfLauncher(m, k, *a[4:14], self._num_splits, slots, _FMT[precision],
+            self._fast = cu.HalfLauncher(m, k, *a[4:12], self._num_splits, slots, _FMT[precision],
                                          self._device_id).call
             steps["schedule_upload"] = time.perf_counter() - t
         steps["total"] = time.perf_counter() - t0
@@ -438,19 +439,13 @@ class HalfPlan:
             raise ValueError("kernel_args is for BSR16 half plans; a BitTCF plan's launch is self._runner.args(...)")
         m, k = self.shape
         d = self._dev
-        bsr = self._layout == 0
-
-        def ptr(name):
-            return d[name].ptr if name in d else 0
-
-        return (m, k, n, -(-m // (16 if bsr else 8)), d["perm"].ptr, ptr("brow_offsets") or ptr("window_offsets"),
-                ptr("block_cols"), d["block_values"].ptr, ptr("block_masks"), ptr("block_meta"), self._layout,
-                d["tasks"].ptr, self._num_tasks, d["splits"].ptr, self._num_splits, d_workspace, d_B, d_C,
-                _FMT[self.precision], int(out_f32))
+        return (m, k, n, -(-m // 16), d["perm"].ptr, d["brow_offsets"].ptr, d["block_cols"].ptr, d["block_values"].ptr,
+                d["block_masks"].ptr, d["tasks"].ptr, self._num_tasks, d["splits"].ptr, self._num_splits, d_workspace,
+                d_B, d_C, _FMT[self.precision], int(out_f32))
 
     def workspace_floats(self, n: int) -> int:
         """Floats of split-row workspace a call of width n needs (0 without split rows)."""
-        return self._slots * (16 if self._layout == 0 else 8) * n if self._num_splits else 0
+        return self._slots * 16 * n if self._num_splits else 0
 
     def _launch(self, d_B: int, d_C: int, n: int, out_f32: bool, stream, workspace):
         from . import _cuda

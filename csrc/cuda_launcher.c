@@ -500,29 +500,27 @@ static PyTypeObject LauncherType = {
 typedef struct HalfLauncherObject {
     PyObject_HEAD acc_half_args base; /* the format and schedule (n, B, C, workspace per call) */
     int device;
-    int64_t slots; /* workspace slots of 16 x n (BSR16) or 8 x n (BITTCF) floats */
+    int64_t slots; /* workspace slots of 16 x n floats */
     elem_type et;
     unsigned long long fast_calls;
 } HalfLauncherObject;
 
 static PyObject *half_launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     long long m, k, ntasks, nsplits, slots;
-    unsigned long long perm, bo, cols, vals, masks, meta, tasks, splits;
-    int fmt, device, layout;
+    unsigned long long perm, bo, cols, vals, masks, tasks, splits;
+    int fmt, device;
     if (kwds && PyDict_GET_SIZE(kwds)) {
         PyErr_SetString(PyExc_TypeError, "HalfLauncher takes positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(
-            args,
-            "LLKKKKKKiKLKLLii;HalfLauncher(m, k, perm, brow_offsets, block_cols, block_values, "
-            "block_masks, block_meta, layout, tasks, num_tasks, splits, num_splits, slots, fmt, device)",
-            &m, &k, &perm, &bo, &cols, &vals, &masks, &meta, &layout, &tasks, &ntasks, &splits, &nsplits,
-            &slots, &fmt, &device))
+    if (!PyArg_ParseTuple(args,
+                          "LLKKKKKKLKLLii;HalfLauncher(m, k, perm, brow_offsets, block_cols, block_values, "
+                          "block_masks, tasks, num_tasks, splits, num_splits, slots, fmt, device)",
+                          &m, &k, &perm, &bo, &cols, &vals, &masks, &tasks, &ntasks, &splits, &nsplits,
+                          &slots, &fmt, &device))
         return NULL;
     if (m < 0 || k < 0 || ntasks < 0 || nsplits < 0 || slots < 0 ||
-        (fmt != ACC_HALF_FP16 && fmt != ACC_HALF_BF16) ||
-        (layout != ACC_HALF_BSR16 && layout != ACC_HALF_BITTCF)) {
+        (fmt != ACC_HALF_FP16 && fmt != ACC_HALF_BF16)) {
         PyErr_SetString(PyExc_ValueError, "HalfLauncher: inconsistent arguments");
         return NULL;
     }
@@ -532,9 +530,7 @@ static PyObject *half_launcher_new(PyTypeObject *type, PyObject *args, PyObject 
     memset(a, 0, sizeof *a);
     a->m = m;
     a->k = k;
-    a->layout = layout;
-    a->block_meta = (const int32_t *)(uintptr_t)meta;
-    a->num_brows = layout == ACC_HALF_BSR16 ? (m + 15) / 16 : (m + 7) / 8;
+    a->num_brows = (m + 15) / 16;
     a->perm = (const int64_t *)(uintptr_t)perm;
     a->brow_offsets = (const int64_t *)(uintptr_t)bo;
     a->block_cols = (const int32_t *)(uintptr_t)cols;
@@ -595,8 +591,7 @@ static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *a
     PyObject *ws = NULL; /* the split rows' workspace: freed (stream-ordered) after the launch */
     if (a.num_splits > 0) {
         gview vw;
-        ws = new_array(torch, &vb, 1, self->slots * (a.layout == ACC_HALF_BSR16 ? 16 : 8) * a.n, 1,
-                       &k_float32, &vw);
+        ws = new_array(torch, &vb, 1, self->slots * 16 * a.n, 1, &k_float32, &vw);
         if (!ws) {
             Py_DECREF(C);
             Py_RETURN_NONE;

@@ -288,20 +288,17 @@ static int parse_tf32(PyObject *tup, PyObject *vtup, tf32_call *c) {
 static PyObject *time_runs(acc_run_fn fn, void *ctx, int reps, PyObject *flush,
                            unsigned long long flush_bytes, PyObject *s, int cusparse);
 
-/* half_spmm((m, k, n, num_brows, perm, brow_offsets, block_cols, block_values, block_masks, block_meta,
- * layout, tasks, num_tasks, splits, num_splits, workspace, B, C, fmt, out_f32), stream): device
- * addresses as ints. */
+/* half_spmm((m, k, n, num_brows, perm, brow_offsets, block_cols, block_values, block_masks, tasks,
+ * num_tasks, splits, num_splits, workspace, B, C, fmt, out_f32), stream): device addresses as ints
+ * (A in BSR16). */
 static int parse_half(PyObject *tup, acc_half_args *a) {
-    unsigned long long perm, bo, cols, vals, masks, meta, tasks, splits, ws, B, C;
+    unsigned long long perm, bo, cols, vals, masks, tasks, splits, ws, B, C;
     long long m, k, n, nbr, ntasks, nsplits;
-    int fmt, out_f32, layout;
+    int fmt, out_f32;
     memset(a, 0, sizeof(*a));
-    if (!PyArg_ParseTuple(tup, "LLLLKKKKKKiKLKLKKKii;half args", &m, &k, &n, &nbr, &perm, &bo, &cols, &vals,
-                          &masks, &meta, &layout, &tasks, &ntasks, &splits, &nsplits, &ws, &B, &C, &fmt,
-                          &out_f32))
+    if (!PyArg_ParseTuple(tup, "LLLLKKKKKKLKLKKKii;half args", &m, &k, &n, &nbr, &perm, &bo, &cols, &vals,
+                          &masks, &tasks, &ntasks, &splits, &nsplits, &ws, &B, &C, &fmt, &out_f32))
         return -1;
-    a->block_meta = (const int32_t *)(uintptr_t)meta;
-    a->layout = layout;
     a->m = m;
     a->k = k;
     a->n = n;
@@ -563,8 +560,8 @@ static PyMethodDef cuda_methods[] = {
     {"bittcf_gpu_build", py_bittcf_gpu_build, METH_VARARGS,
      "bittcf_gpu_build(m, k, nnz, indptr, indices, values, perm|None, window_offsets, h_window_offsets, "
      "keep_blocks, stream) -> dict of device addresses"},
-    {"half_spmm", py_half_spmm, METH_VARARGS, "half_spmm(args20, stream): launch the FP16/BF16 BSR16 kernel"},
-    {"time_half", py_time_half, METH_VARARGS, "time_half(args20, reps, flush, flush_bytes, stream) -> [ms]"},
+    {"half_spmm", py_half_spmm, METH_VARARGS, "half_spmm(args18, stream): launch the FP16/BF16 BSR16 kernel"},
+    {"time_half", py_time_half, METH_VARARGS, "time_half(args18, reps, flush, flush_bytes, stream) -> [ms]"},
     {"half_tiles", py_half_tiles, METH_VARARGS,
      "half_tiles(block_meta, values, num_blocks, tiles, fmt, stream): BitTCF dense half tiles"},
     {"half_round", py_half_round, METH_VARARGS,

@@ -1,8 +1,9 @@
 /*
  * half_spmm.cu -- C = A @ B on Tensor Cores, FP16 or BF16 in, FP32 accumulate; C rounded to the
- * input format (nearest even) or kept in FP32.  Two layouts of A (half_spmm.h): BSR16 (SMaT's block
- * CSR, for block-structured A; this header) and BITTCF (Acc-SpMM's 8 x 8 TC blocks, for
- * unstructured A; see TileOps).  Both run the same kernel (half_kernel): the schedule, the split reduction,
+ * input format (nearest even) or kept in FP32, for A in BSR16 (SMaT's block CSR, for block-structured
+ * A; half_spmm.h).  Unstructured A in half precision runs the TF32 kernel's BitTCF pipeline with half
+ * operands (tf32_spmm.cu, elem FP16/BF16); this file builds its tiles (acc_half_tiles).  The kernel
+ * (half_kernel) is written over a layout's operations (BsrOps): the schedule, the split reduction,
  * the pipeline's shape and the non-finite rule.
  *
  * Algorithm.  A warp runs one task (a block row, or one part of a long block row) over one
@@ -103,33 +104,18 @@ __device__ __forceinline__ int frag_pos(int i, int j) {
     return 8 * (4 * (i & 7) + ((j & 7) >> 1)) + 2 * ((i >> 3) + 2 * (j >> 3)) + (j & 1);
 }
 
-/* Row i of block row (BSR16) or window (BITTCF) r at column col, from the stored entries only,
- * in ascending column order. */
-template <int FMT, int LAYOUT>
+/* Row i of block row r at column col, from the stored entries only, in ascending column order. */
+template <int FMT>
 __device__ __noinline__ float exact_elem(const acc_half_args &p, int64_t r, int i, int64_t col) {
     const int64_t b0 = p.brow_offsets[r], b1 = p.brow_offsets[r + 1];
     float acc = 0.f;
     for (int64_t b = b0; b < b1; b++) {
-        uint32_t bits;
-        if (LAYOUT == ACC_HALF_BSR16) {
-            bits = (uint32_t)(p.block_masks[4 * b + i / 4] >> (16 * (i % 4))) & 0xffffu;
-        } else {
-            const int32_t *rec = p.block_meta + 12 * b;
-            const uint64_t mask = (uint64_t)(uint32_t)rec[8] | ((uint64_t)(uint32_t)rec[9] << 32);
-            bits = (uint32_t)(mask >> (8 * i)) & 0xffu;
-        }
+        uint32_t bits = (uint32_t)(p.block_masks[4 * b + i / 4] >> (16 * (i % 4))) & 0xffffu;
         while (bits) {
             const int j = __ffs(bits) - 1;
             bits &= bits - 1;
-            int64_t bcol;
-            float a;
-            if (LAYOUT == ACC_HALF_BSR16) {
-                bcol = (int64_t)p.block_cols[b] * 16 + j;
-                a = to_f32<FMT>(p.block_values[256 * b + frag_pos(i, j)]);
-            } else { /* the record interleaves c0, c4, c1, c5, ... */
-                bcol = p.block_meta[12 * b + (j < 4 ? 2 * j : 2 * (j - 4) + 1)];
-                a = to_f32<FMT>(p.block_values[64 * b + 8 * i + j]);
-            }
+            const int64_t bcol = (int64_t)p.block_cols[b] * 16 + j;
+            const float a = to_f32<FMT>(p.block_values[256 * b + frag_pos(i, j)]);
             const float x = to_f32<FMT>(p.B[bcol * p.n + col]);
             acc = __fadd_rn(acc, __fmul_rn(a, x)); /* the product of two half values is exact in FP32 */
         }
@@ -266,8 +252,8 @@ struct BsrOps {
             for (int j = 0; j < kTilesN; j++) {
                 const int64_t col = n0 + 8 * j + 2 * t;
                 float v0 = acc[j][2 * h], v1 = acc[j][2 * h + 1];
-                if (!isfinite(v0) && col < p.n) v0 = exact_elem<FMT, ACC_HALF_BSR16>(p, r, i, col);
-                if (!isfinite(v1) && col + 1 < p.n) v1 = exact_elem<FMT, ACC_HALF_BSR16>(p, r, i, col + 1);
+                if (!isfinite(v0) && col < p.n) v0 = exact_elem<FMT>(p, r, i, col);
+                if (!isfinite(v1) && col + 1 < p.n) v1 = exact_elem<FMT>(p, r, i, col + 1);
                 if (VEC) {
                     if (col < p.n) store2<FMT, OUT_F32>(p, base + col, v0, v1);
                 } else {
@@ -279,9 +265,9 @@ struct BsrOps {
     }
 };
 
-/* Split block rows (windows): C = the sum of the parts' tiles in slot order (one thread per element). */
-template <int FMT, bool OUT_F32, int LAYOUT> __global__ void reduce_splits(const acc_half_args p) {
-    constexpr int H = LAYOUT == ACC_HALF_BSR16 ? 16 : 8;
+/* Split block rows: C = the sum of the parts' tiles in slot order (one thread per element). */
+template <int FMT, bool OUT_F32> __global__ void reduce_splits(const acc_half_args p) {
+    constexpr int H = 16;
     const int64_t s = blockIdx.y;
     const int64_t r = p.splits[3 * s], first = p.splits[3 * s + 1], parts = p.splits[3 * s + 2];
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < H * p.n;
@@ -292,206 +278,10 @@ template <int FMT, bool OUT_F32, int LAYOUT> __global__ void reduce_splits(const
         float acc = 0.f;
         for (int64_t q = 0; q < parts; q++)
             acc += __ldcg(p.workspace + ((first + q) * H + i) * p.n + col);
-        if (!isfinite(acc)) acc = exact_elem<FMT, LAYOUT>(p, r, i, col);
+        if (!isfinite(acc)) acc = exact_elem<FMT>(p, r, i, col);
         store1<FMT, OUT_F32>(p, p.perm[row] * p.n + col, acc);
     }
 }
-
-/* ---- BITTCF: 8 x 8 TC blocks on mma.m16n8k8 (Acc-SpMM's swapped operands) -------------------
- * Per block, 4 MMAs cover the 64-column slice: MMA "A" (16 x 8, row) = 16 columns of B x the
- * block's 8 compacted columns (B's 8 rows staged in shared memory, loaded with ldmatrix.x4.trans:
- * rows 0-7 of MMA 2q + h are columns 16(2q + h)... of the slice), MMA "B" (8 x 8, col) = the block's
- * dense tile (lane 4g + t holds tile row g, columns 2t and 2t + 1: the tile's 4-byte word `lane`),
- * D = 16 columns x the window's 8 rows.  Per stage: 8 B rows of 128 bytes (64 pieces, piece c of
- * row r at slot c ^ r) and the 128-byte tile.  Lane 8r + j copies pieces of rows r and r + 4, whose
- * columns are the record's ints 2r and 2r + 1: lane 8r + j caches that pair for block cbase + j,
- * so a block's columns reach the lanes that need them with one 64-bit shuffle. */
-constexpr int kTStage = 64 + 8;
-/* BITTCF write-back: a window's 8 x 64 FP32 tile through shared memory, rows padded to 68 floats
- * (the lanes' scattered writes then hit 32 different banks), read back as 16-byte runs of a row. */
-constexpr int kTPitch = 68;
-constexpr int kTDepth = 4; /* BITTCF stages; 6 (tried together with CAP_MIN 32) measured slower on the H100 */
-constexpr int kTScratch = 8 * kTPitch / 4; /* uint4 per warp */
-
-__device__ __forceinline__ void mma_k8(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0, bool bf16) {
-    if (bf16)
-        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-                     "{%0,%1,%2,%3};"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a0), "r"(a1), "r"(b0));
-    else
-        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-                     "{%0,%1,%2,%3};"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a0), "r"(a1), "r"(b0));
-}
-
-template <bool VEC>
-__device__ __forceinline__ void issue_t(const acc_half_args &p, uint4 *stage, int64_t b, int2 cols,
-                                        int64_t n0, int lane) {
-    if (lane < 8) cp_async16<false>(stage + 64 + lane, p.block_values + 64 * b + 8 * lane, 16);
-    const int c = lane & 7, r = lane >> 3;
-    const int64_t col = n0 + 8 * c;
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int row = r + 4 * h;
-        const int64_t krow = h ? cols.y : cols.x; /* always a real column (pack_meta fills padding slots) */
-        uint4 *dst = stage + 8 * row + (c ^ row);
-        if (VEC) {
-            const bool ok = col < p.n;
-            cp_async16<true>(dst, ok ? p.B + krow * p.n + col : p.B, ok ? 16 : 0);
-        } else {
-            uint16_t v[8];
-#pragma unroll
-            for (int e = 0; e < 8; e++)
-                v[e] = col + e < p.n ? __ldg(p.B + krow * p.n + col + e) : (uint16_t)0;
-            *dst = make_uint4(v[0] | (uint32_t)v[1] << 16, v[2] | (uint32_t)v[3] << 16,
-                              v[4] | (uint32_t)v[5] << 16, v[6] | (uint32_t)v[7] << 16);
-        }
-    }
-}
-
-template <int FMT>
-__device__ __forceinline__ void consume_t(const uint4 *stage, int lane, float (&acc)[4][4]) {
-    const uint32_t b0 = reinterpret_cast<const uint32_t *>(stage + 64)[lane];
-    const int row = lane & 7;
-#pragma unroll
-    for (int q = 0; q < 2; q++) {
-        const int nb = 4 * q + (lane >> 3); /* 8-column block of the slice that this lane addresses */
-        uint32_t a[4];
-        ldmatrix_x4_trans(a, stage + 8 * row + (nb ^ row));
-        mma_k8(acc[2 * q], a[0], a[1], b0, FMT == ACC_HALF_BF16);
-        mma_k8(acc[2 * q + 1], a[2], a[3], b0, FMT == ACC_HALF_BF16);
-    }
-}
-
-/* BITTCF.  Column cache: lane 8r + j holds the columns of rows r and r + 4 (the record's ints 2r,
- * 2r + 1) of block base + j, and of block base + 8 + j (prefetched). */
-struct TileOps {
-    static constexpr int kTilesN = 4, kStageN = kTStage, kScratch = kTScratch, kDepthN = kTDepth;
-    struct Cache {
-        int64_t base;
-        int2 cur, next;
-    };
-    static __device__ __forceinline__ int2 fetch(const acc_half_args &p, int64_t base, int64_t b1, int lane) {
-        const int64_t b = base + (lane & 7);
-        return b < b1 ? *reinterpret_cast<const int2 *>(p.block_meta + 12 * b + 2 * (lane >> 3))
-                      : make_int2(0, 0);
-    }
-    static __device__ __forceinline__ void init(Cache &k, const acc_half_args &p, int64_t b0, int64_t b1,
-                                                int lane) {
-        k.base = b0;
-        k.cur = fetch(p, b0, b1, lane);
-        k.next = fetch(p, b0 + 8, b1, lane);
-    }
-    static __device__ __forceinline__ int2 cols(Cache &k, const acc_half_args &p, int64_t b, int64_t b1,
-                                                int lane) {
-        if (b >= k.base + 8) { /* warp-uniform */
-            k.base += 8;
-            k.cur = k.next;
-            k.next = fetch(p, k.base + 8, b1, lane);
-        }
-        const int src = (lane & 24) + (int)(b - k.base);
-        return make_int2(__shfl_sync(0xffffffffu, k.cur.x, src), __shfl_sync(0xffffffffu, k.cur.y, src));
-    }
-    template <bool VEC>
-    static __device__ __forceinline__ void issue_block(const acc_half_args &p, uint4 *stage, int64_t b,
-                                                       int2 c, int64_t n0, int lane) {
-        issue_t<VEC>(p, stage, b, c, n0, lane);
-    }
-    template <int FMT>
-    static __device__ __forceinline__ void consume_block(const uint4 *stage, int lane,
-                                                         float (&acc)[kTilesN][4]) {
-        consume_t<FMT>(stage, lane, acc);
-    }
-    /* Lane (g, t): window rows 2t, 2t + 1; columns n0 + 16q + g (acc[q][h]) and + 8 (acc[q][2 + h]).
-     * To the workspace directly; to C (VEC) through the warp's scratch, as 16-byte runs of each row. */
-    template <int FMT, bool OUT_F32, bool VEC>
-    static __device__ __forceinline__ void write(const acc_half_args &p, const float (&acc)[kTilesN][4],
-                                                 int64_t w, int64_t slot, int64_t n0, int lane,
-                                                 float *scratch) {
-        const int g = lane >> 2, t = lane & 3;
-        if (VEC && slot < 0) {
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int i = 2 * t + h;
-#pragma unroll
-                for (int q = 0; q < 4; q++)
-#pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        const int c = 16 * q + 8 * e + g;
-                        float v = acc[q][2 * e + h];
-                        if (!isfinite(v) && n0 + c < p.n)
-                            v = exact_elem<FMT, ACC_HALF_BITTCF>(p, w, i, n0 + c);
-                        scratch[i * kTPitch + c] = v;
-                    }
-            }
-            __syncwarp();
-            /* run u of 8 columns of row r: u = lane % 8 and r = lane / 8 (+ 4) */
-            const int u = lane & 7;
-            const int64_t col = n0 + 8 * u;
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int r = (lane >> 3) + 4 * h;
-                const int64_t row = w * 8 + r;
-                if (row >= p.m || col >= p.n) continue; /* n is a multiple of 8: a run is all in or all out */
-                const float4 *src = reinterpret_cast<const float4 *>(scratch + r * kTPitch + 8 * u);
-                const float4 x = src[0], y = src[1];
-                const int64_t at = p.perm[row] * p.n + col;
-                if (OUT_F32) {
-                    float4 *dst = reinterpret_cast<float4 *>(static_cast<float *>(p.C) + at);
-                    __stcs(dst, x);
-                    __stcs(dst + 1, y);
-                } else {
-                    uint32_t pk[4];
-                    const float f[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        if (FMT == ACC_HALF_BF16) {
-                            const __nv_bfloat162 b2 = __floats2bfloat162_rn(f[2 * e], f[2 * e + 1]);
-                            pk[e] = *reinterpret_cast<const uint32_t *>(&b2);
-                        } else {
-                            const __half2 h2 = __floats2half2_rn(f[2 * e], f[2 * e + 1]);
-                            pk[e] = *reinterpret_cast<const uint32_t *>(&h2);
-                        }
-                    }
-                    __stcs(reinterpret_cast<uint4 *>(static_cast<uint16_t *>(p.C) + at),
-                           make_uint4(pk[0], pk[1], pk[2], pk[3]));
-                }
-            }
-            __syncwarp(); /* the scratch is free for the next window */
-            return;
-        }
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int i = 2 * t + h;
-            const int64_t row = w * 8 + i;
-            if (slot >= 0) {
-                float *ws = p.workspace + (slot * 8 + i) * p.n;
-#pragma unroll
-                for (int q = 0; q < 4; q++)
-#pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        const int64_t col = n0 + 16 * q + 8 * e + g;
-                        if (col < p.n) ws[col] = acc[q][2 * e + h];
-                    }
-                continue;
-            }
-            if (row >= p.m) continue;
-            const int64_t base = p.perm[row] * p.n;
-#pragma unroll
-            for (int q = 0; q < 4; q++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int64_t col = n0 + 16 * q + 8 * e + g;
-                    if (col >= p.n) continue;
-                    float v = acc[q][2 * e + h];
-                    if (!isfinite(v)) v = exact_elem<FMT, ACC_HALF_BITTCF>(p, w, i, col);
-                    store1<FMT, OUT_F32>(p, base + col, v);
-                }
-        }
-    }
-};
 
 /* One warp runs one task over one column slice of 64 columns.  Task (w0, w1, b0, b1, slot):
  * slot -1: a pack of whole consecutive windows (block rows) w0 .. w1 - 1, blocks b0 .. b1 - 1, run
@@ -592,27 +382,18 @@ template <int FMT, bool OUT_F32> int launch(const acc_half_args &p, bool vec, cu
     const int64_t slices = (p.n + kSlice - 1) / kSlice;
     const dim3 grid((unsigned)((p.num_tasks + kWarps - 1) / kWarps),
                     (unsigned)(slices < 65535 ? slices : 65535));
-    const bool bsr = p.layout == ACC_HALF_BSR16;
-    constexpr int smem_bsr = kWarps * kDepth * kStage * 16,
-                  smem_t = kWarps * (kTDepth * kTStage + kTScratch) * 16;
-    static_assert(smem_bsr <= 48 * 1024,
+    constexpr int smem = kWarps * kDepth * kStage * 16;
+    static_assert(smem <= 48 * 1024,
                   "above 48 KB the kernel needs cudaFuncAttributeMaxDynamicSharedMemorySize");
-    if (bsr && vec)
-        half_kernel<BsrOps, FMT, OUT_F32, true><<<grid, kWarps * 32, smem_bsr, s>>>(p);
-    else if (bsr)
-        half_kernel<BsrOps, FMT, OUT_F32, false><<<grid, kWarps * 32, smem_bsr, s>>>(p);
-    else if (vec)
-        half_kernel<TileOps, FMT, OUT_F32, true><<<grid, kWarps * 32, smem_t, s>>>(p);
+    if (vec)
+        half_kernel<BsrOps, FMT, OUT_F32, true><<<grid, kWarps * 32, smem, s>>>(p);
     else
-        half_kernel<TileOps, FMT, OUT_F32, false><<<grid, kWarps * 32, smem_t, s>>>(p);
+        half_kernel<BsrOps, FMT, OUT_F32, false><<<grid, kWarps * 32, smem, s>>>(p);
     ACC_CUDA_TRY(cudaGetLastError());
     if (p.num_splits > 0) {
-        const int64_t bx = ((bsr ? 16 : 8) * p.n + 255) / 256;
+        const int64_t bx = (16 * p.n + 255) / 256;
         const dim3 rgrid((unsigned)(bx < 65535 ? bx : 65535), (unsigned)p.num_splits);
-        if (bsr)
-            reduce_splits<FMT, OUT_F32, ACC_HALF_BSR16><<<rgrid, 256, 0, s>>>(p);
-        else
-            reduce_splits<FMT, OUT_F32, ACC_HALF_BITTCF><<<rgrid, 256, 0, s>>>(p);
+        reduce_splits<FMT, OUT_F32><<<rgrid, 256, 0, s>>>(p);
         ACC_CUDA_TRY(cudaGetLastError());
     }
     return ACC_SUCCESS;
@@ -631,16 +412,13 @@ extern "C" int acc_half_spmm(const acc_half_args *args, void *stream_ptr) {
     if (!args) return ACC_ERR_INVALID_ARGUMENT;
     const acc_half_args &p = *args;
     const cudaStream_t s = (cudaStream_t)stream_ptr;
-    const int rows = p.layout == ACC_HALF_BSR16 ? 16 : 8;
-    if (p.m < 0 || p.k < 0 || p.n < 0 || (p.layout != ACC_HALF_BSR16 && p.layout != ACC_HALF_BITTCF) ||
-        p.num_brows != (p.m + rows - 1) / rows || p.num_tasks < 0 || p.num_splits < 0 ||
-        (p.fmt != ACC_HALF_FP16 && p.fmt != ACC_HALF_BF16))
+    if (p.m < 0 || p.k < 0 || p.n < 0 || p.num_brows != (p.m + 15) / 16 || p.num_tasks < 0 ||
+        p.num_splits < 0 || (p.fmt != ACC_HALF_FP16 && p.fmt != ACC_HALF_BF16))
         return ACC_ERR_INVALID_ARGUMENT;
     if (p.n > 0x7fffffffLL || p.k > 0x7fffffffLL || p.num_splits > 65535) return ACC_ERR_TOO_LARGE;
     if (p.m == 0 || p.n == 0) return ACC_SUCCESS;
     if (!p.C || !p.B || !p.perm || !p.brow_offsets || !p.tasks || p.num_tasks == 0 || !p.block_values ||
-        (p.layout == ACC_HALF_BSR16 ? !p.block_cols || !p.block_masks : !p.block_meta) ||
-        (p.num_splits > 0 && (!p.splits || !p.workspace)))
+        !p.block_cols || !p.block_masks || (p.num_splits > 0 && (!p.splits || !p.workspace)))
         return ACC_ERR_INVALID_ARGUMENT;
     /* 16-byte copies of B: every row 16-byte aligned (n a multiple of 8) */
     const bool vec = p.n % 8 == 0 && (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;

@@ -17,25 +17,16 @@ extern "C" {
 #define ACC_HALF_SLICE 64 /* columns of B and C per warp */
 #define ACC_HALF_TASK_WORDS 5
 
-/* Layouts of A.  BSR16: 16 x 16 blocks (csrc/accspmm.h), brow_offsets / block_cols /
- * block_values (256 per block, A-fragment order) / block_masks.  BITTCF: Acc-SpMM's 8 x 8 TC blocks
- * of 8-row windows (csrc/accspmm.h), brow_offsets = window offsets, block_meta = the TF32 kernel's
- * 12-int32 records (cuda/tf32_spmm.h: interleaved columns, mask, value offset), block_values = one
- * dense 8 x 8 tile per block (64 halves, row-major: zeros where the mask is clear, built by
- * acc_half_tiles), block_cols and block_masks unused. */
-#define ACC_HALF_BSR16 0
-#define ACC_HALF_BITTCF 1
-
+/* A in BSR16: 16 x 16 blocks (csrc/accspmm.h), brow_offsets / block_cols / block_values (256 per
+ * block, A-fragment order) / block_masks.  (Half-precision BitTCF runs tf32_spmm.h's kernel.) */
 typedef struct acc_half_args {
     int64_t m, k, n;              /* A is m x k, B k x n, C m x n (row-major) */
-    int64_t num_brows;            /* ceil(m / 16) (BSR16) or ceil(m / 8) (BITTCF) */
+    int64_t num_brows;            /* ceil(m / 16) */
     const int64_t *perm;          /* [m] new -> old row */
     const int64_t *brow_offsets;  /* [num_brows + 1] */
-    const int32_t *block_cols;    /* [blocks] (BSR16) */
-    const uint16_t *block_values; /* [256 blocks] (BSR16) or [64 blocks] (BITTCF) */
-    const uint64_t *block_masks;  /* [4 blocks] (BSR16) */
-    const int32_t *block_meta;    /* [12 blocks] (BITTCF) */
-    int layout;                   /* ACC_HALF_BSR16 or ACC_HALF_BITTCF */
+    const int32_t *block_cols;    /* [blocks] */
+    const uint16_t *block_values; /* [256 blocks] */
+    const uint64_t *block_masks;  /* [4 blocks] */
     /* Schedule: task t is tasks[5t .. 5t+4] = (w0, w1, b0, b1, slot).  Slot -1: a pack of the whole
      * consecutive block rows (windows) w0 .. w1 - 1, whose blocks are b0 .. b1 - 1, each written to
      * C.  Slot >= 0: blocks b0 .. b1 - 1, a part of the split block row w0 (w1 = w0 + 1), whose
@@ -45,7 +36,7 @@ typedef struct acc_half_args {
     int64_t num_tasks;
     const int64_t *splits; /* [3 num_splits]: block row, first slot, parts (consecutive slots) */
     int64_t num_splits;
-    float *workspace;  /* [slots * rows * n] (rows: 16 or 8), NULL when num_splits == 0 */
+    float *workspace;  /* [slots * 16 * n], NULL when num_splits == 0 */
     const uint16_t *B; /* [k * n] half bits of `fmt` */
     void *C;           /* [m * n] half bits of `fmt`, or float32 when out_f32 */
     int fmt;           /* ACC_HALF_FP16 or ACC_HALF_BF16 */
