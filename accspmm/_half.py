@@ -50,12 +50,18 @@ _FMT = {"fp16": 0, "bf16": 1}
 RANGE = {"fp16": (2.0**-24, 65504.0), "bf16": (2.0**-133, (2 - 2.0**-7) * 2.0**127)}
 #: unit roundoff of each format (GUIDE section 3)
 UNIT_ROUNDOFF = {"fp16": 2.0**-11, "bf16": 2.0**-8}
-#: A block row of more than max(CAP_MIN, CAP_MEDIAN x the median blocks of a nonempty block
-#: row) blocks is cut into parts of at most that many (one warp each), summed by a second kernel
-#: in part order: a hub row then no longer sets the kernel's tail, and rows of a uniform matrix
-#: are never cut.  (The median, not the mean: one hub would raise the mean.)
+#: A block row of more than cap = max(CAP_MEDIAN x the median blocks of a nonempty block row,
+#: min(CAP_MIN, max(CAP_FLOOR, 2 x the blocks per resident warp))) blocks is cut into parts of at
+#: most cap (one warp each), summed by a second kernel in part order: a hub row then no longer sets
+#: the kernel's tail, and rows of a uniform matrix are never cut.  (The median, not the mean: one
+#: hub would raise the mean.)  The blocks per resident warp (all blocks over REF_SMS x
+#: RESIDENT_WARPS warps) lower the cap below CAP_MIN on matrices smaller than a few waves, where the
+#: longest row's chain of blocks is the kernel's time (irregular 32x32 block rows at 99%, 8192²:
+#: rows of up to 128 blocks ran 2x longer than the BitTCF kernel's split schedule).
 CAP_MIN = 128
+CAP_FLOOR = 16
 CAP_MEDIAN = 4
+RESIDENT_WARPS = 12  # the BSR16 kernel's warps per SM (168 registers: 3 thread blocks of 4 warps)
 TASK_WORDS = 5
 #: packs of small block rows (schedule): about PACK_WAVES waves of 8 warps per SM of REF_SMS SMs
 REF_SMS = 132
@@ -140,10 +146,12 @@ def schedule(brow_offsets: np.ndarray) -> tuple:
     nb = np.diff(bo)
     R = nb.shape[0]
     nonempty = nb[nb > 0]
-    cap = max(CAP_MIN, CAP_MEDIAN * int(np.ceil(np.median(nonempty))) if nonempty.size else CAP_MIN)
+    total = int(bo[-1]) if R else 0
+    per_warp = -(-total // (REF_SMS * RESIDENT_WARPS))
+    cap = max(CAP_MEDIAN * int(np.ceil(np.median(nonempty))) if nonempty.size else 0,
+              min(CAP_MIN, max(CAP_FLOOR, 2 * per_warp)))
     parts = np.maximum(1, -(-nb // cap))
     split = parts > 1
-    total = int(bo[-1]) if R else 0
     pack = int(min(PACK_MAX, max(PACK_MIN, total // (REF_SMS * 4 * PACK_WAVES * 8))))
     # packs: consecutive unsplit rows with the same (rows split so far, blocks before // pack, row // PACK_WINDOWS)
     idx = np.arange(R, dtype=np.int64)

@@ -186,7 +186,8 @@ def check_schedule(bo):
 def test_schedule_covers_every_block_once_and_splits_hubs():
     nb = np.array([0, 3, 1000, 5, 0, 129, 1], np.int64)
     tasks, splits, slots, cap, _ = check_schedule(np.concatenate(([0], np.cumsum(nb))))
-    assert cap == _half.CAP_MIN
+    # 1138 blocks: under one wave of resident warps, so the floor (16) or 4 x the median row (5)
+    assert cap == max(_half.CAP_FLOOR, _half.CAP_MEDIAN * 5) == 20
     p2, p5 = -(-1000 // cap), -(-129 // cap)
     assert splits.tolist() == [[2, 0, p2], [5, p2, p5]] and slots == p2 + p5
 
@@ -513,3 +514,19 @@ def test_gpu_format_model_picks_by_bytes():
     assert p.format == "bittcf"
     model = p.stats["format_model"]
     assert model["bytes_per_64_columns"]["bittcf"] < model["bytes_per_64_columns"]["bsr16"]
+
+
+def test_schedule_cap_falls_on_small_matrices_only():
+    """CAP_MIN holds wherever there are blocks for several waves of resident warps; a matrix under a
+    wave gets a lower cap, so its longest rows split, but never below 4 x its median row."""
+    big = np.full(4096, 40, np.int64)
+    big[7] = 200  # 163880 blocks: 2 x 104 blocks per resident warp > CAP_MIN
+    _, splits, _, cap, _ = check_schedule(np.concatenate(([0], np.cumsum(big))))
+    assert cap == _half.CAP_MEDIAN * 40 == 160 and splits[:, 0].tolist() == [7]
+    small = np.full(300, 5, np.int64)
+    small[[10, 200]] = 100  # 1690 blocks: 2 per resident warp
+    _, splits, _, cap, _ = check_schedule(np.concatenate(([0], np.cumsum(small))))
+    assert cap == max(_half.CAP_FLOOR, _half.CAP_MEDIAN * 5) == 20
+    assert splits[:, 0].tolist() == [10, 200] and splits[:, 2].tolist() == [5, 5]
+    uniform = np.full(512, 51, np.int64)  # rows of a uniform matrix are never cut
+    assert check_schedule(np.concatenate(([0], np.cumsum(uniform))))[1].shape == (0, 3)
