@@ -55,7 +55,7 @@ d2 = (rng.random((45, 20000)) < 0.0005) * rng.integers(-8, 9, size=(45, 20000))
 d2[17] = rng.integers(1, 9, size=20000)  # a hub: its block row / window is split
 d2[32:40] = 0
 A2 = sp.csr_matrix(d2.astype(np.float32))
-for n in (1, 5, 37, 64, 130):
+for n in (1, 5, 37, 64, 96, 130):
     B = rng.integers(-8, 9, size=(20000, n)).astype(np.float32)
     Bx = B.copy()
     Bx[[3, 17, 500], :] = [[np.inf], [np.nan], [-np.inf]]

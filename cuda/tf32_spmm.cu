@@ -382,10 +382,10 @@ struct Warp {
     int64_t col0; /* first column of the slice: slice * 32S */
 };
 
-template <int E, int S, bool CACHE_L1, bool VEC>
+template <int E, int S, bool CACHE_L1, int VEC>
 __device__ __forceinline__ void issue_block(const acc_tf32_args &p, const Warp &W, const Lane<S> &L,
                                             const Meta &mt, int stage) {
-    static_assert(E == ACC_TF32_ELEM_TF32 || VEC, "half formats stage B on the 16-byte path only");
+    static_assert(E == ACC_TF32_ELEM_TF32 || VEC, "half formats stage B with 16-byte copies only");
     float4 *dst = W.sB + stage * (2 * S * 32) + W.wslot;
     const int cols[2] = {mt.col0, mt.col1};
 #pragma unroll
@@ -394,8 +394,11 @@ __device__ __forceinline__ void issue_block(const acc_tf32_args &p, const Warp &
 #pragma unroll
         for (int s = 0; s < S; s++) {
             float4 *d = dst + (2 * s + h) * 32;
-            if (VEC) { /* every column of the slice is < n */
+            if (VEC == 1) { /* every column of the slice is < n */
                 cp_async16<CACHE_L1>(d, row + 32 * s, 16);
+            } else if (VEC == 2) { /* the lane's piece is wholly in range or wholly out (zeros) */
+                const bool ok = L.nrem[s] > 0;
+                cp_async16<CACHE_L1>(d, ok ? row + 32 * s : p.B, ok ? 16 : 0);
             } else if constexpr (E == ACC_TF32_ELEM_TF32) {
 #pragma unroll
                 for (int q = 0; q < 4; q++) {
@@ -428,7 +431,7 @@ __device__ __forceinline__ void consume_block(const Warp &W, int stage, float (&
 /* STAGED: issues the copies of block j into `slot` (its stage and metadata slot): reads j's
  * metadata from the ring, copies its B rows and values, then (after every lane has read the
  * slot) refills the slot with the metadata of block j + DEPTH.  j and b_end are warp-uniform. */
-template <int E, int S, int DEPTH, bool CACHE_L1, bool VEC>
+template <int E, int S, int DEPTH, bool CACHE_L1, int VEC>
 __device__ __forceinline__ void refill(const acc_tf32_args &p, const Warp &W, const Lane<S> &L, int64_t j,
                                        int64_t b_end, int slot) {
     if (j >= b_end) return;
@@ -549,7 +552,7 @@ __device__ __noinline__ void fix_pack_range(const int64_t *window_offsets, const
 }
 
 /* Writes lane (g, t)'s rows 2t and 2t+1 (original rows prow[0], prow[1]; < 0 = beyond m). */
-template <int E, int S, bool VEC>
+template <int E, int S, int VEC>
 __device__ __forceinline__ void write_rows(const acc_tf32_args &p, const float (&acc)[S][Elem<E>::KM][4],
                                            const int64_t (&prow)[2], int64_t ncol) {
     constexpr int KM = Elem<E>::KM, LC = Elem<E>::kLaneCols;
@@ -568,7 +571,8 @@ __device__ __forceinline__ void write_rows(const acc_tf32_args &p, const float (
             }
             if (E == ACC_TF32_ELEM_TF32 || p.out_f32) {
                 float *dst = p.C + base + c;
-                if (VEC) { /* every column of the slice is < n */
+                if (VEC) { /* every column of the slice is < n (VEC 2: of the lane's run, if any) */
+                    if (VEC == 2 && c >= p.n) continue;
 #pragma unroll
                     for (int q = 0; q < LC; q += 4)
                         __stcs(reinterpret_cast<float4 *>(dst + q),
@@ -579,6 +583,7 @@ __device__ __forceinline__ void write_rows(const acc_tf32_args &p, const float (
                         if (c + q < p.n) __stcs(dst + q, v[q]);
                 }
             } else if (VEC) {
+                if (VEC == 2 && c >= p.n) continue;
                 __stcs(reinterpret_cast<uint4 *>(reinterpret_cast<unsigned short *>(p.C) + base + c),
                        make_uint4(pack_half2<E>(v[0], v[1]), pack_half2<E>(v[2], v[3]),
                                   pack_half2<E>(v[4], v[5]), pack_half2<E>(v[6], v[7])));
@@ -611,7 +616,7 @@ template <int S, int KM> __device__ __forceinline__ void zero(float (&acc)[S][KM
                 acc[s][j][q] = 0.f;
 }
 
-template <int E, int S, bool VEC>
+template <int E, int S, int VEC>
 __device__ __forceinline__ void write_zero_window(const acc_tf32_args &p, int64_t w, int t, int64_t ncol) {
     float acc[S][Elem<E>::KM][4];
     zero(acc);
@@ -632,7 +637,7 @@ struct Pack {
 
 /* After block i: at the end of a PACK window, write its rows, zero the accumulators, write any
  * empty windows that follow and move to the next non-empty one. */
-template <int E, int S, bool VEC>
+template <int E, int S, int VEC>
 __device__ __forceinline__ void after_block(const acc_tf32_args &p, int i, Pack &P,
                                             float (&acc)[S][Elem<E>::KM][4], const Warp &W) {
     if (i + 1 != P.stop) return;
@@ -671,7 +676,7 @@ template <bool CACHE_L1> __device__ __forceinline__ float ldb1(const float *q) {
     return CACHE_L1 ? __ldg(q) : __ldcg(q);
 }
 
-template <int E, int S, bool CACHE_L1, bool VEC>
+template <int E, int S, bool CACHE_L1, int VEC>
 __device__ __forceinline__ void load_ops(const acc_tf32_args &p, const Lane<S> &L, const Meta &mt,
                                          Ops<S> &o) {
     const int cols[2] = {mt.col0, mt.col1}; /* real columns: pack_meta fills padding slots */
@@ -681,8 +686,10 @@ __device__ __forceinline__ void load_ops(const acc_tf32_args &p, const Lane<S> &
 #pragma unroll
         for (int s = 0; s < S; s++) {
             float4 &f = o.f[2 * s + h];
-            if (VEC) { /* every column of the slice is < n (a step is 128 bytes in either format) */
+            if (VEC == 1) { /* every column of the slice is < n (a step is 128 bytes in either format) */
                 f = ldb4<CACHE_L1>(row + 32 * s);
+            } else if (VEC == 2) { /* the lane's 8 halves are all < n or none is */
+                f = L.nrem[s] > 0 ? ldb4<CACHE_L1>(row + 32 * s) : make_float4(0.f, 0.f, 0.f, 0.f);
             } else if constexpr (E != ACC_TF32_ELEM_TF32) { /* the step's 8 halves, those < n */
                 uint32_t w[4] = {0u, 0u, 0u, 0u};
                 if (L.pairs) { /* n even: pairs are 4-byte aligned and wholly in or out of range */
@@ -742,7 +749,7 @@ __device__ __forceinline__ void consume_ops(const Ops<S> &o, int src, float (&ac
  * MMAs run on `cur`.  r is a compile-time constant once the caller's loop is unrolled, so the
  * ring slots are immediate offsets; DEPTH register sets rotate (R is a multiple of DEPTH), so no
  * register copy waits on a load in flight. */
-template <int E, int S, int DEPTH, bool CACHE_L1, bool VEC>
+template <int E, int S, int DEPTH, bool CACHE_L1, int VEC>
 __device__ __forceinline__ void reg_step(const acc_tf32_args &p, const Warp &W, const Lane<S> &L, int r,
                                          int i, int nblk, const int32_t *mq, const Ops<S> &cur, Ops<S> &nxt,
                                          float (&acc)[S][Elem<E>::KM][4], Pack &P) {
@@ -756,7 +763,7 @@ __device__ __forceinline__ void reg_step(const acc_tf32_args &p, const Warp &W, 
     after_block<E, S, VEC>(p, i, P, acc, W);
 }
 
-template <int E, int S, int DEPTH, bool CACHE_L1, bool VEC, bool STAGED>
+template <int E, int S, int DEPTH, bool CACHE_L1, int VEC, bool STAGED>
 /* minimum thread blocks per SM, i.e. the register budget: per 8 warps 2 on the register path
  * (3 at S = 1, depth 2), 3 staged (4 at S = 1); accspmm._tf32.blocks_per_sm mirrors it */
 __global__ void __launch_bounds__(kThreads,
@@ -1016,7 +1023,7 @@ int prepare(kernel_fn fn, int bytes, unsigned char (&done)[kMaxDevices]) {
     return ACC_SUCCESS;
 }
 
-template <int E, int S, int DEPTH, bool CACHE_L1, bool VEC, bool STAGED>
+template <int E, int S, int DEPTH, bool CACHE_L1, int VEC, bool STAGED>
 int launch(const acc_tf32_args &p, int slice_major, cudaStream_t stream) {
     static unsigned char prepared[kMaxDevices];
     constexpr int bytes = Smem<E, S, DEPTH, STAGED>::kBytes;
@@ -1036,10 +1043,10 @@ template <int S, int DEPTH, bool STAGED>
 int dispatch_cache(const acc_tf32_args &p, const acc_tf32_variant &v, bool vec, cudaStream_t s) {
     constexpr int T = ACC_TF32_ELEM_TF32;
     if (v.cache_l1)
-        return vec ? launch<T, S, DEPTH, true, true, STAGED>(p, v.slice_major, s)
-                   : launch<T, S, DEPTH, true, false, STAGED>(p, v.slice_major, s);
-    return vec ? launch<T, S, DEPTH, false, true, STAGED>(p, v.slice_major, s)
-               : launch<T, S, DEPTH, false, false, STAGED>(p, v.slice_major, s);
+        return vec ? launch<T, S, DEPTH, true, 1, STAGED>(p, v.slice_major, s)
+                   : launch<T, S, DEPTH, true, 0, STAGED>(p, v.slice_major, s);
+    return vec ? launch<T, S, DEPTH, false, 1, STAGED>(p, v.slice_major, s)
+               : launch<T, S, DEPTH, false, 0, STAGED>(p, v.slice_major, s);
 }
 
 template <bool STAGED>
@@ -1060,19 +1067,25 @@ int dispatch(const acc_tf32_args &p, const acc_tf32_variant &v, bool vec, cudaSt
     }
 }
 
-/* Half formats: cache_l1 = 1, depth 2 or 3 (checked by the caller).  The element path (!vec) runs
- * the register pipeline with 64-column slices whatever the variant says (cp.async copies 4 bytes
- * at least, and at S = 2 its predicated loads and stores spill 1 KB of registers); S never
- * changes a result bit, and the host sizes the split counters for 64-column slices. */
+/* Half formats: cache_l1 = 1, depth 2 or 3 (checked by the caller).  `vec`: 1, every slice full
+ * (16-byte loads and stores, no column tests); 2, n a multiple of 8 and B, C 16-byte aligned (a
+ * lane's 8 columns are all in range or none is: 16-byte loads and stores under a predicate);
+ * 0, the element path, which runs the register pipeline at depth 3 with 64-column slices whatever
+ * the variant says (cp.async copies 4 bytes at least; at S = 2, or depth 2, its predicated element
+ * loads and stores spill 1.1-2.4 KB of registers).  S never changes a result bit, and the host sizes the
+ * split counters for 64-column slices. */
 template <int E, int S, int DEPTH>
-int dispatch_half_vec(const acc_tf32_args &p, const acc_tf32_variant &v, bool vec, cudaStream_t s) {
-    if (!vec) return launch<E, 1, DEPTH, true, false, false>(p, v.slice_major, s);
-    return v.staged ? launch<E, S, DEPTH, true, true, true>(p, v.slice_major, s)
-                    : launch<E, S, DEPTH, true, true, false>(p, v.slice_major, s);
+int dispatch_half_vec(const acc_tf32_args &p, const acc_tf32_variant &v, int vec, cudaStream_t s) {
+    if (vec == 0) return launch<E, 1, 3, true, 0, false>(p, v.slice_major, s); /* depth 2 spills 1.2 KB */
+    if (vec == 2)
+        return v.staged ? launch<E, S, DEPTH, true, 2, true>(p, v.slice_major, s)
+                        : launch<E, S, DEPTH, true, 2, false>(p, v.slice_major, s);
+    return v.staged ? launch<E, S, DEPTH, true, 1, true>(p, v.slice_major, s)
+                    : launch<E, S, DEPTH, true, 1, false>(p, v.slice_major, s);
 }
 
 template <int E>
-int dispatch_half(const acc_tf32_args &p, const acc_tf32_variant &v, bool vec, cudaStream_t s) {
+int dispatch_half(const acc_tf32_args &p, const acc_tf32_variant &v, int vec, cudaStream_t s) {
     switch ((vec ? v.slice_s : 1) * 10 + v.depth) {
     case 12:
         return dispatch_half_vec<E, 1, 2>(p, v, vec, s);
@@ -1124,11 +1137,11 @@ extern "C" int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *
         return ACC_ERR_UNSUPPORTED;
     /* the 16-byte path: every column slice full (no column tests in the loop), B and C aligned */
     const bool aligned = (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;
-    if (p.elem !=
-        ACC_TF32_ELEM_TF32) { /* S = 1 where the variant's slice is not full (see dispatch_half_vec) */
+    if (p.elem != ACC_TF32_ELEM_TF32) {
+        /* S = 1 where the variant's slice is not full; the 16-byte modes (see dispatch_half_vec) */
         acc_tf32_variant v = *variant;
         if (p.n % (64 * v.slice_s) != 0) v.slice_s = 1;
-        const bool hvec = aligned && p.n % 64 == 0;
+        const int hvec = !aligned || p.n % 8 != 0 ? 0 : p.n % 64 == 0 ? 1 : 2;
         return p.elem == ACC_TF32_ELEM_FP16 ? dispatch_half<ACC_TF32_ELEM_FP16>(p, v, hvec, stream)
                                             : dispatch_half<ACC_TF32_ELEM_BF16>(p, v, hvec, stream);
     }

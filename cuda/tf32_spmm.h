@@ -68,9 +68,10 @@ typedef struct acc_tf32_args {
      * tile per block (64 halves, row-major, zeros where the mask is clear: acc_half_tiles) and a
      * record's value offset is 64 x its block index (in halves).  A half warp covers 64 columns
      * per step instead of 32: a column slice is 64 * slice_s columns and the split workspace
-     * 8 * 64 * slice_s floats per slot and slice.  Half formats take cache_l1 = 1 and depth 2 or 3;
-     * a staged variant on the element path (n not a multiple of the slice, or B, C not 16-byte
-     * aligned) runs the register pipeline (the same bits). */
+     * 8 * 64 * slice_s floats per slot and slice.  Half formats take cache_l1 = 1 and depth 2 or 3.
+     * Where the slice is not full they run S = 1; with n a multiple of 8 and B, C 16-byte aligned
+     * with 16-byte loads and stores under a per-lane predicate, else on the element path in the
+     * register pipeline (a staged variant too; the same bits). */
     int elem;
     int out_f32;
 } acc_tf32_args;

@@ -353,7 +353,7 @@ def split_rows(p, n):
 @pytest.mark.gpu
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("prec", PRECS)
-@pytest.mark.parametrize("n", [1, 7, 37, 64, 129])
+@pytest.mark.parametrize("n", [1, 7, 32, 37, 64, 96, 129])  # 32, 96: 16-byte runs under a predicate
 @pytest.mark.parametrize("mat", ["odd", "hub"])
 def test_gpu_integer_bit_exact(prec, n, mat, fmt):
     A = odd_matrix() if mat == "odd" else hub_matrix()
@@ -530,3 +530,24 @@ def test_schedule_cap_falls_on_small_matrices_only():
     assert splits[:, 0].tolist() == [10, 200] and splits[:, 2].tolist() == [5, 5]
     uniform = np.full(512, 51, np.int64)  # rows of a uniform matrix are never cut
     assert check_schedule(np.concatenate(([0], np.cumsum(uniform))))[1].shape == (0, 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("prec", PRECS)
+@pytest.mark.parametrize("n", [8, 64, 96])
+def test_gpu_bittcf_misaligned_operands(prec, n):
+    """B and C 2 bytes off a 16-byte boundary: the BitTCF kernel's element path (16-bit loads and
+    stores), which an aligned call never takes for these widths; the same bits as the aligned call."""
+    A = hub_matrix()
+    p = accspmm.plan(A, device="gpu", precision=prec, format="bittcf")
+    B = int_dense(A.shape[1], n, seed=n)
+    dt = TORCH_DT[prec]
+    Bbuf = torch.empty(B.size + 1, dtype=dt, device="cuda")
+    Bt = Bbuf[1:].view(B.shape)
+    Bt.copy_(torch.from_numpy(B).to(dt))
+    assert Bt.data_ptr() % 16 == 2
+    Cbuf = torch.full((A.shape[0] * n + 1,), float("nan"), dtype=dt, device="cuda")
+    out = Cbuf[1:].view(A.shape[0], n)
+    assert p(Bt, out=out) is out
+    assert np.array_equal(out.double().cpu().numpy(), half_ref(A, B, prec, "half"))
+    assert torch.equal(out, p(Bt.contiguous().clone()))
