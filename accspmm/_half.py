@@ -33,6 +33,7 @@ not bit for bit.
 from __future__ import annotations
 
 import functools
+import sys
 import time
 import weakref
 
@@ -324,6 +325,11 @@ class HalfPlan:
             steps["schedule_upload"] = time.perf_counter() - t
         steps["total"] = time.perf_counter() - t0
         self._finalizer = weakref.finalize(self, _free, self._dev)
+        if "torch" in sys.modules:  # register the torch op now, before any torch.compile traces a call
+            try:
+                from . import _torch  # noqa: F401
+            except (ImportError, AttributeError):  # a PyTorch without torch.library's API: a call with
+                pass  # a tensor imports it again and reports why
 
     # ---- lifetime ---------------------------------------------------------------------
 
@@ -364,6 +370,8 @@ class HalfPlan:
     def __call__(self, B, *, out=None, stream=None, check_finite=False):
         """``A @ B`` (see the module docstring for dtypes).  ``check_finite=True`` raises
         ValueError when B holds NaN or inf (it reads B: synchronises)."""
+        if _plan._compiling():  # torch.compile traces the torch op (accspmm._torch) instead of the C call
+            return _plan._traced_call(self, B, out)
         fast = self._fast
         if fast is not None and stream is None and not check_finite:
             C = fast(B, out)
@@ -669,3 +677,6 @@ class _LazyFunction:
 
 
 _HalfFunction = _LazyFunction()
+
+
+from . import _plan  # noqa: E402  (the torch.compile hooks; _plan imports this module first)

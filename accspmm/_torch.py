@@ -13,7 +13,10 @@ created while torch is loaded, or by the first call with a tensor.
   the first backward, with the same device, precision and dtype.  A's values are constants (no
   gradient for A).  The backward of the transposed op is the op again, so higher derivatives work;
 - a fake kernel gives the output's shape and dtype, so ``torch.compile(fullgraph=True)`` traces
-  through a plan call, and ``torch.library.opcheck`` passes.
+  through a plan call, and ``torch.library.opcheck`` passes;
+- half-precision plans (``precision="fp16"``/``"bf16"``) too: the kernel is the plan's call, C has
+  B's half dtype (float32 for a float32 B, which the call rounds), and the gradient is the
+  transposed half plan's product.
 
 Registered with ``torch.library.Library.define``/``impl`` (not the ``custom_op`` decorator, whose
 Python wrapper costs more per call).  Eager calls skip the dispatcher entirely: ``Plan.__call__``
@@ -26,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import _plan
+from . import _half, _plan
 from ._device import register_interop
 from ._validate import HALF_MESSAGE
 
@@ -53,8 +56,16 @@ def _operand(plan, transpose: bool):
     return p.transposed() if transpose else p
 
 
+def _half_plan(p) -> bool:
+    return p.precision in _half.PRECISIONS
+
+
 def _spmm_kernel(B, plan, transpose=False):
-    return run(_operand(plan, transpose), B, None, None, False, raw=True)
+    p = _operand(plan, transpose)
+    if _half_plan(p):  # below autograd: the plan's product of B's values (no autograd of its own)
+        with torch.no_grad():
+            return p(B.detach())
+    return run(p, B, None, None, False, raw=True)
 
 
 _lib.impl("spmm", _spmm_kernel, "CPU")
@@ -68,7 +79,12 @@ def _spmm_fake(B, plan, transpose=False):
     rows, inner = (k, m) if transpose else (m, k)
     torch._check(B.dim() in (1, 2), lambda: f"B must be 1- or 2-dimensional, got {B.dim()} dimensions")
     torch._check(B.shape[0] == inner, lambda: f"dimension mismatch: the operator has {inner} columns, B {B.shape[0]} rows")
-    return B.new_empty((rows,) if B.dim() == 1 else (rows, B.shape[1]), dtype=_TORCH_OF[p.dtype])
+    if _half_plan(p):  # C in B's half format, or float32 for a B that the call rounds (accspmm._half)
+        kind = _half._b_kind(str(B.dtype).replace("torch.", ""), p.precision)
+        dtype = B.dtype if kind == "half" else torch.float32
+    else:
+        dtype = _TORCH_OF[p.dtype]
+    return B.new_empty((rows,) if B.dim() == 1 else (rows, B.shape[1]), dtype=dtype)
 
 
 def _setup_context(ctx, inputs, output):

@@ -551,3 +551,49 @@ def test_gpu_bittcf_misaligned_operands(prec, n):
     assert p(Bt, out=out) is out
     assert np.array_equal(out.double().cpu().numpy(), half_ref(A, B, prec, "half"))
     assert torch.equal(out, p(Bt.contiguous().clone()))
+
+
+# ---- torch.ops.accspmm.spmm with half plans ----------------------------------------------------
+
+def _compile_check(p, B, backend):
+    """f(B) = sum of p(p^T-free chain) through torch.compile(fullgraph=True) equals eager, values and
+    gradient (integer data: exact in both)."""
+    def f(X):
+        return p.transposed()(torch.relu(p(X))).float().sum()
+
+    Xe = B.detach().clone().requires_grad_()
+    eager = f(Xe)
+    eager.backward()
+    Xc = B.detach().clone().requires_grad_()
+    out = torch.compile(f, fullgraph=True, backend=backend)(Xc)
+    out.backward()
+    assert out.item() == eager.item()
+    assert torch.equal(Xc.grad, Xe.grad) and Xc.grad.dtype == B.dtype
+
+
+@pytest.mark.parametrize("prec", PRECS)
+def test_torch_op_opcheck(prec):
+    A = odd_matrix()
+    p = accspmm.plan(A, device="cpu", precision=prec)
+    dt = TORCH_DT[prec]
+    for transpose, rows in ((False, A.shape[1]), (True, A.shape[0])):
+        B = torch.from_numpy(int_dense(rows, 5, seed=1)).to(dt).requires_grad_()
+        torch.library.opcheck(torch.ops.accspmm.spmm.default, (B, p.handle, transpose))
+    C = torch.ops.accspmm.spmm(torch.from_numpy(int_dense(A.shape[1], 3)), p.handle, False)
+    assert C.dtype == torch.float32  # a float32 B is rounded by the call, C keeps FP32
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("prec", PRECS)
+def test_torch_compile_fullgraph_half(prec, backend):
+    A = odd_matrix()
+    p = accspmm.plan(A, device="cpu", precision=prec)
+    _compile_check(p, torch.from_numpy(int_dense(A.shape[1], 6, seed=2)).to(TORCH_DT[prec]), backend)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_gpu_torch_compile_fullgraph_half(fmt):
+    A = hub_matrix()
+    p = accspmm.plan(A, device="gpu", precision="fp16", format=fmt)
+    _compile_check(p, torch.from_numpy(int_dense(A.shape[1], 64, seed=3)).cuda().half(), "inductor")
