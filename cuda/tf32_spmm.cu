@@ -163,6 +163,8 @@ template <int S> struct Lane {
     uint32_t below1; /* the word's bits below bit0 << 4 */
     bool high;       /* g >= 4: the bits are in the mask's high word */
     uint32_t vword;  /* half formats: the lane's 32-bit word of a block's dense tile, 4g + t */
+    int live[S];     /* half formats, element path: MMAs of step s with a column < n (4 unless the
+                      * step holds fewer than 8 columns: then (columns + 1) / 2) */
     bool pairs;      /* half formats, element path: n and B's address even (4-byte pair loads) */
 };
 
@@ -326,7 +328,7 @@ __device__ __forceinline__ uint32_t prmt(uint32_t x, uint32_t y, uint32_t sel) {
  * C[2t][c] in d[0] (column 2j of its run) and d[2] (2j + 1), C[2t + 1][c] in d[1] and d[3]. */
 template <int E>
 __device__ __forceinline__ void mma_step(float (&acc)[Elem<E>::KM][4], const float4 &f0, const float4 &f1,
-                                         uint32_t a0, uint32_t a1) {
+                                         uint32_t a0, uint32_t a1, int live = 4) {
     if constexpr (E == ACC_TF32_ELEM_TF32) {
         mma_tf32(acc[0], to_tf32(f0.x), to_tf32(f0.y), to_tf32(f1.x), to_tf32(f1.y), a0, a1);
         mma_tf32(acc[1], to_tf32(f0.z), to_tf32(f0.w), to_tf32(f1.z), to_tf32(f1.w), a0, a1);
@@ -337,7 +339,8 @@ __device__ __forceinline__ void mma_step(float (&acc)[Elem<E>::KM][4], const flo
                                __float_as_uint(f1.w)};
 #pragma unroll
         for (int j = 0; j < 4; j++)
-            mma_half<E>(acc[j], prmt(u[j], v[j], 0x5410u), prmt(u[j], v[j], 0x7632u), a0);
+            if (j < live) /* warp-uniform: MMA j's columns 8g + 2j, + 1 are all >= n for j >= live */
+                mma_half<E>(acc[j], prmt(u[j], v[j], 0x5410u), prmt(u[j], v[j], 0x7632u), a0);
     }
 }
 
@@ -699,15 +702,11 @@ __device__ __forceinline__ void load_ops(const acc_tf32_args &p, const Lane<S> &
                         if (2 * j < L.nrem[s]) w[j] = CACHE_L1 ? __ldg(r32 + j) : __ldcg(r32 + j);
                 } else {
                     const unsigned short *r16 = reinterpret_cast<const unsigned short *>(row + 32 * s);
-#pragma unroll 1
-                    for (int q = 0; q < L.nrem[s]; q++) {
-                        const uint32_t h = CACHE_L1 ? __ldg(r16 + q) : __ldcg(r16 + q);
-                        const uint32_t sh = h << (16 * (q & 1));
-                        w[0] |= q < 2 ? sh : 0u;
-                        w[1] |= (q >> 1) == 1 ? sh : 0u;
-                        w[2] |= (q >> 1) == 2 ? sh : 0u;
-                        w[3] |= (q >> 1) == 3 ? sh : 0u;
-                    }
+#pragma unroll
+                    for (int q = 0; q < 8; q++) /* independent loads, all in flight together */
+                        if (q < L.nrem[s])
+                            w[q >> 1] |= (uint32_t)(CACHE_L1 ? __ldg(r16 + q) : __ldcg(r16 + q))
+                                         << (16 * (q & 1));
                 }
                 f = make_float4(__uint_as_float(w[0]), __uint_as_float(w[1]), __uint_as_float(w[2]),
                                 __uint_as_float(w[3]));
@@ -735,11 +734,13 @@ __device__ __forceinline__ float4 shfl4(const float4 &v, int src) {
                        __shfl_sync(0xffffffffu, v.z, src), __shfl_sync(0xffffffffu, v.w, src));
 }
 
-template <int E, int S>
-__device__ __forceinline__ void consume_ops(const Ops<S> &o, int src, float (&acc)[S][Elem<E>::KM][4]) {
+template <int E, int S, bool LIVE>
+__device__ __forceinline__ void consume_ops(const Ops<S> &o, int src, float (&acc)[S][Elem<E>::KM][4],
+                                            const Lane<S> &L) {
 #pragma unroll
     for (int s = 0; s < S; s++)
-        mma_step<E>(acc[s], shfl4(o.f[2 * s], src), shfl4(o.f[2 * s + 1], src), o.a0, o.a1);
+        mma_step<E>(acc[s], shfl4(o.f[2 * s], src), shfl4(o.f[2 * s + 1], src), o.a0, o.a1,
+                    LIVE ? L.live[s] : 4);
 }
 
 /* Step i (relative to the warp's first block; i % R == r) of the register pipeline with
@@ -759,7 +760,7 @@ __device__ __forceinline__ void reg_step(const acc_tf32_args &p, const Warp &W, 
     if (i + F < nblk) load_ops<E, S, CACHE_L1, VEC>(p, L, read_meta<E>(W.sM, W.q, (r + F) % R), nxt);
     if (i + F + A < nblk) copy_meta_from(W.sM, W.lane, mq + (int64_t)i * kMetaWords, (r + F + R - 1) % R);
     cp_commit();
-    consume_ops<E, S>(cur, W.src, acc);
+    consume_ops<E, S, E != ACC_TF32_ELEM_TF32 && VEC == 0>(cur, W.src, acc, L);
     after_block<E, S, VEC>(p, i, P, acc, W);
 }
 
@@ -809,6 +810,11 @@ __global__ void __launch_bounds__(kThreads,
         L.nrem[s] = left < 0 ? 0 : left > EL::kLaneCols ? EL::kLaneCols : (int)left;
     }
     L.vword = 4 * W.g + W.t;
+#pragma unroll
+    for (int s = 0; s < S; s++) {
+        const int64_t left = p.n - (W.col0 + EL::kStep * s);
+        L.live[s] = left >= 8 ? 4 : left <= 0 ? 0 : (int)(left + 1) / 2;
+    }
     L.pairs = p.n % 2 == 0 && (uintptr_t)p.B % 4 == 0;
     L.high = W.g >= 4;
     L.bit0 = 1u << ((W.g & 3) * 8 + W.t);
