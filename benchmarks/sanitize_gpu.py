@@ -32,7 +32,7 @@ def check(cond, what):
 configs = [{"cap": 0}, {"cap": 2}, {"cap": 32, "depth": 4}, {"cap": 2, "slice_s": 1},
            {"cap": 4, "slice_major": 1, "cache_l1": 0},
            {"cap": 0, "staged": 1}, {"cap": 2, "staged": 1, "depth": 3}, {"cap": 32, "staged": 1, "slice_s": 1}]
-for n in (1, 5, 32, 37, 64, 130):
+for n in (1, 5, 32, 36, 37, 64, 130):
     B = rng.integers(-8, 9, size=(300, n)).astype(np.float32)
     ref = A @ B
     Bx = B.copy()  # inf / NaN in rows of stored columns and at random

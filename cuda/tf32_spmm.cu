@@ -96,9 +96,11 @@
  * Non-finite B: a tile whose sums are not finite is rewritten exactly on CUDA cores from the
  * format (exact_tile, below), so NaN/inf land where scipy puts them; no host synchronisation.
  *
- * Limits: 1 <= n < 2^30 (16-byte path, with no column test in the loop, when n is a multiple
- * of the slice width 32 S and B, C are 16-byte aligned; 4-byte copies with column tests
- * otherwise); k <= 2^31 - 1; num_windows <= 2^31 - 1; num_tasks * slices <= 2^31 - 1.
+ * Limits: 1 <= n < 2^30.  With B and C 16-byte aligned: the 16-byte path with no column test in
+ * the loop when n is a multiple of the slice width 32 S (VEC 1), 16-byte copies under a per-lane
+ * predicate when n is a multiple of 4 (VEC 2: a lane's 4 columns are all in range or none is);
+ * else 4-byte copies with column tests (VEC 0).  k <= 2^31 - 1; num_windows <= 2^31 - 1;
+ * num_tasks * slices <= 2^31 - 1.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -1046,17 +1048,19 @@ int launch(const acc_tf32_args &p, int slice_major, cudaStream_t stream) {
 }
 
 template <int S, int DEPTH, bool STAGED>
-int dispatch_cache(const acc_tf32_args &p, const acc_tf32_variant &v, bool vec, cudaStream_t s) {
+int dispatch_cache(const acc_tf32_args &p, const acc_tf32_variant &v, int vec, cudaStream_t s) {
     constexpr int T = ACC_TF32_ELEM_TF32;
     if (v.cache_l1)
-        return vec ? launch<T, S, DEPTH, true, 1, STAGED>(p, v.slice_major, s)
-                   : launch<T, S, DEPTH, true, 0, STAGED>(p, v.slice_major, s);
-    return vec ? launch<T, S, DEPTH, false, 1, STAGED>(p, v.slice_major, s)
-               : launch<T, S, DEPTH, false, 0, STAGED>(p, v.slice_major, s);
+        return vec == 1   ? launch<T, S, DEPTH, true, 1, STAGED>(p, v.slice_major, s)
+               : vec == 2 ? launch<T, S, DEPTH, true, 2, STAGED>(p, v.slice_major, s)
+                          : launch<T, S, DEPTH, true, 0, STAGED>(p, v.slice_major, s);
+    return vec == 1   ? launch<T, S, DEPTH, false, 1, STAGED>(p, v.slice_major, s)
+           : vec == 2 ? launch<T, S, DEPTH, false, 2, STAGED>(p, v.slice_major, s)
+                      : launch<T, S, DEPTH, false, 0, STAGED>(p, v.slice_major, s);
 }
 
 template <bool STAGED>
-int dispatch(const acc_tf32_args &p, const acc_tf32_variant &v, bool vec, cudaStream_t s) {
+int dispatch(const acc_tf32_args &p, const acc_tf32_variant &v, int vec, cudaStream_t s) {
     switch (v.slice_s * 10 + v.depth) {
     case 12:
         return dispatch_cache<1, 2, STAGED>(p, v, vec, s);
@@ -1151,7 +1155,9 @@ extern "C" int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *
         return p.elem == ACC_TF32_ELEM_FP16 ? dispatch_half<ACC_TF32_ELEM_FP16>(p, v, hvec, stream)
                                             : dispatch_half<ACC_TF32_ELEM_BF16>(p, v, hvec, stream);
     }
-    const bool vec = p.n % (32 * variant->slice_s) == 0 && aligned;
+    /* TF32: 1, every slice full; 2, n a multiple of 4 (a lane's 4 columns all in range or none);
+     * 0, the element path */
+    const int vec = !aligned ? 0 : p.n % (32 * variant->slice_s) == 0 ? 1 : p.n % 4 == 0 ? 2 : 0;
     return variant->staged ? dispatch<true>(p, *variant, vec, stream)
                            : dispatch<false>(p, *variant, vec, stream);
 }
