@@ -597,3 +597,50 @@ def test_gpu_torch_compile_fullgraph_half(fmt):
     A = hub_matrix()
     p = accspmm.plan(A, device="gpu", precision="fp16", format=fmt)
     _compile_check(p, torch.from_numpy(int_dense(A.shape[1], 64, seed=3)).cuda().half(), "inductor")
+
+
+def _adversarial(name):
+    rng = np.random.default_rng(11)
+    if name == "tall":
+        A = sp.random(30000, 3, density=0.5, format="csr", random_state=1)
+    elif name == "star":
+        A = sp.lil_matrix((5000, 5000))
+        A[0, 1:] = 1
+        A[1:, 0] = 1
+    elif name == "dense_row":
+        A = sp.random(4000, 20000, density=2e-4, format="lil", random_state=2)
+        A[777, :] = 1
+    elif name == "dense_col":
+        A = sp.random(20000, 4000, density=2e-4, format="lil", random_state=3)
+        A[:, 123] = 1
+    elif name == "empty_tail":
+        A = sp.random(9000, 3000, density=2e-3, format="lil", random_state=4)
+        A[6000:, :] = 0
+    else:  # wide, int64 indices
+        A = sp.random(100, 50000, density=0.01, format="csr", random_state=5)
+    A = sp.csr_matrix(A, dtype=np.float32)
+    A.data = rng.integers(-4, 5, A.nnz).astype(np.float32)
+    A.eliminate_zeros()
+    if name == "wide_int64":
+        A.indices, A.indptr = A.indices.astype(np.int64), A.indptr.astype(np.int64)
+    return A
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("prec", PRECS)
+@pytest.mark.parametrize("name", ["tall", "star", "dense_row", "dense_col", "empty_tail", "wide_int64"])
+def test_gpu_adversarial_shapes_exact(name, prec):
+    """Hub rows and columns, a tall K = 3 matrix, an empty tail, int64 indices: the default GPU half
+    plan is bit-exact at widths of every path (element, predicated 16-byte, full slices), with FP32
+    and half outputs (sums up to 2^24: the half output is the exact sum rounded once, inf above the range)."""
+    A = _adversarial(name)
+    p = accspmm.plan(A, device="gpu", precision=prec)
+    dt = TORCH_DT[prec]
+    for n in (1, 7, 16, 64, 100):
+        B = np.random.default_rng(n).integers(-2, 3, (A.shape[1], n)).astype(np.float32)
+        ref = A.astype(np.float64) @ B.astype(np.float64)
+        Bt = torch.from_numpy(B.astype(np.float32)).cuda().to(dt)
+        out = poisoned((A.shape[0], n), torch.float32)
+        p(Bt, out=out)
+        assert np.array_equal(out.double().cpu().numpy(), ref), (name, n)
+        assert torch.equal(p(Bt).cpu(), torch.from_numpy(ref).to(dt)), (name, n)
