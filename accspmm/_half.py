@@ -33,7 +33,6 @@ not bit for bit.
 from __future__ import annotations
 
 import functools
-import sys
 import time
 import weakref
 
@@ -325,11 +324,7 @@ class HalfPlan:
             steps["schedule_upload"] = time.perf_counter() - t
         steps["total"] = time.perf_counter() - t0
         self._finalizer = weakref.finalize(self, _free, self._dev)
-        if "torch" in sys.modules:  # register the torch op now, before any torch.compile traces a call
-            try:
-                from . import _torch  # noqa: F401
-            except (ImportError, AttributeError):  # a PyTorch without torch.library's API: a call with
-                pass  # a tensor imports it again and reports why
+        _plan.register_torch_op()  # before any torch.compile traces a call
 
     # ---- lifetime ---------------------------------------------------------------------
 

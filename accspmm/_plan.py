@@ -44,6 +44,17 @@ _PLANS = weakref.WeakValueDictionary()
 _HANDLES = itertools.count(1)
 
 
+def register_torch_op() -> None:
+    """Registers ``torch.ops.accspmm.spmm`` when torch is loaded, so that a plan made now is traced
+    by torch.compile as the op (a PyTorch without torch.library's API: a call with a tensor imports
+    accspmm._torch again and reports why)."""
+    if "torch" in sys.modules:
+        try:
+            from . import _torch  # noqa: F401
+        except (ImportError, AttributeError):
+            pass
+
+
 def _never() -> bool:
     return False
 
@@ -249,11 +260,7 @@ class Plan:
             self.stats["vs_cusparse"] = _payback.predict(self.shape, self.stats["nnz"], self.stats["tc_blocks"],
                                                          steps["total"])
         self._finalizer = weakref.finalize(self, Plan._free_device, self._dev, self._cusparse)
-        if "torch" in sys.modules:  # register the torch op now, before any torch.compile traces a call
-            try:
-                from . import _torch  # noqa: F401
-            except (ImportError, AttributeError):  # a PyTorch without torch.library's API: a call with
-                pass  # a tensor imports it again and reports why
+        register_torch_op()
 
     # ---- lifetime -----------------------------------------------------------------------
 

@@ -313,15 +313,14 @@ class TF32Runner:
         """(workspace floats, counters) the multi-part splits of schedule ``cap`` need at width n with
         slices of ``unit`` slice_s columns; (0, 0) when it has none.  The counters are sized for
         slices of ``unit`` columns, the most any variant uses (a half launch whose slice is not full
-        runs S = 1, see cuda/tf32_spmm.cu), and the workspace for S = 1 or S = 2, whichever is larger."""
+        runs S = 1, see cuda/tf32_spmm.cu); the workspace of slice_s slices covers S = 1 too."""
         if cap not in self._split_counts:  # once per schedule, not per launch
             tasks = self._schedule(cap)[0]
             multi = (tasks[:, 0] < 0) & (tasks[:, 2] > 1) if tasks.size else np.zeros(0, bool)
             self._split_counts[cap] = (int(multi.sum()), int((multi & (tasks[:, 1] == 0)).sum()))
         slots, splits = self._split_counts[cap]
         u = self.unit
-        cols = max(-(-n // (u * slice_s)) * u * slice_s, -(-n // u) * u)
-        return slots * 8 * cols, splits * -(-n // u)
+        return slots * 8 * (-(-n // (u * slice_s)) * u * slice_s), splits * -(-n // u)
 
     def _workspace(self, cap: int, n: int, slice_s: int, stream) -> tuple:
         """(workspace, counters) device pointers for the multi-part splits of schedule ``cap``

@@ -58,6 +58,8 @@ typedef struct elem_type {
 } elem_type;
 
 static const elem_type k_float32 = {ACC_DL_FLOAT, 32, NPY_FLOAT32, 4};
+static const elem_type k_float16 = {ACC_DL_FLOAT, 16, NPY_FLOAT16, 2};
+static const elem_type k_bfloat16 = {ACC_DL_BFLOAT, 16, -1, 2}; /* NumPy has no bfloat16 */
 
 /* A dense GPU array as the kernel sees it. */
 typedef struct gview {
@@ -348,9 +350,7 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     self->base.values = (const float *)(uintptr_t)vals;
     self->base.elem = elem;
     self->device = device;
-    self->et = elem == ACC_TF32_ELEM_TF32   ? k_float32
-               : elem == ACC_TF32_ELEM_FP16 ? (elem_type){ACC_DL_FLOAT, 16, NPY_FLOAT16, 2}
-                                            : (elem_type){ACC_DL_BFLOAT, 16, -1, 2};
+    self->et = elem == ACC_TF32_ELEM_TF32 ? k_float32 : elem == ACC_TF32_ELEM_FP16 ? k_float16 : k_bfloat16;
     return (PyObject *)self;
 }
 
@@ -543,8 +543,7 @@ static PyObject *half_launcher_new(PyTypeObject *type, PyObject *args, PyObject 
     a->fmt = fmt;
     self->slots = slots;
     self->device = device;
-    self->et = fmt == ACC_HALF_FP16 ? (elem_type){ACC_DL_FLOAT, 16, NPY_FLOAT16, 2}
-                                    : (elem_type){ACC_DL_BFLOAT, 16, -1, 2};
+    self->et = fmt == ACC_HALF_FP16 ? k_float16 : k_bfloat16;
     return (PyObject *)self;
 }
 
