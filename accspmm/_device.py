@@ -70,6 +70,17 @@ def device_info(device: int | None = None) -> dict:
 
 # ---- device memory ------------------------------------------------------------------------
 
+_CU = None
+
+
+def _cuda_for_arrays():
+    """accspmm._cuda once CUDA was found usable (require_cuda's probe takes a lock: ~10 us a call)."""
+    global _CU
+    if _CU is None:
+        _CU = require_cuda()
+    return _CU
+
+
 class DeviceArray:
     """A device allocation owned by Python (freed on free()/garbage collection)."""
 
@@ -78,7 +89,7 @@ class DeviceArray:
     def __init__(self, shape, dtype, device: int, adopt: int | None = None):
         """Allocates shape x dtype on ``device``, or with ``adopt`` takes ownership of that device
         address (one the CUDA layer allocated for this shape and dtype)."""
-        cu = require_cuda()
+        cu = _cuda_for_arrays()
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
         self.device = device

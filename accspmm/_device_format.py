@@ -35,24 +35,19 @@ class DeviceBitTCF:
         self._perm = perm
         W = -(-m // 8)
         self.num_windows = W
-        up = {}
-        try:
-            for name, arr in (("indptr", np.asarray(csr.indptr, np.int64)), ("indices", csr.indices),
-                              ("data", csr.data[: csr.nnz])):
-                up[name] = DeviceArray.from_host(arr, device, stream)
-            dev["perm"] = DeviceArray((m,), np.int64, device)
-            if perm is None:
-                _cuda.fill_identity(dev["perm"].ptr, m, stream)
-            else:
-                _cuda.memcpy_htod(dev["perm"].ptr, np.ascontiguousarray(perm, np.int64), stream)
-            dev["window_offsets"] = DeviceArray((W + 1,), np.int64, device)
-            self.window_offsets = np.empty(W + 1, np.int64)
-            out = _cuda.bittcf_gpu_build(m, k, self.nnz, up["indptr"].ptr, up["indices"].ptr, up["data"].ptr,
-                                         None if perm is None else dev["perm"].ptr, dev["window_offsets"].ptr,
-                                         self.window_offsets, keep_blocks, stream)
-        finally:
-            for arr in up.values():
-                arr.free()
+        dev["perm"] = DeviceArray((m,), np.int64, device)
+        if perm is None:
+            _cuda.fill_identity(dev["perm"].ptr, m, stream)
+        else:
+            _cuda.memcpy_htod(dev["perm"].ptr, np.ascontiguousarray(perm, np.int64), stream)
+        dev["window_offsets"] = DeviceArray((W + 1,), np.int64, device)
+        self.window_offsets = np.empty(W + 1, np.int64)
+        # the build uploads the host CSR itself, into temporaries of the pool (one pass, no host sync)
+        out = _cuda.bittcf_gpu_build(m, k, self.nnz, np.ascontiguousarray(csr.indptr, np.int64),
+                                     np.ascontiguousarray(csr.indices[: self.nnz], np.int32),
+                                     np.ascontiguousarray(csr.data[: self.nnz], np.float32),
+                                     None if perm is None else dev["perm"].ptr, dev["window_offsets"].ptr,
+                                     self.window_offsets, keep_blocks, stream)
         nb = self.num_blocks = int(out["num_blocks"])
         dev["block_meta"] = DeviceArray((max(nb, 1) * 12,), np.int32, device, adopt=out["block_meta"])
         dev["values"] = DeviceArray((max(self.nnz, 1),), np.float32, device, adopt=out["values_tf32"])

@@ -172,8 +172,9 @@ def _cuda_info_extra(i: dict) -> dict:
 
 
 def trim_pool():
-    """Gives the GPU SpGEMM's cached device memory (kept between products, up to
-    ACCSPMM_POOL_KEEP_BYTES, default 1 GiB) back to the driver."""
+    """Gives the library's cached device memory (cuda/device.cu's pool: SpGEMM products, plans and
+    the GPU format build allocate from it; freed memory is kept up to ACCSPMM_POOL_KEEP_BYTES,
+    default 1 GiB) back to the driver."""
     require_cuda().spgemm_trim_pool()
 
 

@@ -383,9 +383,22 @@ static PyObject *py_half_round(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* bittcf_gpu_build(m, k, nnz, d_indptr, d_indices, d_values, d_perm or None, d_window_offsets,
+/* A C-contiguous ndarray of `type` and `count` elements, for a host input of the GPU build. */
+static const void *host_input(PyObject *a, int type, long long count, const char *what) {
+    if (!PyArray_Check(a) || PyArray_TYPE((PyArrayObject *)a) != type ||
+        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)a) || PyArray_SIZE((PyArrayObject *)a) < count) {
+        PyErr_Format(PyExc_TypeError, "bittcf_gpu_build: %s must be a C-contiguous ndarray of %lld elements",
+                     what, count);
+        return NULL;
+    }
+    return PyArray_DATA((PyArrayObject *)a);
+}
+
+/* bittcf_gpu_build(m, k, nnz, indptr, indices, values, d_perm or None, d_window_offsets,
  * h_window_offsets, keep_blocks, stream) -> dict of the allocated device addresses (the caller
- * owns them) and num_blocks; h_window_offsets: writeable C-contiguous int64 ndarray [W+1]. */
+ * owns them: pool memory, for free()) and num_blocks.  The CSR is three device addresses, or
+ * three host ndarrays (int64 indptr [m+1], int32 indices and float32 values [nnz]), which the
+ * build uploads itself; h_window_offsets: writeable C-contiguous int64 ndarray [W+1]. */
 static PyObject *py_bittcf_gpu_build(PyObject *self, PyObject *args) {
     long long m, k, nnz;
     PyObject *ip, *ix, *iv, *pp, *wo, *h, *s;
@@ -400,8 +413,22 @@ static PyObject *py_bittcf_gpu_build(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "h_window_offsets must be a writeable int64 ndarray of ceil(m/8)+1");
         return NULL;
     }
-    acc_bittcf_gpu_input in = {
-        m, k, nnz, as_ptr(ip), as_ptr(ix), as_ptr(iv), pp == Py_None ? NULL : as_ptr(pp)};
+    acc_bittcf_gpu_input in;
+    memset(&in, 0, sizeof in);
+    in.m = m;
+    in.k = k;
+    in.nnz = nnz;
+    in.d_perm = pp == Py_None ? NULL : as_ptr(pp);
+    if (PyArray_Check(ip)) {
+        in.h_row_offsets = host_input(ip, NPY_INT64, m + 1, "indptr");
+        if (in.h_row_offsets) in.h_column_indices = host_input(ix, NPY_INT32, nnz, "indices");
+        if (in.h_column_indices) in.h_values = host_input(iv, NPY_FLOAT32, nnz, "values");
+        if (!in.h_values) return NULL;
+    } else {
+        in.d_row_offsets = as_ptr(ip);
+        in.d_column_indices = as_ptr(ix);
+        in.d_values = as_ptr(iv);
+    }
     acc_bittcf_gpu_output out;
     memset(&out, 0, sizeof out);
     out.d_window_offsets = as_ptr(wo);

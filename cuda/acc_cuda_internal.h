@@ -8,6 +8,11 @@
 
 extern "C" int acc_cuda_status(cudaError_t err, const char *what);
 
+/* The library's stream-ordered device memory pool (device.cu): memory on `s`'s order, from the
+ * current device's pool; free in stream order too (no wait for other streams). */
+extern "C" int acc_pool_alloc(void **p, size_t bytes, cudaStream_t s);
+extern "C" void acc_pool_free(void *p, cudaStream_t s);
+
 /* Returns the mapped status of a CUDA call from the enclosing function. */
 #define ACC_CUDA_TRY(call)                                                                                   \
     do {                                                                                                     \

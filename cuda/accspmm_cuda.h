@@ -36,8 +36,13 @@ int acc_cuda_get_device(int *device);
 /* Message of the last CUDA error this layer mapped (static storage). */
 const char *acc_cuda_last_error(void);
 
+/* Device memory from the library's pool (device.cu): usable on any stream when malloc returns;
+ * free waits for the device's work first, as cudaFree.  Only memory of acc_cuda_malloc (or of a
+ * function here that says it allocates from the pool) may go to acc_cuda_free. */
 int acc_cuda_malloc(void **d_ptr, size_t bytes); /* ACC_ERR_DEVICE_MEMORY when out of memory */
 int acc_cuda_free(void *d_ptr);
+/* Gives the current device pool's unused memory (kept up to ACCSPMM_POOL_KEEP_BYTES) back. */
+int acc_cuda_trim_pool(void);
 int acc_cuda_memcpy_htod(void *d_dst, const void *h_src, size_t bytes, void *stream);
 int acc_cuda_memcpy_dtoh(void *h_dst, const void *d_src, size_t bytes, void *stream);
 int acc_cuda_memcpy_dtod(void *d_dst, const void *d_src, size_t bytes, void *stream);
@@ -74,14 +79,19 @@ void acc_cusparse_spmm_destroy(acc_cusparse_spmm *plan);
 
 /* ---- BitTCF built on the device (bittcf_build.cu) ---------------------- */
 
-/* A canonical CSR on the device (no duplicate (row, column); rows may be unsorted) and a row
- * permutation (new -> old, a valid permutation: the caller checks it; NULL = identity). */
+/* A canonical CSR (no duplicate (row, column); rows may be unsorted) and a row permutation
+ * (new -> old, a valid permutation: the caller checks it; NULL = identity).  The CSR is on the
+ * device, or, where the three d_ pointers are NULL, on the host (h_ pointers): the build then
+ * uploads it into temporaries of the pool, in one stream-ordered pass, and frees them. */
 typedef struct acc_bittcf_gpu_input {
     int64_t m, k, nnz;
     const int64_t *d_row_offsets;    /* [m+1], device */
     const int32_t *d_column_indices; /* [nnz], device */
     const float *d_values;           /* [nnz], device */
     const int64_t *d_perm;           /* [m], device, or NULL */
+    const int64_t *h_row_offsets;    /* [m+1], host (used when the d_ CSR pointers are NULL) */
+    const int32_t *h_column_indices; /* [nnz], host */
+    const float *h_values;           /* [nnz], host */
 } acc_bittcf_gpu_input;
 
 /* The caller provides d_window_offsets (device) and h_window_offsets (host), both [W+1] with

@@ -32,7 +32,7 @@
  *
  * Memory: keys and values of the sort twice (double buffer), D, and cub's
  * temporary storage: about 40 bytes per nonzero at the peak, all freed
- * before returning; the outputs are cudaMalloc'ed and owned by the caller.
+ * before returning; the outputs come from the library's pool (device.cu) and are owned by the caller.
  * One host synchronisation, to read the number of blocks before the block
  * arrays are allocated.
  */
@@ -181,32 +181,41 @@ __global__ void pack_meta(int64_t nblocks, const int32_t *__restrict__ block_col
     }
 }
 
+#define TRY(call)                                                                                            \
+    do {                                                                                                     \
+        int st_ = (call);                                                                                    \
+        if (st_ != ACC_SUCCESS) return st_;                                                                  \
+    } while (0)
+
+/* An output array of `count` elements from the library's pool, in `s`'s order (the build
+ * synchronises `s` before it returns, so the caller may use it on any stream). */
+template <typename T> int out_alloc(T **out, size_t count, cudaStream_t s) {
+    void *q = nullptr;
+    TRY(acc_pool_alloc(&q, count * sizeof(T), s));
+    *out = static_cast<T *>(q);
+    return ACC_SUCCESS;
+}
+
 /* Temporaries of one build, freed (stream-ordered) on every exit path. */
 struct Temps {
     cudaStream_t s;
-    void *p[16] = {};
+    void *p[20] = {};
     int used = 0;
     explicit Temps(cudaStream_t stream) : s(stream) {}
     template <typename T> int get(T **out, size_t count) {
         if (used == (int)(sizeof p / sizeof p[0]))
             return ACC_ERR_INVALID_ARGUMENT; /* a bug: more than p holds */
         void *q = nullptr;
-        ACC_CUDA_TRY(cudaMallocAsync(&q, count ? count * sizeof(T) : 1, s));
+        TRY(acc_pool_alloc(&q, count ? count * sizeof(T) : 1, s));
         p[used++] = q;
         *out = static_cast<T *>(q);
         return ACC_SUCCESS;
     }
     ~Temps() {
         for (int i = 0; i < used; i++)
-            cudaFreeAsync(p[i], s);
+            acc_pool_free(p[i], s);
     }
 };
-
-#define TRY(call)                                                                                            \
-    do {                                                                                                     \
-        int st_ = (call);                                                                                    \
-        if (st_ != ACC_SUCCESS) return st_;                                                                  \
-    } while (0)
 
 #define LAUNCH_CHECK() ACC_CUDA_TRY(cudaPeekAtLastError())
 
@@ -278,16 +287,16 @@ int build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cudaStream
         TRY(tmp.get(&mask, (size_t)nb));
         TRY(tmp.get(&offsets, (size_t)nb + 1));
     } else {
-        ACC_CUDA_TRY(cudaMalloc(&out->d_block_cols, (size_t)(nb ? nb : 1) * 8 * sizeof(int32_t)));
-        ACC_CUDA_TRY(cudaMalloc(&out->d_block_mask, (size_t)(nb ? nb : 1) * sizeof(uint64_t)));
-        ACC_CUDA_TRY(cudaMalloc(&out->d_block_value_offsets, (size_t)(nb + 1) * sizeof(int64_t)));
-        ACC_CUDA_TRY(cudaMalloc(&out->d_values, (size_t)(nnz ? nnz : 1) * sizeof(float)));
+        TRY(out_alloc(&out->d_block_cols, (size_t)(nb ? nb : 1) * 8, s));
+        TRY(out_alloc(&out->d_block_mask, (size_t)(nb ? nb : 1), s));
+        TRY(out_alloc(&out->d_block_value_offsets, (size_t)(nb + 1), s));
+        TRY(out_alloc(&out->d_values, (size_t)(nnz ? nnz : 1), s));
         cols = out->d_block_cols;
         mask = (unsigned long long *)out->d_block_mask;
         offsets = out->d_block_value_offsets;
     }
-    ACC_CUDA_TRY(cudaMalloc(&out->d_block_meta, (size_t)(nb ? nb : 1) * 12 * sizeof(int32_t)));
-    ACC_CUDA_TRY(cudaMalloc(&out->d_values_tf32, (size_t)(nnz ? nnz : 1) * sizeof(float)));
+    TRY(out_alloc(&out->d_block_meta, (size_t)(nb ? nb : 1) * 12, s));
+    TRY(out_alloc(&out->d_values_tf32, (size_t)(nnz ? nnz : 1), s));
     ACC_CUDA_TRY(cudaMemsetAsync(cols, 0xFF, (size_t)nb * 8 * sizeof(int32_t), s)); /* ACC_PAD_COL = -1 */
     ACC_CUDA_TRY(cudaMemsetAsync(mask, 0, (size_t)nb * sizeof(uint64_t), s));
     place<<<grid_for(nnz), kThreads, 0, s>>>(nnz, K, D, wshift, cbits, wbeg, wo, cols, mask);
@@ -305,12 +314,31 @@ int build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cudaStream
     return ACC_SUCCESS;
 }
 
-void free_outputs(acc_bittcf_gpu_output *out) {
+/* The host CSR of `in` into temporaries (device pointers in `dev`).  cudaMemcpyAsync from pageable
+ * memory returns once the source has been staged, so the host arrays may go after the call. */
+int upload(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_input *dev, cudaStream_t s, Temps &tmp) {
+    int64_t *rp = nullptr;
+    int32_t *ci = nullptr;
+    float *v = nullptr;
+    const size_t m1 = (size_t)in->m + 1, nnz = (size_t)in->nnz;
+    TRY(tmp.get(&rp, m1));
+    TRY(tmp.get(&ci, nnz));
+    TRY(tmp.get(&v, nnz));
+    ACC_CUDA_TRY(cudaMemcpyAsync(rp, in->h_row_offsets, m1 * sizeof(int64_t), cudaMemcpyHostToDevice, s));
+    ACC_CUDA_TRY(cudaMemcpyAsync(ci, in->h_column_indices, nnz * sizeof(int32_t), cudaMemcpyHostToDevice, s));
+    ACC_CUDA_TRY(cudaMemcpyAsync(v, in->h_values, nnz * sizeof(float), cudaMemcpyHostToDevice, s));
+    dev->d_row_offsets = rp;
+    dev->d_column_indices = ci;
+    dev->d_values = v;
+    return ACC_SUCCESS;
+}
+
+void free_outputs(acc_bittcf_gpu_output *out, cudaStream_t s) {
     void **p[] = {(void **)&out->d_block_cols,          (void **)&out->d_block_mask,
                   (void **)&out->d_block_value_offsets, (void **)&out->d_values,
                   (void **)&out->d_block_meta,          (void **)&out->d_values_tf32};
     for (void **q : p) {
-        if (*q) cudaFree(*q);
+        acc_pool_free(*q, s);
         *q = nullptr;
     }
 }
@@ -326,9 +354,11 @@ extern "C" int acc_cuda_fill_identity(int64_t *d_perm, int64_t n, void *stream) 
 
 extern "C" int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out,
                                     void *stream) {
+    const bool on_host = !in || (!in->d_row_offsets && !in->d_column_indices && !in->d_values);
     if (!in || !out || in->m < 0 || in->k < 0 || in->nnz < 0 || !out->d_window_offsets ||
         !out->h_window_offsets ||
-        (in->nnz > 0 && (!in->d_row_offsets || !in->d_column_indices || !in->d_values)))
+        (in->nnz > 0 && !on_host && (!in->d_row_offsets || !in->d_column_indices || !in->d_values)) ||
+        (in->nnz > 0 && on_host && (!in->h_row_offsets || !in->h_column_indices || !in->h_values)))
         return ACC_ERR_INVALID_ARGUMENT;
     out->d_block_cols = nullptr;
     out->d_block_mask = nullptr;
@@ -345,32 +375,32 @@ extern "C" int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_g
                             "cudaMemsetAsync");
         for (int64_t w = 0; w <= W; w++)
             out->h_window_offsets[w] = 0;
-        if (st == ACC_SUCCESS)
-            st = acc_cuda_status(cudaMalloc(&out->d_block_meta, 12 * sizeof(int32_t)), "cudaMalloc");
-        if (st == ACC_SUCCESS)
-            st = acc_cuda_status(cudaMalloc(&out->d_values_tf32, sizeof(float)), "cudaMalloc");
+        if (st == ACC_SUCCESS) st = out_alloc(&out->d_block_meta, 12, s);
+        if (st == ACC_SUCCESS) st = out_alloc(&out->d_values_tf32, 1, s);
         if (st == ACC_SUCCESS && out->keep_blocks) {
-            st = acc_cuda_status(cudaMalloc(&out->d_block_cols, 8 * sizeof(int32_t)), "cudaMalloc");
-            if (st == ACC_SUCCESS) st = acc_cuda_status(cudaMalloc(&out->d_block_mask, 8), "cudaMalloc");
-            if (st == ACC_SUCCESS)
-                st = acc_cuda_status(cudaMalloc(&out->d_block_value_offsets, 8), "cudaMalloc");
-            if (st == ACC_SUCCESS) st = acc_cuda_status(cudaMalloc(&out->d_values, 4), "cudaMalloc");
+            st = out_alloc(&out->d_block_cols, 8, s);
+            if (st == ACC_SUCCESS) st = out_alloc(&out->d_block_mask, 1, s);
+            if (st == ACC_SUCCESS) st = out_alloc(&out->d_block_value_offsets, 1, s);
+            if (st == ACC_SUCCESS) st = out_alloc(&out->d_values, 1, s);
             if (st == ACC_SUCCESS)
                 st = acc_cuda_status(cudaMemsetAsync(out->d_block_value_offsets, 0, 8, s), "cudaMemsetAsync");
         }
         if (st == ACC_SUCCESS) st = acc_cuda_status(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-        if (st != ACC_SUCCESS) free_outputs(out);
+        if (st != ACC_SUCCESS) free_outputs(out, s);
         return st;
     }
     int st;
     {
         Temps tmp(s);
-        st = in->nnz < (int64_t(1) << 32) ? build<uint32_t>(in, out, s, tmp)
-                                          : build<uint64_t>(in, out, s, tmp);
+        acc_bittcf_gpu_input dev_in = *in;
+        st = on_host ? upload(in, &dev_in, s, tmp) : ACC_SUCCESS;
+        if (st == ACC_SUCCESS)
+            st = in->nnz < (int64_t(1) << 32) ? build<uint32_t>(&dev_in, out, s, tmp)
+                                              : build<uint64_t>(&dev_in, out, s, tmp);
     }
     if (st != ACC_SUCCESS) {
+        free_outputs(out, s);
         cudaStreamSynchronize(s);
-        free_outputs(out);
     }
     return st;
 }

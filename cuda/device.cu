@@ -3,13 +3,24 @@
  * errors mapped to acc_status.  The runtime is linked statically, so this
  * works on any machine with a driver; without one, probe reports
  * ACC_ERR_NO_DEVICE instead of failing at import.
+ *
+ * Device memory.  Every allocation of the library (plans' arrays, the GPU format build's
+ * temporaries, SpGEMM) comes from one stream-ordered pool per device that keeps up to
+ * ACCSPMM_POOL_KEEP_BYTES (default 1 GiB) of freed memory for reuse, so that making a plan costs
+ * no cudaMalloc (~20-60 us each, and a cudaFree as much) once the pool is warm; acc_cuda_trim_pool
+ * gives the unused rest back.  acc_cuda_malloc / acc_cuda_free keep cudaMalloc / cudaFree's
+ * semantics: the memory is usable on any stream when malloc returns (allocated on the pool's
+ * private stream, which is then synchronised: nothing else runs on it), and free waits for the
+ * device's work first, as cudaFree does, because a kernel on any stream may still read it.
  */
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 
-#include "accspmm_cuda.h"
+#include "acc_cuda_internal.h"
 
 static char g_last_error[512] = "";
 
@@ -82,12 +93,107 @@ extern "C" int acc_cuda_get_device(int *device) {
     return acc_cuda_status(cudaGetDevice(device), "cudaGetDevice");
 }
 
-extern "C" int acc_cuda_malloc(void **d_ptr, size_t bytes) {
-    *d_ptr = nullptr;
-    return acc_cuda_status(cudaMalloc(d_ptr, bytes ? bytes : 1), "cudaMalloc");
+/* ---- the memory pool ------------------------------------------------------------------------------ */
+
+namespace {
+constexpr int kMaxDevices = 64;
+struct DevicePool {
+    cudaMemPool_t pool;
+    cudaStream_t stream; /* acc_cuda_malloc / acc_cuda_free's stream: nothing else runs on it */
+};
+std::mutex g_pool_lock;
+DevicePool g_pools[kMaxDevices];
+
+/* The pool of `dev`, created at first use (the caller made `dev` current). */
+int pool_of(int dev, DevicePool **out) {
+    if (dev < 0 || dev >= kMaxDevices) return ACC_ERR_UNSUPPORTED;
+    std::lock_guard<std::mutex> guard(g_pool_lock);
+    DevicePool &p = g_pools[dev];
+    if (!p.pool) {
+        cudaMemPoolProps props = {};
+        props.allocType = cudaMemAllocationTypePinned;
+        props.location.type = cudaMemLocationTypeDevice;
+        props.location.id = dev;
+        cudaMemPool_t pool = nullptr;
+        cudaStream_t stream = nullptr;
+        ACC_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        int st = acc_cuda_status(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate");
+        if (st == ACC_SUCCESS) {
+            const char *env = getenv("ACCSPMM_POOL_KEEP_BYTES");
+            unsigned long long keep = env ? strtoull(env, nullptr, 10) : (1ull << 30);
+            st = acc_cuda_status(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+                                 "cudaMemPoolSetAttribute");
+        }
+        if (st != ACC_SUCCESS) {
+            if (pool) cudaMemPoolDestroy(pool);
+            cudaStreamDestroy(stream);
+            return st;
+        }
+        p.pool = pool;
+        p.stream = stream;
+    }
+    *out = &p;
+    return ACC_SUCCESS;
 }
 
-extern "C" int acc_cuda_free(void *d_ptr) { return acc_cuda_status(cudaFree(d_ptr), "cudaFree"); }
+int current_pool(DevicePool **out) {
+    int dev = 0;
+    ACC_CUDA_TRY(cudaGetDevice(&dev));
+    return pool_of(dev, out);
+}
+} // namespace
+
+extern "C" int acc_pool_alloc(void **p, size_t bytes, cudaStream_t s) {
+    *p = nullptr;
+    DevicePool *dp;
+    int st = current_pool(&dp);
+    if (st) return st;
+    return acc_cuda_status(cudaMallocFromPoolAsync(p, bytes ? bytes : 1, dp->pool, s),
+                           "cudaMallocFromPoolAsync");
+}
+
+extern "C" void acc_pool_free(void *p, cudaStream_t s) {
+    if (p) cudaFreeAsync(p, s);
+}
+
+extern "C" int acc_cuda_trim_pool(void) {
+    DevicePool *dp;
+    int st = current_pool(&dp);
+    if (st) return st;
+    return acc_cuda_status(cudaMemPoolTrimTo(dp->pool, 0), "cudaMemPoolTrimTo");
+}
+
+extern "C" int acc_cuda_malloc(void **d_ptr, size_t bytes) {
+    *d_ptr = nullptr;
+    DevicePool *dp;
+    int st = current_pool(&dp);
+    if (st) return st;
+    st = acc_cuda_status(cudaMallocFromPoolAsync(d_ptr, bytes ? bytes : 1, dp->pool, dp->stream),
+                         "cudaMalloc (pool)");
+    if (st == ACC_SUCCESS) st = acc_cuda_status(cudaStreamSynchronize(dp->stream), "cudaStreamSynchronize");
+    if (st != ACC_SUCCESS && *d_ptr) {
+        cudaFreeAsync(*d_ptr, dp->stream);
+        *d_ptr = nullptr;
+    }
+    return st;
+}
+
+extern "C" int acc_cuda_free(void *d_ptr) {
+    if (!d_ptr) return ACC_SUCCESS;
+    cudaPointerAttributes attr;
+    ACC_CUDA_TRY(cudaPointerGetAttributes(&attr, d_ptr));
+    int cur = 0;
+    ACC_CUDA_TRY(cudaGetDevice(&cur));
+    const int dev = attr.type == cudaMemoryTypeDevice ? attr.device : cur;
+    if (dev != cur) ACC_CUDA_TRY(cudaSetDevice(dev));
+    DevicePool *dp;
+    int st = pool_of(dev, &dp);
+    /* as cudaFree: the device's work, on every stream, finishes before the memory can be reused */
+    if (st == ACC_SUCCESS) st = acc_cuda_status(cudaDeviceSynchronize(), "cudaDeviceSynchronize (free)");
+    if (st == ACC_SUCCESS) st = acc_cuda_status(cudaFreeAsync(d_ptr, dp->stream), "cudaFree (pool)");
+    if (dev != cur) cudaSetDevice(cur);
+    return st;
+}
 
 static int copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, void *stream) {
     if (bytes == 0) return ACC_SUCCESS;

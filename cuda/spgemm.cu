@@ -15,9 +15,9 @@
  * fitted on the H100: benchmarks/NOTES.md) and the faster runs.  Two kernels per operand and one
  * synchronisation, shared with the checks.
  *
- * Memory.  Every device allocation comes from one stream-ordered pool per device that keeps up to
- * ACCSPMM_POOL_KEEP_BYTES (default 1 GiB) between products, so a product makes no cudaMalloc;
- * acc_spgemm_gpu_trim_pool gives the rest back.  The plan counts its bytes (Tracker): the peak is
+ * Memory.  Every device allocation comes from the library's stream-ordered pool (device.cu), which
+ * keeps up to ACCSPMM_POOL_KEEP_BYTES (default 1 GiB) between products, so a product makes no
+ * cudaMalloc; acc_spgemm_gpu_trim_pool gives the rest back.  The plan counts its bytes (Tracker): the peak is
  * reported in its info.
  */
 #include <cub/block/block_radix_sort.cuh>
@@ -38,44 +38,11 @@
 
 namespace acc_spgemm {
 
-/* ---- the memory pool ------------------------------------------------------------------------------ */
+/* ---- the memory pool (device.cu's, shared with the SpMM plans) ---------------------------------- */
 
-namespace {
-constexpr int kMaxDevices = 64;
-std::mutex g_pool_lock;
-cudaMemPool_t g_pool[kMaxDevices];
+int pool_alloc(void **p, size_t bytes, cudaStream_t s) { return acc_pool_alloc(p, bytes, s); }
 
-int pool_of(cudaMemPool_t *out) {
-    int dev = 0;
-    ACC_CUDA_TRY(cudaGetDevice(&dev));
-    if (dev < 0 || dev >= kMaxDevices) return ACC_ERR_UNSUPPORTED;
-    std::lock_guard<std::mutex> guard(g_pool_lock);
-    if (!g_pool[dev]) {
-        cudaMemPoolProps props = {};
-        props.allocType = cudaMemAllocationTypePinned;
-        props.location.type = cudaMemLocationTypeDevice;
-        props.location.id = dev;
-        cudaMemPool_t pool = nullptr;
-        ACC_CUDA_TRY(cudaMemPoolCreate(&pool, &props));
-        const char *env = getenv("ACCSPMM_POOL_KEEP_BYTES");
-        unsigned long long keep = env ? strtoull(env, nullptr, 10) : (1ull << 30);
-        ACC_CUDA_TRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-        g_pool[dev] = pool;
-    }
-    *out = g_pool[dev];
-    return ACC_SUCCESS;
-}
-} // namespace
-
-int pool_alloc(void **p, size_t bytes, cudaStream_t s) {
-    cudaMemPool_t pool;
-    TRY(pool_of(&pool));
-    return acc_cuda_status(cudaMallocFromPoolAsync(p, bytes ? bytes : 1, pool, s), "cudaMallocFromPoolAsync");
-}
-
-void pool_free(void *p, cudaStream_t s) {
-    if (p) cudaFreeAsync(p, s);
-}
+void pool_free(void *p, cudaStream_t s) { acc_pool_free(p, s); }
 
 /* ---- phase timing ------------------------------------------------------------------------------- */
 
@@ -771,11 +738,7 @@ extern "C" int acc_spgemm_gpu_check_csr(const acc_spgemm_gpu_csr *ops, int count
     return check_operands(ops, count, canonical, bad, (cudaStream_t)stream);
 }
 
-extern "C" int acc_spgemm_gpu_trim_pool(void) {
-    cudaMemPool_t pool;
-    TRY(pool_of(&pool));
-    return acc_cuda_status(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo");
-}
+extern "C" int acc_spgemm_gpu_trim_pool(void) { return acc_cuda_trim_pool(); }
 
 extern "C" int acc_spgemm_gpu_analyse(const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu_csr *B,
                                       const acc_spgemm_gpu_options *options, acc_spgemm_gpu **plan,

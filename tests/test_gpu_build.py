@@ -96,6 +96,65 @@ def test_duplicates_rejected():
         arr.free()
 
 
+def test_device_csr_input_same_as_host_input():
+    """The build takes the CSR from the host (what plans do: one upload inside the build) or from
+    device addresses; both give the same arrays.  A host array of the wrong type is a TypeError."""
+    from accspmm import _cuda
+    from accspmm._device import DeviceArray
+
+    csr = as_csr(sp.random(300, 70, density=0.05, format="csr", dtype=np.float32, random_state=3)).canonicalized()
+    m, k = csr.shape
+    host = (np.asarray(csr.indptr, np.int64), csr.indices, csr.data)
+    W = -(-m // 8)
+    results = []
+    for on_device in (False, True):
+        ups = [DeviceArray.from_host(a, _cuda.get_device()) for a in host] if on_device else []
+        wo = DeviceArray((W + 1,), np.int64, _cuda.get_device())
+        hwo = np.empty(W + 1, np.int64)
+        try:
+            args = [u.ptr for u in ups] if on_device else list(host)
+            out = _cuda.bittcf_gpu_build(m, k, csr.nnz, *args, None, wo.ptr, hwo, False, None)
+            nb = out["num_blocks"]
+            meta = DeviceArray((12 * nb,), np.int32, _cuda.get_device(), adopt=out["block_meta"])
+            vals = DeviceArray((csr.nnz,), np.float32, _cuda.get_device(), adopt=out["values_tf32"])
+            results.append((hwo.copy(), meta.to_host(), vals.to_host()))
+            meta.free()
+            vals.free()
+        finally:
+            for u in ups + [wo]:
+                u.free()
+    ref = BitTCF.from_csr(csr, None)
+    for hwo, meta, vals in results:
+        np.testing.assert_array_equal(hwo, ref.window_offsets)
+        np.testing.assert_array_equal(meta, _tf32.pack_meta(ref))
+        assert vals.view(np.uint32).tobytes() == _tf32.round_tf32(ref.values).view(np.uint32).tobytes()
+    wo = DeviceArray((W + 1,), np.int64, _cuda.get_device())
+    try:
+        with pytest.raises(TypeError, match="indices must be a C-contiguous ndarray"):
+            _cuda.bittcf_gpu_build(m, k, csr.nnz, host[0], host[1].astype(np.int64), host[2], None, wo.ptr,
+                                   np.empty(W + 1, np.int64), False, None)
+    finally:
+        wo.free()
+
+
+def test_pool_memory_reused_and_valid_across_streams(bundled_int):
+    """Plans' device memory comes from the library's pool (cuda/device.cu): a closed plan's memory is
+    reused by the next plan, which still computes exactly on a non-default stream."""
+    torch = pytest.importorskip("torch")
+    A = bundled_int
+    B = int_dense(A.shape[1], 24)
+    ref = scipy_ref(A, B)
+    Bt = torch.from_numpy(B).cuda()
+    s = torch.cuda.Stream()
+    for _ in range(3):
+        p = accspmm.plan(A, device="gpu")
+        with torch.cuda.stream(s):
+            C = p(Bt)
+        s.synchronize()
+        assert_bit_exact(C.cpu().numpy(), ref)
+        p.close()
+
+
 @pytest.mark.parametrize("build", ["gpu", "cpu"])
 def test_plan_exact_either_build(build, bundled_int):
     A = bundled_int
