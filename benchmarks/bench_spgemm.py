@@ -233,7 +233,7 @@ def main():
         st = plan.stats
         for key in ("algorithm", "density_a", "density_b", "nnz_per_tile_a", "products", "nnz_structural",
                     "large_rows", "max_row_products", "plan_bytes", "large_products", "large_entries",
-                    "model_ms_tiles", "model_ms_rows"):
+                    "tiny_products", "model_ms_tiles", "model_ms_rows"):
             row[key] = st[key]
         C = plan()
         row["nnz_c"] = int(C.nnz)

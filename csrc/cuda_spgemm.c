@@ -134,7 +134,7 @@ static PyObject *py_info(PyObject *self, PyObject *cap) {
     if (!phases) return NULL;
     return Py_BuildValue(
         "{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:O,s:K,s:K,s:s,s:d,s:d,s:L,s:L,s:L,s:L,s:"
-        "L,"
+        "L,s:L,"
         "s:d,s:d,s:N}",
         "m", (long long)i.m, "k", (long long)i.k, "n", (long long)i.n, "tiles_a", (long long)i.tiles_a,
         "tiles_b", (long long)i.tiles_b, "values_a", (long long)i.values_a, "values_b", (long long)i.values_b,
@@ -146,8 +146,8 @@ static PyObject *py_info(PyObject *self, PyObject *cap) {
         i.algorithm == ACC_SPGEMM_ALGO_TILES ? "tiles" : "rows", "density_a", i.density_a, "density_b",
         i.density_b, "large_rows", (long long)i.large_rows, "row_groups", (long long)i.row_groups,
         "max_row_products", (long long)i.max_row_products, "large_products", (long long)i.large_products,
-        "large_entries", (long long)i.large_entries, "model_ms_tiles", i.model_ms_tiles, "model_ms_rows",
-        i.model_ms_rows, "phase_ms", phases);
+        "large_entries", (long long)i.large_entries, "tiny_products", (long long)i.tiny_products,
+        "model_ms_tiles", i.model_ms_tiles, "model_ms_rows", i.model_ms_rows, "phase_ms", phases);
 }
 
 /* spgemm_tiles(capsule) -> dict of the device addresses of C's tiles (tests) */

@@ -390,7 +390,8 @@ int enqueue_sample(const acc_spgemm_gpu_csr *in, unsigned long long *out, cudaSt
 /* The model's row statistics, exact: per row of A (a lane each, or a warp for rows of more than 32
  * entries), its products (the sum of B's row lengths at its columns); out[0] += the products of
  * small rows (at most ROWS_SMALL_MAX), out[1] += those of the others, out[2] += their entries,
- * out[3] += their count, out[4] += the products of rows of more than ROWS_MEDIUM_MAX.  Offsets
+ * out[3] += their count, out[4] += the products of rows of more than ROWS_MEDIUM_MAX, out[5] += the
+ * products of tiny rows (at most ROWS_TINY_MAX entries and products: a warp each).  Offsets
  * (to ci's length, lengthA) and columns are clamped (this runs before the checks' verdict):
  * invalid operands give wrong statistics, never a fault.  One set of atomics per block: same-address atomics
  * of every warp cost about 100 us on the H100. */
@@ -413,7 +414,7 @@ __global__ void __launch_bounds__(kRowStatsThreads)
                                                          return (unsigned long long)max(
                                                              (int64_t)0, min((int64_t)rpB[c + 1], nnzB) - lo);
     };
-    unsigned long long small = 0, large = 0, entries = 0, rows = 0, huge = 0;
+    unsigned long long small = 0, large = 0, entries = 0, rows = 0, huge = 0, tiny = 0;
     /* 32 rows per warp at a time, a lane each; rows of more than 32 entries by the whole warp */
     for (int64_t base = warp * 32; base < m; base += warps * 32) {
         const int64_t i = base + lane;
@@ -441,6 +442,7 @@ __global__ void __launch_bounds__(kRowStatsThreads)
         if (i >= m) continue;
         if (prod <= (unsigned long long)ROWS_SMALL_MAX) {
             small += prod;
+            if (e1 - e0 <= ROWS_TINY_MAX && prod <= (unsigned long long)ROWS_TINY_MAX) tiny += prod;
         } else {
             large += prod;
             entries += (unsigned long long)(e1 - e0);
@@ -455,17 +457,19 @@ __global__ void __launch_bounds__(kRowStatsThreads)
         entries += __shfl_xor_sync(0xFFFFFFFFu, entries, o);
         rows += __shfl_xor_sync(0xFFFFFFFFu, rows, o);
         huge += __shfl_xor_sync(0xFFFFFFFFu, huge, o);
+        tiny += __shfl_xor_sync(0xFFFFFFFFu, tiny, o);
     }
-    __shared__ unsigned long long part[kRowStatsThreads / 32][5];
+    __shared__ unsigned long long part[kRowStatsThreads / 32][6];
     if (lane == 0) {
         part[threadIdx.x >> 5][0] = small;
         part[threadIdx.x >> 5][1] = large;
         part[threadIdx.x >> 5][2] = entries;
         part[threadIdx.x >> 5][3] = rows;
         part[threadIdx.x >> 5][4] = huge;
+        part[threadIdx.x >> 5][5] = tiny;
     }
     __syncthreads();
-    if (threadIdx.x < 5) {
+    if (threadIdx.x < 6) {
         unsigned long long sum = 0;
         for (int w = 0; w < kRowStatsThreads / 32; w++)
             sum += part[w][threadIdx.x];
@@ -514,7 +518,7 @@ int enqueue_densities(const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu_csr *B, 
  * choice costs time, never correctness. */
 struct Model {
     double tiles_ms0 = 0.90, tiles_ms_per_mpair = 0.30;
-    double rows_ms0 = 0.45, small_ms_per_mproduct = 0.065;
+    double rows_ms0 = 0.45, small_ms_per_mproduct = 0.065, tiny_ms_per_mproduct = 0.04;
     double dense_ms_per_mentry = 0.78, dense_ms_per_mproduct = 0.015, dense_ms_per_gcell = 12.0;
     double medium_ms_per_mproduct = 0.08, huge_ms_per_mproduct = 0.22;
 };
@@ -533,7 +537,8 @@ void predict(acc_spgemm_gpu *p) {
     else
         large = M.medium_ms_per_mproduct * (double)(p->rs_large - p->rs_huge) * mega +
                 M.huge_ms_per_mproduct * (double)p->rs_huge * mega;
-    p->est_ms_rows = M.rows_ms0 + M.small_ms_per_mproduct * (double)p->rs_small * mega + large;
+    p->est_ms_rows = M.rows_ms0 + M.small_ms_per_mproduct * (double)(p->rs_small - p->rs_tiny) * mega +
+                     M.tiny_ms_per_mproduct * (double)p->rs_tiny * mega + large;
 }
 
 template <typename IdxT, typename V>
@@ -614,12 +619,12 @@ int analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu
         const int nops = p->same ? 1 : 2;
         if (p->opt.validate) TRY(checks.enqueue(ops, nops, true, s));
         if (algo == ACC_SPGEMM_ALGO_AUTO) {
-            TRY(samples.alloc(9, s, &p->tr));
+            TRY(samples.alloc(10, s, &p->tr));
             TRY(enqueue_densities(A, p->same ? nullptr : B, samples.p, s));
         }
-        unsigned long long h[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+        unsigned long long h[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
         if (algo == ACC_SPGEMM_ALGO_AUTO) {
-            ACC_CUDA_TRY(cudaMemsetAsync(samples.p + 4, 0, 5 * sizeof(unsigned long long), s));
+            ACC_CUDA_TRY(cudaMemsetAsync(samples.p + 4, 0, 6 * sizeof(unsigned long long), s));
             TRY(enqueue_row_stats(A, B, samples.p + 4, s));
             ACC_CUDA_TRY(cudaMemcpyAsync(h, samples.p, sizeof h, cudaMemcpyDeviceToHost, s));
         }
@@ -638,6 +643,7 @@ int analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu
             p->rs_large_entries = (int64_t)h[6];
             p->rs_large_rows = (int64_t)h[7];
             p->rs_huge = (int64_t)h[8];
+            p->rs_tiny = (int64_t)h[9];
             predict(p);
             algo = p->est_ms_tiles < p->est_ms_rows ? ACC_SPGEMM_ALGO_TILES : ACC_SPGEMM_ALGO_ROWS;
         }
@@ -795,6 +801,7 @@ extern "C" int acc_spgemm_gpu_get_info(const acc_spgemm_gpu *p, acc_spgemm_gpu_i
     info->model_ms_rows = p->est_ms_rows;
     info->large_products = p->rs_large;
     info->large_entries = p->rs_large_entries;
+    info->tiny_products = p->rs_tiny;
     info->large_rows = p->nlarge;
     info->row_groups = p->ngroups;
     for (int64_t u : p->large_products) /* (copied before analyse's last synchronisation) */

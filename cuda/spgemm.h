@@ -86,7 +86,8 @@ typedef struct acc_spgemm_gpu_info {
     int64_t max_row_products;    /* rows: the most products of one row */
     int64_t large_products;      /* auto: products of rows with more than 1024 of them (the model's input) */
     int64_t large_entries;       /* auto: A's entries in those rows */
-    double model_ms_tiles;       /* auto: the model's predicted times of the whole call (ms, H100) */
+    int64_t tiny_products; /* auto: products of tiny rows (at most 32 entries and products: a warp each) */
+    double model_ms_tiles; /* auto: the model's predicted times of the whole call (ms, H100) */
     double model_ms_rows;
     double phase_ms[9]; /* with ACCSPMM_SPGEMM_PROFILE set: check, tile, pairs, structure, values,
                          * numeric (tiles), rows count, small rows, large rows (synchronised) */

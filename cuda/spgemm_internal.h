@@ -154,6 +154,9 @@ constexpr int64_t ROWS_DENSE_COLS = 12288;
  * is medium (n > ROWS_DENSE_COLS: one block sorts it) with at most ROWS_MEDIUM_MAX, else huge. */
 constexpr int64_t ROWS_SMALL_MAX = 1024;
 constexpr int64_t ROWS_MEDIUM_MAX = 8192;
+/* A small row is tiny (one warp sorts it in registers) with at most this many entries of A and
+ * this many products, one per lane. */
+constexpr int64_t ROWS_TINY_MAX = 32;
 
 } // namespace acc_spgemm
 
@@ -172,6 +175,7 @@ struct acc_spgemm_gpu {
     acc_spgemm::u64 *zeros = nullptr;            /* [1] counter of the numeric phase */
     double est_density_a = 0, est_density_b = 0; /* sampled entries per nonempty 8x8 tile */
     int64_t rs_small = 0, rs_large = 0, rs_large_entries = 0, rs_large_rows = 0, rs_huge = 0; /* row stats */
+    int64_t rs_tiny = 0;                      /* of rs_small, the tiny rows' products */
     double est_ms_tiles = 0, est_ms_rows = 0; /* its predictions */
     bool profile = false;
     double phase_ms[acc_spgemm::PH_COUNT] = {};
@@ -196,9 +200,11 @@ struct acc_spgemm_gpu {
 
     /* row path */
     acc_spgemm::RowMat RA, RB;
-    int64_t *pe = nullptr;               /* [nnz(A)+1] products before each entry of A (every row) */
-    int64_t *ps = nullptr;               /* [nnz(A)+1] the same over small rows only (large rows count 0) */
-    int64_t small_total = 0;             /* products of the small rows */
+    int64_t *pe = nullptr;               /* [nnz(A)+1] products before each entry of A (every row; the large
+                                          * rows' paths read it: without large rows it becomes ps) */
+    int64_t *ps = nullptr;               /* [nnz(A)+1] the same over the row groups' rows only (tiny and large
+                                          * rows count 0) */
+    int64_t small_total = 0;             /* products of the row groups' rows */
     int64_t ngroups = 0;                 /* blocks of the small-row kernels */
     int64_t *gstart = nullptr;           /* [ngroups+1] their first rows */
     int64_t nlarge = 0;                  /* rows with more than SMALL_MAX products */

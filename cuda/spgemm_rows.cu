@@ -7,7 +7,13 @@
  * entry f = (k, j) of B's row k (in its order); |products(i)| = sum over A's row of B's row
  * lengths, from one scan over A's entries (pe).  Rows are cut three ways:
  *
- *   - small rows (at most SMALL_MAX = 1024 products): row groups.  Group g holds the small rows
+ *   - tiny rows (at most 32 entries of A and 32 products): a warp per row expands one product
+ *     per lane.  The symbolic pass counts the row's distinct columns with __match_any_sync; the
+ *     numeric pass keys the products (column, product index), sorts the keys with a bitonic
+ *     sort in registers (shuffles: equal columns keep their expansion order), sums each run left
+ *     to right and writes it at row_offsets[row] + the runs before it.  No permutation is kept,
+ *     nothing but the result touches global memory; a warp holds TINY_ROWS rows at once.
+ *   - other small rows (at most SMALL_MAX = 1024 products): row groups.  Group g holds the small rows
  *     whose first product, counted over small rows only (ps), lies in [g SMALL_MAX,
  *     (g+1) SMALL_MAX): at most 2 SMALL_MAX = 2048 products, consecutive in that count.  One
  *     block of 256 threads expands them (8 per thread: one binary search, then a walk), keys
@@ -346,6 +352,214 @@ template <int THREADS, int ITEMS> constexpr size_t numeric_smem() {
     return (size_t)THREADS * ITEMS * (sizeof(uint64_t) + sizeof(double) + sizeof(uint16_t));
 }
 
+/* ---- tiny rows: a warp per row, sorted in registers ------------------------------------------------ */
+
+constexpr int64_t TINY_MAX = ROWS_TINY_MAX;
+constexpr unsigned kFull = 0xFFFFFFFFu;
+constexpr int kTinyWarps = 8; /* warps per block of the tiny-row kernels */
+static_assert(TINY_MAX == 32, "a tiny row holds one product per lane");
+
+/* The tiny rows' entries count no products in c (entry_products' counts, before the scan into ps:
+ * they are in no row group).  Row i is tiny with at most TINY_MAX entries of A and 1..TINY_MAX
+ * products, counted here from B's row offsets (c may be pe's own array, overwritten). */
+__global__ void zero_tiny_rows(int64_t m, const int64_t *__restrict__ rpA, const int32_t *__restrict__ ciA,
+                               const int64_t *__restrict__ rpB, int64_t *__restrict__ c) {
+    GRID_STRIDE(i, m) {
+        const int64_t e0 = rpA[i], e1 = rpA[i + 1];
+        if (e1 - e0 > TINY_MAX) continue;
+        int64_t P = 0;
+        for (int64_t e = e0; e < e1; e++)
+            P += rpB[ciA[e] + 1] - rpB[ciA[e]];
+        if (P > 0 && P <= TINY_MAX)
+            for (int64_t e = e0; e < e1; e++)
+                c[e + 1] = 0;
+    }
+}
+
+struct TinyArgs {
+    int64_t m, n; /* rows of A, columns of B */
+    const int64_t *rpA, *rpB;
+    const int32_t *ciA, *ciB;
+    const double *valsA, *valsB; /* numeric only */
+    int64_t *row_nnz;            /* symbolic: entries per row */
+    const int64_t *row_ptr;      /* numeric: C's row offsets */
+    void *cols, *vals;
+    u64 *zeros;
+};
+
+/* A warp takes TINY_ROWS consecutive rows at a time and runs each step for all of them before the
+ * next step (branch-free: a row that is not tiny has P = 0), so that their dependent loads (row
+ * offsets -> entries -> B's row offsets -> B's columns and values) are in flight together. */
+constexpr int TINY_ROWS = 4;
+
+/* The products of rows i0 .. i0 + TINY_ROWS - 1, lane p holding product p of each: key (column
+ * << 5 | p), ~0 past the row's P products (P = 0 for a row that is not tiny), and its value (VALUES).
+ * Lane l < len holds entry e0 + l and its B row's length (a warp scan gives each entry's first
+ * product); the entry of product p is the nonempty entry whose first product is the last start at
+ * or before p (`owner`: this warp's shared bytes, start -> lane, per row). */
+template <bool VALUES, typename K>
+__device__ __forceinline__ void tiny_expand(const TinyArgs &a, int64_t i0, int lane, uint8_t (*owner)[32],
+                                            int64_t (&e0)[TINY_ROWS], int (&P)[TINY_ROWS],
+                                            K (&key)[TINY_ROWS], double (&val)[TINY_ROWS]) {
+    int64_t e1[TINY_ROWS];
+#pragma unroll
+    for (int r = 0; r < TINY_ROWS; r++) {
+        const bool in = i0 + r < a.m;
+        e0[r] = in ? a.rpA[i0 + r] : 0;
+        e1[r] = in ? a.rpA[i0 + r + 1] : 0;
+    }
+    int start[TINY_ROWS], count[TINY_ROWS];
+    int64_t fbase[TINY_ROWS];
+    double av[TINY_ROWS];
+#pragma unroll
+    for (int r = 0; r < TINY_ROWS; r++) {
+        int64_t c = 0;
+        fbase[r] = 0;
+        av[r] = 0.0;
+        if (e1[r] - e0[r] <= TINY_MAX && lane < e1[r] - e0[r]) {
+            const int64_t e = e0[r] + lane;
+            const int32_t j = a.ciA[e];
+            fbase[r] = a.rpB[j];
+            c = a.rpB[j + 1] - fbase[r];
+            if (VALUES) av[r] = a.valsA[e];
+        }
+        count[r] = (int)min(c, TINY_MAX + 1); /* a larger count makes the row not tiny anyway */
+    }
+#pragma unroll
+    for (int r = 0; r < TINY_ROWS; r++) { /* inclusive warp scans of the counts */
+        int x = count[r];
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int y = __shfl_up_sync(kFull, x, o);
+            if (lane >= o) x += y;
+        }
+        start[r] = x - count[r];
+        const int total = __shfl_sync(kFull, x, 31);
+        P[r] = total <= TINY_MAX ? total : 0;
+        if (P[r] == 0) count[r] = 0;
+    }
+    unsigned starts[TINY_ROWS];
+#pragma unroll
+    for (int r = 0; r < TINY_ROWS; r++) {
+        if (count[r] > 0) owner[r][start[r]] = (uint8_t)lane; /* then start < P <= 32 */
+        starts[r] = __reduce_or_sync(kFull, count[r] > 0 ? 1u << start[r] : 0u);
+    }
+    __syncwarp();
+    int64_t f[TINY_ROWS];
+#pragma unroll
+    for (int r = 0; r < TINY_ROWS; r++) {
+        /* bit 0 is set where P > 0 (the first nonempty entry starts at 0); (2u << 31) - 1 is all ones */
+        const int b = 31 - __clz((starts[r] & ((2u << lane) - 1u)) | 1u);
+        const int src = lane < P[r] ? owner[r][b] : 0;
+        f[r] = __shfl_sync(kFull, fbase[r], src) + (lane - b);
+        if (VALUES) av[r] = __shfl_sync(kFull, av[r], src);
+    }
+    __syncwarp(); /* owner is rewritten by the next rows */
+#pragma unroll
+    for (int r = 0; r < TINY_ROWS; r++) {
+        key[r] = ~K(0);
+        if (lane < P[r]) {
+            key[r] = ((K)a.ciB[f[r]] << 5) | (K)lane;
+            if (VALUES) val[r] = av[r] * a.valsB[f[r]];
+        }
+    }
+}
+
+/* Ascending bitonic sort of one key per lane for each row (the keys are distinct but for ~0): 15
+ * exchanges, one shuffle each for 32-bit keys (where the columns fit 27 bits), two for 64-bit. */
+template <typename K> __device__ __forceinline__ void warp_sort(K (&key)[TINY_ROWS], int lane) {
+#pragma unroll
+    for (int k = 2; k <= 32; k <<= 1) {
+#pragma unroll
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            const bool keep_min = ((lane & j) == 0) == ((lane & k) == 0);
+#pragma unroll
+            for (int r = 0; r < TINY_ROWS; r++) {
+                const K other = __shfl_xor_sync(kFull, key[r], j);
+                key[r] = keep_min ? min(key[r], other) : max(key[r], other);
+            }
+        }
+    }
+}
+
+/* Symbolic: each tiny row's distinct columns, without a sort: a lane whose column no lane below it
+ * holds (__match_any_sync) is the first of its column. */
+__global__ void __launch_bounds__(kTinyWarps * 32, 4) tiny_symbolic(TinyArgs a) {
+    __shared__ uint8_t owners[kTinyWarps][TINY_ROWS][32];
+    const int lane = threadIdx.x & 31;
+    const unsigned below = (1u << lane) - 1u;
+    const int64_t step = (int64_t)gridDim.x * kTinyWarps * TINY_ROWS;
+    for (int64_t i0 = ((int64_t)blockIdx.x * kTinyWarps + (threadIdx.x >> 5)) * TINY_ROWS; i0 < a.m;
+         i0 += step) {
+        int64_t e0[TINY_ROWS];
+        int P[TINY_ROWS];
+        uint64_t key[TINY_ROWS];
+        double unused[TINY_ROWS];
+        tiny_expand<false>(a, i0, lane, owners[threadIdx.x >> 5], e0, P, key, unused);
+#pragma unroll
+        for (int r = 0; r < TINY_ROWS; r++) {
+            const unsigned same = __match_any_sync(kFull, (unsigned long long)(key[r] >> 5));
+            const unsigned first = __ballot_sync(kFull, lane < P[r] && !(same & below));
+            if (lane == r && P[r] > 0) a.row_nnz[i0 + r] = __popc(first);
+        }
+    }
+}
+
+/* Numeric: sorted as above (equal columns keep their expansion order, scipy's order of the sums);
+ * each run's head sums it left to right and writes it at row_ptr[i] + the heads before it. */
+template <typename K, typename ColT, typename OutT>
+__global__ void __launch_bounds__(kTinyWarps * 32, 4) tiny_numeric(TinyArgs a) {
+    __shared__ uint8_t owners[kTinyWarps][TINY_ROWS][32];
+    const int lane = threadIdx.x & 31;
+    const int64_t step = (int64_t)gridDim.x * kTinyWarps * TINY_ROWS;
+    ColT *cols = static_cast<ColT *>(a.cols);
+    OutT *out = static_cast<OutT *>(a.vals);
+    u64 zeros = 0;
+    for (int64_t i0 = ((int64_t)blockIdx.x * kTinyWarps + (threadIdx.x >> 5)) * TINY_ROWS; i0 < a.m;
+         i0 += step) {
+        int64_t e0[TINY_ROWS], base[TINY_ROWS];
+        int P[TINY_ROWS];
+        K key[TINY_ROWS];
+        double val[TINY_ROWS];
+        tiny_expand<true>(a, i0, lane, owners[threadIdx.x >> 5], e0, P, key, val);
+#pragma unroll
+        for (int r = 0; r < TINY_ROWS; r++)
+            base[r] = P[r] > 0 ? a.row_ptr[i0 + r] : 0;
+        warp_sort(key, lane);
+#pragma unroll
+        for (int r = 0; r < TINY_ROWS; r++) {
+            const double v = __shfl_sync(kFull, val[r], (int)(key[r] & 31)); /* the sorted product's value */
+            const K col = key[r] >> 5;
+            const K prev = __shfl_up_sync(kFull, col, 1);
+            const bool head = lane < P[r] && (lane == 0 || col != prev);
+            const unsigned heads = __ballot_sync(kFull, head);
+            double sum = v;
+            bool open = head;
+            for (int t = 1; t < 32 && __any_sync(kFull, open); t++) {
+                const double w = __shfl_down_sync(kFull, v, t);
+                const K c = __shfl_down_sync(kFull, col, t);
+                if (open) {
+                    if (lane + t < P[r] && c == col)
+                        sum += w;
+                    else
+                        open = false;
+                }
+            }
+            if (head) {
+                const int64_t pos = base[r] + __popc(heads & ((1u << lane) - 1u));
+                const OutT res = (OutT)sum;
+                cols[pos] = (ColT)col;
+                out[pos] = res;
+                zeros += res == (OutT)0;
+            }
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        zeros += __shfl_down_sync(kFull, zeros, o);
+    if (lane == 0 && zeros) atomicAdd(a.zeros, zeros);
+}
+
 /* ---- large rows, small n: dense accumulation in shared memory ------------------------------------ */
 
 struct DenseArgs {
@@ -586,6 +800,38 @@ int launch_sorted_numeric(const GroupArgs &a, cudaStream_t s) {
     return ACC_SUCCESS;
 }
 
+TinyArgs tiny_args(const acc_spgemm_gpu *p, const double *valsA, const double *valsB) {
+    TinyArgs t;
+    t.m = p->m;
+    t.n = p->n;
+    t.rpA = p->RA.rp;
+    t.rpB = p->RB.rp;
+    t.ciA = p->RA.ci;
+    t.ciB = p->RB.ci;
+    t.valsA = valsA;
+    t.valsB = valsB;
+    t.row_nnz = p->row_ptr + 1;
+    t.row_ptr = p->row_ptr;
+    t.cols = nullptr;
+    t.vals = nullptr;
+    t.zeros = p->zeros;
+    return t;
+}
+
+template <bool NUMERIC, typename ColT, typename OutT> int launch_tiny(const TinyArgs &t, cudaStream_t s) {
+    if (t.m == 0) return ACC_SUCCESS;
+    const int64_t per_block = (int64_t)kTinyWarps * TINY_ROWS;
+    const unsigned blocks = (unsigned)std::min<int64_t>((t.m + per_block - 1) / per_block, 1 << 16);
+    if (NUMERIC && t.n <= (int64_t(1) << 27)) /* (column, product) keys fit 32 bits */
+        tiny_numeric<uint32_t, ColT, OutT><<<blocks, kTinyWarps * 32, 0, s>>>(t);
+    else if (NUMERIC)
+        tiny_numeric<uint64_t, ColT, OutT><<<blocks, kTinyWarps * 32, 0, s>>>(t);
+    else
+        tiny_symbolic<<<blocks, kTinyWarps * 32, 0, s>>>(t);
+    LAUNCH_CHECK();
+    return ACC_SUCCESS;
+}
+
 DenseArgs dense_args(acc_spgemm_gpu *p, const double *valsA, const double *valsB) {
     DenseArgs d;
     d.n = p->n;
@@ -692,6 +938,12 @@ int numeric_typed(acc_spgemm_gpu *p, const double *valsA, const double *valsB, v
                   cudaStream_t s) {
     {
         PhaseTimer timer(p, PH_ROWS_SMALL);
+        if (p->RA.nnz > 0) {
+            TinyArgs t = tiny_args(p, valsA, valsB);
+            t.cols = cols;
+            t.vals = vals;
+            TRY((launch_tiny<true, ColT, OutT>(t, s)));
+        }
         if (p->ngroups > 0) {
             GroupArgs a = sorted_args(p, false, valsA, valsB);
             a.cols = cols;
@@ -769,8 +1021,8 @@ int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
     const RowMat &A = p->RA, &B = p->RB;
     const int64_t nnz = A.nnz, m = p->m;
     PhaseTimer timer(p, PH_ROWS_COUNT);
-    /* products before each entry over every row (pe), and the large rows: one sync.  Then, where
-     * there are large rows, the same over small rows only (ps: another sync); else ps is pe. */
+    /* products before each entry over every row (pe), and the large rows: one sync.  Then the same
+     * over the row groups' rows only (ps, without the tiny and large rows: another sync). */
     TRY(p->palloc(&p->pe, (size_t)nnz + 1));
     ACC_CUDA_TRY(cudaMemsetAsync(p->pe, 0, sizeof(int64_t), s));
     Temp<int64_t> rows, num;
@@ -797,15 +1049,23 @@ int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
     ACC_CUDA_TRY(cudaStreamSynchronize(s));
     p->nlarge = h[0];
     p->products = h[1];
-    if (p->nlarge == 0) {
+    if (nnz == 0) {
         p->ps = p->pe; /* not owned twice: only pe is in the plan's allocations */
-        p->small_total = p->products;
-    } else {
-        TRY(p->palloc(&p->ps, (size_t)nnz + 1));
-        ACC_CUDA_TRY(cudaMemsetAsync(p->ps, 0, sizeof(int64_t), s));
+        p->small_total = 0;
+    } else { /* the row groups' products: tiny and large rows count none */
+        if (p->nlarge == 0) {
+            p->ps = p->pe; /* pe serves only large rows: overwritten (memory of one prefix, not two) */
+        } else {
+            TRY(p->palloc(&p->ps, (size_t)nnz + 1));
+            ACC_CUDA_TRY(cudaMemsetAsync(p->ps, 0, sizeof(int64_t), s));
+        }
         entry_products<<<grid_for(nnz), kThreads, 0, s>>>(nnz, A.ci, B.rp, p->ps);
         LAUNCH_CHECK();
-        zero_large_rows<<<1024, kThreads, 0, s>>>(num.p, rows.p, A.rp, p->ps);
+        if (p->nlarge > 0) {
+            zero_large_rows<<<1024, kThreads, 0, s>>>(num.p, rows.p, A.rp, p->ps);
+            LAUNCH_CHECK();
+        }
+        zero_tiny_rows<<<grid_for(m), kThreads, 0, s>>>(m, A.rp, A.ci, B.rp, p->ps);
         LAUNCH_CHECK();
         size_t use = bytes;
         ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp.p, use, p->ps + 1, p->ps + 1, nnz, s));
@@ -842,6 +1102,7 @@ int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
     timer.next(PH_ROWS_SMALL);
     TRY(p->palloc(&p->gstart, (size_t)p->ngroups + 1));
     TRY(p->palloc(&p->perm_small, (size_t)p->small_total));
+    if (nnz > 0) TRY((launch_tiny<false, int32_t, float>(tiny_args(p, nullptr, nullptr), s)));
     if (p->ngroups > 0) {
         group_starts<<<grid_for(p->ngroups + 1), kThreads, 0, s>>>(m, p->ngroups, A.rp, p->ps, p->gstart);
         LAUNCH_CHECK();

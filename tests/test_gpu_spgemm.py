@@ -135,6 +135,50 @@ def test_row_algorithm_every_row_class(n, dups):
         same(p(A2), scipy_product(A2, B))
 
 
+@pytest.mark.parametrize("dups", [False, True])
+def test_tiny_rows_at_their_limits(dups):
+    """Rows of 0..40 products around the tiny rows' limit (32 entries and 32 products: a warp sorts
+    them in registers): rows of exactly 32 products, of 33, of 32 entries, of 33 entries whose B rows
+    are mostly empty (few products: not tiny), repeated columns that cancel to exact zeros, and B
+    rows with duplicate columns; the row algorithm's result is scipy's, bit for bit."""
+    rng = np.random.default_rng(7)
+    k, n = 200, 90
+    blen = rng.integers(0, 6, k)
+    blen[:40] = 0  # empty rows of B: entries of A without products
+    blen[40:60] = 1
+    Brows = [np.sort(rng.choice(n, size=b, replace=False)) for b in blen]
+    B = sp.csr_matrix((rng.integers(-3, 4, blen.sum()).astype(np.float64), np.concatenate(Brows),
+                       np.r_[0, np.cumsum(blen)]), shape=(k, n))
+    rows = []
+    for target in list(range(0, 41)) * 3:
+        cols, total = [], 0
+        for c in rng.permutation(k):
+            if total + blen[c] <= target:
+                cols.append(c)
+                total += blen[c]
+            if total == target:
+                break
+        rows.append(np.array(cols, np.int64))
+    rows.append(np.arange(32))  # 32 entries, every B row empty: no products
+    rows.append(np.r_[np.arange(33), [45]])  # 34 entries, few products: a row group's
+    rows.append(np.r_[np.arange(31), [41]])  # 32 entries, 1 product: tiny
+    lens = [len(r) for r in rows]
+    A = sp.csr_matrix((rng.integers(-2, 3, sum(lens)).astype(np.float64), np.concatenate(rows),
+                       np.r_[0, np.cumsum(lens)]), shape=(len(rows), k))
+    Bd = with_duplicates(B, 4) if dups else B
+    P, Pd, L = row_products(A, B), row_products(A, Bd), np.diff(A.indptr)
+    with accspmm.spgemm_plan(A, Bd, device="gpu") as p:  # auto: the model's statistics (the operands as given)
+        assert p.stats["tiny_products"] == Pd[(Pd > 0) & (Pd <= 32) & (L <= 32)].sum()
+    assert ((P == 32) & (L <= 32)).any() and ((P > 32) & (P <= 40)).any() and ((P <= 32) & (L > 32)).any()
+    for algorithm in ("rows", "tiles"):
+        with accspmm.spgemm_plan(A, Bd, device="gpu", algorithm=algorithm) as p:
+            p._poison = True
+            same(p(), scipy_product(A, B))
+            A2 = A.copy()
+            A2.data = A2.data * 3 - 1
+            same(p(A2), scipy_product(A2, B))
+
+
 def dense_tiles(nblocks, b, seed, dtype=np.float64):
     """kron(2-D Poisson, dense b x b): tiles full where b = 8, integer values."""
     n = int(np.sqrt(nblocks))
@@ -172,6 +216,8 @@ def test_the_model_takes_tiles_where_they_are_dense():
             assert (st["model_ms_tiles"] < st["model_ms_rows"]) == (algorithm == "tiles")
             assert st["products"] == P.sum() and st["large_products"] == P[large].sum()
             assert st["large_entries"] == np.diff(X.indptr)[large].sum()
+            tiny = (P > 0) & (P <= 32) & (np.diff(X.indptr) <= 32)
+            assert st["tiny_products"] == P[tiny].sum()
     assert row_products(D, D).max() == 1600 and row_products(S, S).max() <= 1024
     with accspmm.spgemm_plan(D, D, device="gpu") as p:
         assert p.stats["density_a"] == 64.0
