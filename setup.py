@@ -34,7 +34,11 @@ CUDA_C_SOURCES = ["csrc/cuda_module.c", "csrc/cuda_launcher.c", "csrc/cuda_spgem
                   "csrc/acc_status_string.c"]
 CUDA_CU_SOURCES = _rel("cuda/*.cu")
 HEADERS = _rel("csrc/*.h") + _rel("cuda/*.h")  # a changed header rebuilds the C sources too
-C_FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-unknown-pragmas"]
+# Hidden symbols: the extensions export PyInit_* only.  Exported, the C core's names bound to the first
+# definition in the process: torch's libgomp (loaded first when torch is imported first) defines
+# OpenACC's acc_malloc(size_t) and acc_free, which took over the core's allocator and corrupted the heap.
+C_FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-unknown-pragmas",
+           "-fvisibility=hidden"]
 
 
 def _cuda_mode():
@@ -127,7 +131,7 @@ class BuildExt(build_ext):
             os.makedirs(self.build_temp, exist_ok=True)
             for src in CUDA_CU_SOURCES:
                 obj = os.path.join(self.build_temp, os.path.basename(src) + ".o")
-                cmd = [nvcc, "-std=c++17", "-O3", "-Xcompiler", "-fPIC", "-lineinfo",
+                cmd = [nvcc, "-std=c++17", "-O3", "-Xcompiler", "-fPIC,-fvisibility=hidden", "-lineinfo",
                        "--expt-relaxed-constexpr", *_gencode_flags(), "-c", src, "-o", obj]
                 if not self._stale(obj, src, cmd):
                     print(f"accspmm: {obj} is up to date")

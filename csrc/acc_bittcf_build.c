@@ -95,7 +95,7 @@ acc_status acc_bittcf_fill(const acc_csr *A, const int64_t *perm, const int64_t 
     const int32_t *ci = A->column_indices;
 
     /* First value of each window: the nnz of its rows, prefix-summed. */
-    vstart = acc_malloc((size_t)W + 1, sizeof(int64_t));
+    vstart = acc_mem_alloc((size_t)W + 1, sizeof(int64_t));
     if (!vstart) return ACC_ERR_OUT_OF_MEMORY;
     vstart[0] = 0;
 #pragma omp parallel for schedule(static)
@@ -155,6 +155,6 @@ acc_status acc_bittcf_fill(const acc_csr *A, const int64_t *perm, const int64_t 
     }
     block_value_offsets[nblocks] = nnz;
 done:
-    acc_free(vstart);
+    acc_mem_free(vstart);
     return status;
 }

@@ -42,7 +42,7 @@ acc_status acc_csr_canonicalize(const acc_csr *A, int64_t *out_row_offsets, int3
     if (max_len > (int64_t)UINT32_MAX) return ACC_ERR_TOO_LARGE;
 
     const int nthreads = acc_num_threads();
-    scratch = acc_malloc((size_t)nthreads * (size_t)(max_len > 0 ? max_len : 1), sizeof(uint64_t));
+    scratch = acc_mem_alloc((size_t)nthreads * (size_t)(max_len > 0 ? max_len : 1), sizeof(uint64_t));
     if (!scratch) return ACC_ERR_OUT_OF_MEMORY;
 
     out_row_offsets[0] = 0;
@@ -77,6 +77,6 @@ acc_status acc_csr_canonicalize(const acc_csr *A, int64_t *out_row_offsets, int3
     }
     *nnz_out = pos;
 done:
-    acc_free(scratch);
+    acc_mem_free(scratch);
     return status;
 }

@@ -2,7 +2,7 @@
  * acc_internal.h -- helpers shared by the C core's files (not public).
  *
  * One allocation module (acc_memory.c): every allocation goes through
- * acc_malloc/acc_free so the test driver can make the n-th allocation fail
+ * acc_mem_alloc/acc_mem_free so the test driver can make the n-th allocation fail
  * and run every out-of-memory path (CSparse's habit).
  */
 #ifndef ACC_INTERNAL_H
@@ -18,10 +18,10 @@
 #endif
 
 /* Allocates n*size bytes (NULL on overflow or failure; never for n == 0). */
-void *acc_malloc(size_t n, size_t size);
+void *acc_mem_alloc(size_t n, size_t size);
 /* Grows or shrinks p to n*size bytes (NULL on failure: p is still valid and still owned). */
-void *acc_realloc(void *p, size_t n, size_t size);
-void acc_free(void *p);
+void *acc_mem_realloc(void *p, size_t n, size_t size);
+void acc_mem_free(void *p);
 /* Test hook: the countdown-th allocation from now fails (0 disables). */
 void acc_set_alloc_countdown(long countdown);
 

@@ -23,16 +23,16 @@ static int hook_fails(void) {
     return fail;
 }
 
-void *acc_malloc(size_t n, size_t size) {
+void *acc_mem_alloc(size_t n, size_t size) {
     if (n == 0 || size == 0) n = size = 1; /* a valid, freeable pointer */
     if (n > SIZE_MAX / size) return NULL;
     return hook_fails() ? NULL : malloc(n * size);
 }
 
-void *acc_realloc(void *p, size_t n, size_t size) {
+void *acc_mem_realloc(void *p, size_t n, size_t size) {
     if (n == 0 || size == 0) n = size = 1;
     if (n > SIZE_MAX / size) return NULL;
     return hook_fails() ? NULL : realloc(p, n * size);
 }
 
-void acc_free(void *p) { free(p); }
+void acc_mem_free(void *p) { free(p); }

@@ -9,7 +9,7 @@ acc_status acc_order_by_length(const int64_t *offsets, int64_t n, int ascending,
         const int64_t len = offsets[i + 1] - offsets[i];
         if (len > maxlen) maxlen = len;
     }
-    int64_t *start = acc_malloc((size_t)maxlen + 2, sizeof(int64_t));
+    int64_t *start = acc_mem_alloc((size_t)maxlen + 2, sizeof(int64_t));
     if (!start) return ACC_ERR_OUT_OF_MEMORY;
     memset(start, 0, ((size_t)maxlen + 2) * sizeof(int64_t));
     /* bucket b = rank of the length in the requested direction */
@@ -31,6 +31,6 @@ acc_status acc_order_by_length(const int64_t *offsets, int64_t n, int ascending,
             begin = start[b];
         }
     }
-    acc_free(start);
+    acc_mem_free(start);
     return ACC_SUCCESS;
 }

@@ -51,7 +51,7 @@ acc_status acc_pattern_transpose(const acc_csr *A, int64_t *col_offsets, int32_t
     const int32_t *ci = A->column_indices;
     memset(col_offsets, 0, (size_t)(k + 1) * sizeof(int64_t));
     const int nth = transpose_threads(A);
-    int32_t *cnt = nth > 1 ? acc_malloc((size_t)nth * (size_t)k, sizeof(int32_t)) : NULL;
+    int32_t *cnt = nth > 1 ? acc_mem_alloc((size_t)nth * (size_t)k, sizeof(int32_t)) : NULL;
     if (!cnt) { /* serial (or no memory for the histograms: serial too) */
         transpose_serial(A, col_offsets, rows);
         return ACC_SUCCESS;
@@ -86,6 +86,6 @@ acc_status acc_pattern_transpose(const acc_csr *A, int64_t *col_offsets, int32_t
                 rows[col_offsets[j] + mine[j]++] = (int32_t)i;
             }
     }
-    acc_free(cnt);
+    acc_mem_free(cnt);
     return ACC_SUCCESS;
 }

@@ -5,7 +5,7 @@ acc_status acc_perm_check(const int64_t *perm, int64_t m) {
     acc_status status = ACC_SUCCESS;
     unsigned char *seen = NULL;
     if (m < 0 || (m > 0 && !perm)) return ACC_ERR_INVALID_ARGUMENT;
-    seen = acc_malloc((size_t)m, 1);
+    seen = acc_mem_alloc((size_t)m, 1);
     if (!seen) return ACC_ERR_OUT_OF_MEMORY;
     memset(seen, 0, (size_t)m);
     for (int64_t i = 0; i < m; i++) {
@@ -17,6 +17,6 @@ acc_status acc_perm_check(const int64_t *perm, int64_t m) {
         seen[r] = 1;
     }
 done:
-    acc_free(seen);
+    acc_mem_free(seen);
     return status;
 }

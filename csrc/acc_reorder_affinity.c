@@ -173,7 +173,7 @@ static acc_status graph_edges(const acc_csr *A, const int64_t *col_offsets, cons
     const int64_t m = A->m, *rp = A->row_offsets;
     const int32_t *ci = A->column_indices;
     *cap = edge_capacity(adj_offsets[n]);
-    edge *e = acc_malloc((size_t)*cap, sizeof(edge));
+    edge *e = acc_mem_alloc((size_t)*cap, sizeof(edge));
     if (!e) return ACC_ERR_OUT_OF_MEMORY;
     if (A->m == A->k) {
 #pragma omp parallel for schedule(dynamic, 1024)
@@ -231,7 +231,7 @@ static acc_status store_reserve(edge_store *S, int64_t n, const dendrogram *D, c
     for (int64_t x = 0; x < n; x++)
         if (!visited[x] || (D->parent[x] >= 0 && !visited[D->parent[x]])) live += S->len[x];
     const int64_t ncap = 2 * (live + need) + 1024;
-    edge *ne = acc_malloc((size_t)ncap, sizeof(edge));
+    edge *ne = acc_mem_alloc((size_t)ncap, sizeof(edge));
     if (!ne) return ACC_ERR_OUT_OF_MEMORY;
     int64_t used = 0;
     for (int64_t x = 0; x < n; x++) {
@@ -244,7 +244,7 @@ static acc_status store_reserve(edge_store *S, int64_t n, const dendrogram *D, c
             S->len[x] = S->room[x] = 0;
         }
     }
-    acc_free(S->e);
+    acc_mem_free(S->e);
     S->e = ne;
     S->cap = ncap;
     S->used = used;
@@ -258,13 +258,13 @@ static acc_status build_dendrogram(int64_t n, const int64_t *adj_offsets, edge *
     const double E = (double)adj_offsets[n];
     edge_store S = {*edges_io, cap, adj_offsets[n], NULL, NULL, NULL};
     *edges_io = NULL; /* owned by S until the end */
-    S.off = acc_malloc((size_t)n, sizeof(int64_t));
-    S.len = acc_malloc((size_t)n, sizeof(int32_t));
-    S.room = acc_malloc((size_t)n, sizeof(int32_t));
-    int32_t *strength = acc_malloc((size_t)n, sizeof(int32_t)); /* sums of degrees: < 2^31 */
-    int32_t *acc = acc_malloc((size_t)n, sizeof(int32_t));
-    int32_t *touched = acc_malloc((size_t)n, sizeof(int32_t));
-    uint8_t *visited = acc_malloc((size_t)n, sizeof(uint8_t));
+    S.off = acc_mem_alloc((size_t)n, sizeof(int64_t));
+    S.len = acc_mem_alloc((size_t)n, sizeof(int32_t));
+    S.room = acc_mem_alloc((size_t)n, sizeof(int32_t));
+    int32_t *strength = acc_mem_alloc((size_t)n, sizeof(int32_t)); /* sums of degrees: < 2^31 */
+    int32_t *acc = acc_mem_alloc((size_t)n, sizeof(int32_t));
+    int32_t *touched = acc_mem_alloc((size_t)n, sizeof(int32_t));
+    uint8_t *visited = acc_mem_alloc((size_t)n, sizeof(uint8_t));
     if (!S.off || !S.len || !S.room || !strength || !acc || !touched || !visited) {
         status = ACC_ERR_OUT_OF_MEMORY;
         goto done;
@@ -320,14 +320,14 @@ static acc_status build_dendrogram(int64_t n, const int64_t *adj_offsets, edge *
         }
     }
 done:
-    acc_free(S.e);
-    acc_free(S.off);
-    acc_free(S.len);
-    acc_free(S.room);
-    acc_free(strength);
-    acc_free(acc);
-    acc_free(touched);
-    acc_free(visited);
+    acc_mem_free(S.e);
+    acc_mem_free(S.off);
+    acc_mem_free(S.len);
+    acc_mem_free(S.room);
+    acc_mem_free(strength);
+    acc_mem_free(acc);
+    acc_mem_free(touched);
+    acc_mem_free(visited);
     return status;
 }
 
@@ -368,7 +368,7 @@ static acc_status build_dendrogram_parts(const acc_csr *A, const int64_t *col_of
                                          int64_t *progress, int64_t progress_total) {
     const int64_t n = A->m;
     int64_t nparts = 0;
-    int64_t *bounds = acc_malloc((size_t)n + 1, sizeof(int64_t));
+    int64_t *bounds = acc_mem_alloc((size_t)n + 1, sizeof(int64_t));
     if (!bounds) return ACC_ERR_OUT_OF_MEMORY;
     for (int64_t v = 0, acc = 0; v < n; v++) {
         if (v == 0 || acc >= params->part_edges) {
@@ -383,7 +383,7 @@ static acc_status build_dendrogram_parts(const acc_csr *A, const int64_t *col_of
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t part = 0; part < nparts; part++) {
         const int64_t lo = bounds[part], hi = bounds[part + 1], np = hi - lo;
-        int64_t *off = acc_malloc((size_t)np + 1, sizeof(int64_t));
+        int64_t *off = acc_mem_alloc((size_t)np + 1, sizeof(int64_t));
         int64_t pcap = 0;
         edge *pe = NULL;
         acc_status st = off ? ACC_SUCCESS : ACC_ERR_OUT_OF_MEMORY;
@@ -392,7 +392,7 @@ static acc_status build_dendrogram_parts(const acc_csr *A, const int64_t *col_of
             for (int64_t v = 0; v < np; v++)
                 off[v + 1] = off[v] + sym_row(A, col_offsets, col_rows, lo + v, lo, hi, NULL);
             pcap = edge_capacity(off[np]);
-            pe = acc_malloc((size_t)pcap, sizeof(edge));
+            pe = acc_mem_alloc((size_t)pcap, sizeof(edge));
             if (!pe) st = ACC_ERR_OUT_OF_MEMORY;
         }
         if (st == ACC_SUCCESS) {
@@ -414,8 +414,8 @@ static acc_status build_dendrogram_parts(const acc_csr *A, const int64_t *col_of
             /* the part's union-find is no longer needed: its range is the stack */
             if (st == ACC_SUCCESS) dendrogram_dfs(lo, hi, D, D->dest + lo, dfs, comm);
         }
-        acc_free(pe); /* NULL once build_dendrogram took it */
-        acc_free(off);
+        acc_mem_free(pe); /* NULL once build_dendrogram took it */
+        acc_mem_free(off);
         int64_t now;
 #pragma omp atomic capture
         now = done += np;
@@ -425,7 +425,7 @@ static acc_status build_dendrogram_parts(const acc_csr *A, const int64_t *col_of
             status = st;
         }
     }
-    acc_free(bounds);
+    acc_mem_free(bounds);
     return status;
 }
 
@@ -460,43 +460,43 @@ typedef struct walk {
 #define ACC_TIE_SCAN 32
 
 static void walk_free(walk *W) {
-    acc_free(W->row_offsets);
-    acc_free(W->cols);
-    acc_free(W->col_offsets);
-    acc_free(W->col_rows);
-    acc_free(W->live);
-    acc_free(W->col_stamp);
-    acc_free(W->cnt);
-    acc_free(W->touched);
-    acc_free(W->placed);
-    acc_free(W->comm);
-    acc_free(W->colmap);
-    acc_free(W->head);
-    acc_free(W->tail);
-    acc_free(W->next);
-    acc_free(W->entry);
+    acc_mem_free(W->row_offsets);
+    acc_mem_free(W->cols);
+    acc_mem_free(W->col_offsets);
+    acc_mem_free(W->col_rows);
+    acc_mem_free(W->live);
+    acc_mem_free(W->col_stamp);
+    acc_mem_free(W->cnt);
+    acc_mem_free(W->touched);
+    acc_mem_free(W->placed);
+    acc_mem_free(W->comm);
+    acc_mem_free(W->colmap);
+    acc_mem_free(W->head);
+    acc_mem_free(W->tail);
+    acc_mem_free(W->next);
+    acc_mem_free(W->entry);
 }
 
 /* Allocates a walk for chunks of at most R rows and nnz entries. */
 static acc_status walk_alloc(walk *W, int64_t R, int64_t nnz, int64_t k, int64_t max_len) {
     const int64_t kc = nnz < k ? nnz : k;
     memset(W, 0, sizeof(*W));
-    W->row_offsets = acc_malloc((size_t)R + 1, sizeof(int64_t));
-    W->cols = acc_malloc((size_t)nnz, sizeof(int32_t));
-    W->col_offsets = acc_malloc((size_t)kc + 1, sizeof(int64_t));
-    W->col_rows = acc_malloc((size_t)nnz, sizeof(int32_t));
-    W->live = acc_malloc((size_t)kc, sizeof(int64_t));
-    W->col_stamp = acc_malloc((size_t)kc, sizeof(int64_t));
-    W->cnt = acc_malloc((size_t)R, sizeof(int32_t));
-    W->touched = acc_malloc((size_t)R, sizeof(int32_t));
-    W->placed = acc_malloc((size_t)R, sizeof(uint8_t));
-    W->comm = acc_malloc((size_t)R, sizeof(int32_t));
-    W->colmap = acc_malloc((size_t)k, sizeof(int32_t));
-    W->head = acc_malloc((size_t)max_len + 1, sizeof(int32_t));
-    W->tail = acc_malloc((size_t)max_len + 1, sizeof(int32_t));
+    W->row_offsets = acc_mem_alloc((size_t)R + 1, sizeof(int64_t));
+    W->cols = acc_mem_alloc((size_t)nnz, sizeof(int32_t));
+    W->col_offsets = acc_mem_alloc((size_t)kc + 1, sizeof(int64_t));
+    W->col_rows = acc_mem_alloc((size_t)nnz, sizeof(int32_t));
+    W->live = acc_mem_alloc((size_t)kc, sizeof(int64_t));
+    W->col_stamp = acc_mem_alloc((size_t)kc, sizeof(int64_t));
+    W->cnt = acc_mem_alloc((size_t)R, sizeof(int32_t));
+    W->touched = acc_mem_alloc((size_t)R, sizeof(int32_t));
+    W->placed = acc_mem_alloc((size_t)R, sizeof(uint8_t));
+    W->comm = acc_mem_alloc((size_t)R, sizeof(int32_t));
+    W->colmap = acc_mem_alloc((size_t)k, sizeof(int32_t));
+    W->head = acc_mem_alloc((size_t)max_len + 1, sizeof(int32_t));
+    W->tail = acc_mem_alloc((size_t)max_len + 1, sizeof(int32_t));
     W->qcap = 4096;
-    W->next = acc_malloc((size_t)W->qcap, sizeof(int32_t));
-    W->entry = acc_malloc((size_t)W->qcap, sizeof(int32_t));
+    W->next = acc_mem_alloc((size_t)W->qcap, sizeof(int32_t));
+    W->entry = acc_mem_alloc((size_t)W->qcap, sizeof(int32_t));
     if (!W->row_offsets || !W->cols || !W->col_offsets || !W->col_rows || !W->live || !W->col_stamp ||
         !W->cnt || !W->touched || !W->placed || !W->comm || !W->colmap || !W->head || !W->tail || !W->next ||
         !W->entry)
@@ -512,17 +512,17 @@ static acc_status walk_alloc(walk *W, int64_t R, int64_t nnz, int64_t k, int64_t
 static acc_status bucket_push(walk *W, int32_t r, int64_t c) {
     if (W->qn == W->qcap) {
         const int64_t ncap = 2 * W->qcap;
-        int32_t *nn = acc_malloc((size_t)ncap, sizeof(int32_t));
-        int32_t *ne = acc_malloc((size_t)ncap, sizeof(int32_t));
+        int32_t *nn = acc_mem_alloc((size_t)ncap, sizeof(int32_t));
+        int32_t *ne = acc_mem_alloc((size_t)ncap, sizeof(int32_t));
         if (!nn || !ne) {
-            acc_free(nn);
-            acc_free(ne);
+            acc_mem_free(nn);
+            acc_mem_free(ne);
             return ACC_ERR_OUT_OF_MEMORY;
         }
         memcpy(nn, W->next, (size_t)W->qn * sizeof(int32_t));
         memcpy(ne, W->entry, (size_t)W->qn * sizeof(int32_t));
-        acc_free(W->next);
-        acc_free(W->entry);
+        acc_mem_free(W->next);
+        acc_mem_free(W->entry);
         W->next = nn;
         W->entry = ne;
         W->qcap = ncap;
@@ -670,14 +670,14 @@ static acc_status order_rows(const acc_csr *A, const int32_t *dfs, int64_t n, co
     const int64_t m = A->m, *rp = A->row_offsets;
     acc_status status = ACC_SUCCESS;
     int64_t nchunks = 0, R = 0, max_rows = 0, max_nnz = 0, max_len = 0, done_rows = 0;
-    int32_t *seq = acc_malloc((size_t)m, sizeof(int32_t));        /* nonempty rows, dfs order */
-    int64_t *bounds = acc_malloc((size_t)m + 2, sizeof(int64_t)); /* chunk starts in seq */
-    int32_t *local = acc_malloc((size_t)m, sizeof(int32_t));
+    int32_t *seq = acc_mem_alloc((size_t)m, sizeof(int32_t));        /* nonempty rows, dfs order */
+    int64_t *bounds = acc_mem_alloc((size_t)m + 2, sizeof(int64_t)); /* chunk starts in seq */
+    int32_t *local = acc_mem_alloc((size_t)m, sizeof(int32_t));
     const int nthreads = acc_num_threads();
     if (!seq || !bounds || !local) {
-        acc_free(seq);
-        acc_free(bounds);
-        acc_free(local);
+        acc_mem_free(seq);
+        acc_mem_free(bounds);
+        acc_mem_free(local);
         return ACC_ERR_OUT_OF_MEMORY;
     }
     for (int64_t p = 0, acc = 0; p < n; p++) {
@@ -731,9 +731,9 @@ static acc_status order_rows(const acc_csr *A, const int32_t *dfs, int64_t n, co
     int64_t pos = R;
     for (int64_t i = 0; i < m; i++)
         if (rp[i + 1] == rp[i]) perm[pos++] = i; /* empty rows go last */
-    acc_free(seq);
-    acc_free(bounds);
-    acc_free(local);
+    acc_mem_free(seq);
+    acc_mem_free(bounds);
+    acc_mem_free(local);
     return status;
 }
 
@@ -750,17 +750,17 @@ acc_status acc_reorder_affinity(const acc_csr *A, const acc_affinity_params *par
     edge *edges = NULL;
     int64_t cap = 0;
     dendrogram D = {0};
-    int64_t *adj_offsets = acc_malloc((size_t)n + 1, sizeof(int64_t));
-    int64_t *visit = acc_malloc((size_t)n, sizeof(int64_t));
-    int32_t *dfs = acc_malloc((size_t)n, sizeof(int32_t));
-    int32_t *comm = acc_malloc((size_t)n, sizeof(int32_t));
-    int64_t *col_offsets = acc_malloc((size_t)k + 1, sizeof(int64_t));
-    int32_t *col_rows = acc_malloc((size_t)nnz, sizeof(int32_t));
-    D.dest = acc_malloc((size_t)n, sizeof(int32_t));
-    D.parent = acc_malloc((size_t)n, sizeof(int32_t));
-    D.first_child = acc_malloc((size_t)n, sizeof(int32_t));
-    D.last_child = acc_malloc((size_t)n, sizeof(int32_t));
-    D.next_sib = acc_malloc((size_t)n, sizeof(int32_t));
+    int64_t *adj_offsets = acc_mem_alloc((size_t)n + 1, sizeof(int64_t));
+    int64_t *visit = acc_mem_alloc((size_t)n, sizeof(int64_t));
+    int32_t *dfs = acc_mem_alloc((size_t)n, sizeof(int32_t));
+    int32_t *comm = acc_mem_alloc((size_t)n, sizeof(int32_t));
+    int64_t *col_offsets = acc_mem_alloc((size_t)k + 1, sizeof(int64_t));
+    int32_t *col_rows = acc_mem_alloc((size_t)nnz, sizeof(int32_t));
+    D.dest = acc_mem_alloc((size_t)n, sizeof(int32_t));
+    D.parent = acc_mem_alloc((size_t)n, sizeof(int32_t));
+    D.first_child = acc_mem_alloc((size_t)n, sizeof(int32_t));
+    D.last_child = acc_mem_alloc((size_t)n, sizeof(int32_t));
+    D.next_sib = acc_mem_alloc((size_t)n, sizeof(int32_t));
     if (!adj_offsets || !visit || !dfs || !comm || !col_offsets || !col_rows || !D.dest || !D.parent ||
         !D.first_child || !D.last_child || !D.next_sib) {
         status = ACC_ERR_OUT_OF_MEMORY;
@@ -802,8 +802,8 @@ acc_status acc_reorder_affinity(const acc_csr *A, const acc_affinity_params *par
     ACC_PHASE(2); /* in parts, each part's depth-first order is timed with step I */
 
     /* Step II */
-    acc_free(col_offsets); /* step II builds each chunk's own transposed pattern */
-    acc_free(col_rows);
+    acc_mem_free(col_offsets); /* step II builds each chunk's own transposed pattern */
+    acc_mem_free(col_rows);
     col_offsets = NULL;
     col_rows = NULL;
     ACC_CHECK(order_rows(A, dfs, n, comm, params, perm, progress, n, total_work));
@@ -811,17 +811,17 @@ acc_status acc_reorder_affinity(const acc_csr *A, const acc_affinity_params *par
 #undef ACC_PHASE
     acc_progress_set(progress, total_work, total_work);
 done:
-    acc_free(edges);
-    acc_free(adj_offsets);
-    acc_free(visit);
-    acc_free(dfs);
-    acc_free(comm);
-    acc_free(D.dest);
-    acc_free(D.parent);
-    acc_free(D.first_child);
-    acc_free(D.last_child);
-    acc_free(D.next_sib);
-    acc_free(col_offsets);
-    acc_free(col_rows);
+    acc_mem_free(edges);
+    acc_mem_free(adj_offsets);
+    acc_mem_free(visit);
+    acc_mem_free(dfs);
+    acc_mem_free(comm);
+    acc_mem_free(D.dest);
+    acc_mem_free(D.parent);
+    acc_mem_free(D.first_child);
+    acc_mem_free(D.last_child);
+    acc_mem_free(D.next_sib);
+    acc_mem_free(col_offsets);
+    acc_mem_free(col_rows);
     return status;
 }

@@ -84,7 +84,7 @@ static acc_status row_blocks(const acc_csr *A, int64_t bw, int64_t *rb_offsets, 
     }
     for (int64_t i = 0; i < m; i++)
         rb_offsets[i + 1] += rb_offsets[i];
-    int32_t *rb = acc_malloc((size_t)rb_offsets[m], sizeof(int32_t));
+    int32_t *rb = acc_mem_alloc((size_t)rb_offsets[m], sizeof(int32_t));
     if (!rb) return ACC_ERR_OUT_OF_MEMORY;
 #pragma omp parallel for schedule(dynamic, 1024)
     for (int64_t i = 0; i < m; i++) {
@@ -111,15 +111,15 @@ acc_status acc_reorder_jaccard(const acc_csr *A, const acc_jaccard_params *param
     acc_status status = ACC_SUCCESS;
     int32_t *rb = NULL;
     heap h = {0};
-    int64_t *rb_offsets = acc_malloc((size_t)m + 1, sizeof(int64_t));
-    int64_t *order = acc_malloc((size_t)m, sizeof(int64_t));
-    int64_t *pos_of = acc_malloc((size_t)m, sizeof(int64_t));
-    int64_t *seen = acc_malloc((size_t)m, sizeof(int64_t)); /* cluster that pushed the row */
-    uint8_t *done_row = acc_malloc((size_t)m, sizeof(uint8_t));
-    int64_t *blk_offsets = acc_malloc((size_t)nb + 1, sizeof(int64_t));
-    int64_t *live = acc_malloc((size_t)nb, sizeof(int64_t));
-    int64_t *in_p = acc_malloc((size_t)nb, sizeof(int64_t)); /* cluster whose P holds the block */
-    h.a = acc_malloc((size_t)m, sizeof(int64_t));
+    int64_t *rb_offsets = acc_mem_alloc((size_t)m + 1, sizeof(int64_t));
+    int64_t *order = acc_mem_alloc((size_t)m, sizeof(int64_t));
+    int64_t *pos_of = acc_mem_alloc((size_t)m, sizeof(int64_t));
+    int64_t *seen = acc_mem_alloc((size_t)m, sizeof(int64_t)); /* cluster that pushed the row */
+    uint8_t *done_row = acc_mem_alloc((size_t)m, sizeof(uint8_t));
+    int64_t *blk_offsets = acc_mem_alloc((size_t)nb + 1, sizeof(int64_t));
+    int64_t *live = acc_mem_alloc((size_t)nb, sizeof(int64_t));
+    int64_t *in_p = acc_mem_alloc((size_t)nb, sizeof(int64_t)); /* cluster whose P holds the block */
+    h.a = acc_mem_alloc((size_t)m, sizeof(int64_t));
     int32_t *blk_rows = NULL;
     if (!rb_offsets || !order || !pos_of || !seen || !done_row || !blk_offsets || !live || !in_p || !h.a) {
         status = ACC_ERR_OUT_OF_MEMORY;
@@ -130,7 +130,7 @@ acc_status acc_reorder_jaccard(const acc_csr *A, const acc_jaccard_params *param
     /* inverted index of the block patterns */
     {
         const acc_csr P = {m, nb, rb_offsets, rb, NULL, ACC_FLOAT32};
-        blk_rows = acc_malloc((size_t)rb_offsets[m], sizeof(int32_t));
+        blk_rows = acc_mem_alloc((size_t)rb_offsets[m], sizeof(int32_t));
         if (!blk_rows) {
             status = ACC_ERR_OUT_OF_MEMORY;
             goto done;
@@ -228,16 +228,16 @@ acc_status acc_reorder_jaccard(const acc_csr *A, const acc_jaccard_params *param
         if (rb_offsets[i + 1] == rb_offsets[i]) perm[out++] = i;
     acc_progress_set(progress, m, m);
 done:
-    acc_free(rb);
-    acc_free(rb_offsets);
-    acc_free(order);
-    acc_free(pos_of);
-    acc_free(seen);
-    acc_free(done_row);
-    acc_free(blk_offsets);
-    acc_free(blk_rows);
-    acc_free(live);
-    acc_free(in_p);
-    acc_free(h.a);
+    acc_mem_free(rb);
+    acc_mem_free(rb_offsets);
+    acc_mem_free(order);
+    acc_mem_free(pos_of);
+    acc_mem_free(seen);
+    acc_mem_free(done_row);
+    acc_mem_free(blk_offsets);
+    acc_mem_free(blk_rows);
+    acc_mem_free(live);
+    acc_mem_free(in_p);
+    acc_mem_free(h.a);
     return status;
 }

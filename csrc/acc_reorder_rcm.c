@@ -59,9 +59,9 @@ acc_status acc_reorder_rcm(const acc_csr *G, const int64_t *seeds, int64_t *perm
         if (seeds[i] < 0 || seeds[i] >= n) return ACC_ERR_INVALID_ARGUMENT;
         if (rp[i + 1] - rp[i] > max_row) max_row = rp[i + 1] - rp[i];
     }
-    seen = acc_malloc((size_t)n, 1);
-    degree = acc_malloc((size_t)n, sizeof *degree);
-    keys = acc_malloc((size_t)(max_row ? max_row : 1), sizeof *keys);
+    seen = acc_mem_alloc((size_t)n, 1);
+    degree = acc_mem_alloc((size_t)n, sizeof *degree);
+    keys = acc_mem_alloc((size_t)(max_row ? max_row : 1), sizeof *keys);
     if (!seen || !degree || !keys) ACC_CHECK(ACC_ERR_OUT_OF_MEMORY);
     memset(seen, 0, (size_t)n);
     for (int64_t i = 0; i < n; i++) {
@@ -110,8 +110,8 @@ acc_status acc_reorder_rcm(const acc_csr *G, const int64_t *seeds, int64_t *perm
         perm[j] = t;
     }
 done:
-    acc_free(seen);
-    acc_free(degree);
-    acc_free(keys);
+    acc_mem_free(seen);
+    acc_mem_free(degree);
+    acc_mem_free(keys);
     return status;
 }

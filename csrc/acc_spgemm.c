@@ -50,10 +50,10 @@ struct acc_spgemm_state {
 };
 
 static void accum_free(accum *a) {
-    acc_free(a->val);
-    acc_free(a->stamp);
-    acc_free(a->touched);
-    acc_free(a->bits);
+    acc_mem_free(a->val);
+    acc_mem_free(a->stamp);
+    acc_mem_free(a->touched);
+    acc_mem_free(a->bits);
     memset(a, 0, sizeof *a);
 }
 
@@ -62,11 +62,11 @@ static acc_status accum_init(accum *a, int64_t n, int64_t max_products) {
     a->n = n;
     a->dense = n <= ACC_SPGEMM_DENSE_COLS;
     const int64_t t = max_products < n ? max_products : n;
-    a->touched = acc_malloc((size_t)(t > 0 ? t : 1), sizeof(uint64_t));
+    a->touched = acc_mem_alloc((size_t)(t > 0 ? t : 1), sizeof(uint64_t));
     if (a->dense && n > 0) {
-        a->val = acc_malloc((size_t)n, sizeof(double));
-        a->stamp = acc_malloc((size_t)n, sizeof(int64_t));
-        a->bits = acc_malloc((size_t)(n / 64 + 1), sizeof(uint64_t));
+        a->val = acc_mem_alloc((size_t)n, sizeof(double));
+        a->stamp = acc_mem_alloc((size_t)n, sizeof(int64_t));
+        a->bits = acc_mem_alloc((size_t)(n / 64 + 1), sizeof(uint64_t));
         if (!a->val || !a->stamp || !a->bits) return ACC_ERR_OUT_OF_MEMORY;
         memset(a->stamp, 0, (size_t)n * sizeof(int64_t));
         memset(a->bits, 0, (size_t)(n / 64 + 1) * sizeof(uint64_t));
@@ -82,10 +82,10 @@ static acc_status accum_reserve(accum *a, int64_t products) {
     int64_t cap = 16;
     while (cap < 2 * want)
         cap <<= 1;
-    acc_free(a->val);
-    acc_free(a->stamp);
-    a->val = acc_malloc((size_t)cap, sizeof(double));
-    a->stamp = acc_malloc((size_t)cap, sizeof(int64_t));
+    acc_mem_free(a->val);
+    acc_mem_free(a->stamp);
+    a->val = acc_mem_alloc((size_t)cap, sizeof(double));
+    a->stamp = acc_mem_alloc((size_t)cap, sizeof(int64_t));
     if (!a->val || !a->stamp) return ACC_ERR_OUT_OF_MEMORY;
     memset(a->stamp, 0, (size_t)cap * sizeof(int64_t));
     a->cap = cap;
@@ -198,10 +198,10 @@ static int64_t emit_row(accum *a, chunk *ch, int drop_zeros, acc_dtype out) {
     const size_t vsize = out == ACC_FLOAT64 ? sizeof(double) : sizeof(float);
     if (ch->used + a->count > ch->room) { /* realloc: large blocks move by remapping, not copying */
         const int64_t room = ch->room + ch->room / 2 + a->count + 4096;
-        int32_t *cols = acc_realloc(ch->cols, (size_t)room, sizeof(int32_t));
+        int32_t *cols = acc_mem_realloc(ch->cols, (size_t)room, sizeof(int32_t));
         if (!cols) return -1;
         ch->cols = cols;
-        void *vals = acc_realloc(ch->vals, (size_t)room, vsize);
+        void *vals = acc_mem_realloc(ch->vals, (size_t)room, vsize);
         if (!vals) return -1;
         ch->vals = vals;
         ch->room = room;
@@ -228,14 +228,14 @@ static int64_t emit_row(accum *a, chunk *ch, int drop_zeros, acc_dtype out) {
 void acc_spgemm_free(acc_spgemm_state *s) {
     if (!s) return;
     for (int c = 0; c < s->nchunks; c++) {
-        acc_free(s->chunks[c].cols);
-        acc_free(s->chunks[c].vals);
+        acc_mem_free(s->chunks[c].cols);
+        acc_mem_free(s->chunks[c].vals);
     }
-    acc_free(s->chunks);
-    acc_free(s->row_nnz);
-    acc_free(s->row_at);
-    acc_free(s->row_chunk);
-    acc_free(s);
+    acc_mem_free(s->chunks);
+    acc_mem_free(s->row_nnz);
+    acc_mem_free(s->row_at);
+    acc_mem_free(s->row_chunk);
+    acc_mem_free(s);
 }
 
 acc_status acc_spgemm_compute(const acc_csr *A, const acc_csr *B, int drop_zeros, acc_dtype out_dtype,
@@ -249,19 +249,19 @@ acc_status acc_spgemm_compute(const acc_csr *A, const acc_csr *B, int drop_zeros
     *state = NULL;
     const int64_t m = A->m;
     acc_status status = ACC_SUCCESS;
-    acc_spgemm_state *s = acc_malloc(1, sizeof *s);
-    int64_t *work = acc_malloc((size_t)m + 1, sizeof(int64_t)); /* prefix sums of products */
+    acc_spgemm_state *s = acc_mem_alloc(1, sizeof *s);
+    int64_t *work = acc_mem_alloc((size_t)m + 1, sizeof(int64_t)); /* prefix sums of products */
     if (!s || !work) {
-        acc_free(s);
-        acc_free(work);
+        acc_mem_free(s);
+        acc_mem_free(work);
         return ACC_ERR_OUT_OF_MEMORY;
     }
     memset(s, 0, sizeof *s);
     s->m = m;
     s->out_dtype = out_dtype;
-    s->row_nnz = acc_malloc((size_t)(m > 0 ? m : 1), sizeof(int64_t));
-    s->row_at = acc_malloc((size_t)(m > 0 ? m : 1), sizeof(int64_t));
-    s->row_chunk = acc_malloc((size_t)(m > 0 ? m : 1), sizeof(int32_t));
+    s->row_nnz = acc_mem_alloc((size_t)(m > 0 ? m : 1), sizeof(int64_t));
+    s->row_at = acc_mem_alloc((size_t)(m > 0 ? m : 1), sizeof(int64_t));
+    s->row_chunk = acc_mem_alloc((size_t)(m > 0 ? m : 1), sizeof(int32_t));
     if (!s->row_nnz || !s->row_at || !s->row_chunk) ACC_CHECK(ACC_ERR_OUT_OF_MEMORY);
     work[0] = 0;
     int64_t maxp = 0;
@@ -272,7 +272,7 @@ acc_status acc_spgemm_compute(const acc_csr *A, const acc_csr *B, int drop_zeros
     }
     if (products) *products = work[m];
     const int nth = acc_threads_for(work[m] + A->row_offsets[m] + m);
-    s->chunks = acc_malloc((size_t)nth, sizeof(chunk));
+    s->chunks = acc_mem_alloc((size_t)nth, sizeof(chunk));
     if (!s->chunks) ACC_CHECK(ACC_ERR_OUT_OF_MEMORY);
     memset(s->chunks, 0, (size_t)nth * sizeof(chunk));
     s->nchunks = nth;
@@ -315,7 +315,7 @@ acc_status acc_spgemm_compute(const acc_csr *A, const acc_csr *B, int drop_zeros
     *state = s;
     s = NULL;
 done:
-    acc_free(work);
+    acc_mem_free(work);
     acc_spgemm_free(s);
     return status;
 }
