@@ -1,7 +1,8 @@
 """Small GPU SpGEMM workload for compute-sanitizer (`bash benchmarks/sanitize_gpu.sh
 benchmarks/sanitize_spgemm.py`): the tile algorithm (both numeric paths and the model, one and
 several chunks, kept and re-sorted pairs) and the row algorithm (row groups, large rows dense in
-shared memory and sorted in batches, a canonicalised operand), CuPy and scipy operands,
+shared memory and sorted in batches, tiny rows a warp each with 32- and 64-bit keys, a canonicalised
+operand), CuPy and scipy operands,
 duplicates, NaN/inf, exact cancellations (the compaction), dense 8x8 tiles, empty rows and
 operands, a hub row.  Exits 1 on any wrong result."""
 
@@ -83,5 +84,19 @@ for algorithm in ("tiles", "rows"):
     check(spgemm(sp.csr_matrix((20, 70)), B), sp.csr_matrix((20, 85)), f"{algorithm} empty A")
     check(spgemm(ints(500, 2, 0.6, 6), ints(2, 300, 0.6, 7)), ints(500, 2, 0.6, 6) @ ints(2, 300, 0.6, 7),
           f"{algorithm} outer product")
+S = ints(400, 400, 0.008, 11)  # tiny rows (about 10 products): a warp per row
+W = sp.csr_matrix((S.data, (S.indices.astype(np.int64) * 400_000) % ((1 << 27) + 5), S.indptr),
+                  shape=(400, (1 << 27) + 5))  # columns past 2^27: the tiny rows' 64-bit keys
+for algorithm in ("rows", "auto"):
+    with accspmm.spgemm_plan(S, S, device="gpu", algorithm=algorithm) as p:
+        check(p(), S @ S, f"tiny rows {algorithm}")
+        check(p(S.data * 3), (S * 3) @ (S * 3), f"tiny rows {algorithm} reuse")  # A.A: new values for both
+uniq = np.unique(W.indices)
+Wc = sp.csr_matrix((W.data, np.searchsorted(uniq, W.indices), W.indptr), shape=(400, uniq.size))
+Rw = sp.csr_matrix(S @ Wc)
+Rw.sum_duplicates()
+Rw = sp.csr_matrix((Rw.data, uniq[Rw.indices], Rw.indptr), shape=W.shape)  # scipy's S @ W without an n-wide mask
+with accspmm.spgemm_plan(S, W, device="gpu", algorithm="rows") as p:
+    check(p(), Rw, "tiny rows, 64-bit keys")
 print("sanitize workload:", "OK" if ok else "WRONG")
 raise SystemExit(0 if ok else 1)

@@ -137,22 +137,27 @@ def test_row_algorithm_every_row_class(n, dups):
 
 @pytest.mark.parametrize("dups", [False, True])
 def test_tiny_rows_at_their_limits(dups):
-    """Rows of 0..40 products around the tiny rows' limit (32 entries and 32 products: a warp sorts
-    them in registers): rows of exactly 32 products, of 33, of 32 entries, of 33 entries whose B rows
-    are mostly empty (few products: not tiny), repeated columns that cancel to exact zeros, and B
-    rows with duplicate columns; the row algorithm's result is scipy's, bit for bit."""
+    """Rows around the tiny rows' limits (32 entries and 32 products: a warp sorts them in
+    registers): rows of exactly 32 products, of 33, of 32 entries, of 33 entries whose B rows are
+    mostly empty (few products: not tiny), rows of 64-140 products in few entries (row groups),
+    repeated columns that cancel to exact zeros, and B rows with duplicate columns; the result is
+    scipy's, bit for bit."""
     rng = np.random.default_rng(7)
     k, n = 200, 90
     blen = rng.integers(0, 6, k)
     blen[:40] = 0  # empty rows of B: entries of A without products
     blen[40:60] = 1
+    blen[100:140] = 8  # long rows: rows of many products in few entries
     Brows = [np.sort(rng.choice(n, size=b, replace=False)) for b in blen]
     B = sp.csr_matrix((rng.integers(-3, 4, blen.sum()).astype(np.float64), np.concatenate(Brows),
                        np.r_[0, np.cumsum(blen)]), shape=(k, n))
     rows = []
-    for target in list(range(0, 41)) * 3:
+    for target in (list(range(0, 41)) + [64, 100, 127, 128, 129, 140]) * 3:
         cols, total = [], 0
-        for c in rng.permutation(k):
+        order = rng.permutation(k)
+        if target > 40:  # the long B rows first: at most 32 entries
+            order = order[np.argsort(-blen[order], kind="stable")]
+        for c in order:
             if total + blen[c] <= target:
                 cols.append(c)
                 total += blen[c]
@@ -177,6 +182,20 @@ def test_tiny_rows_at_their_limits(dups):
             A2 = A.copy()
             A2.data = A2.data * 3 - 1
             same(p(A2), scipy_product(A2, B))
+
+
+def test_tiny_rows_past_2_27_columns():
+    """Tiny rows whose (column, product) keys need 64 bits (B has more than 2^27 columns); scipy's
+    product is taken on B's used columns only (its n-wide mask would take gigabytes)."""
+    S = int_sparse(400, 400, 0.008, 11)
+    n = (1 << 27) + 5
+    W = sp.csr_matrix((S.data, (S.indices.astype(np.int64) * 400_000) % n, S.indptr), shape=(400, n))
+    uniq = np.unique(W.indices)
+    Wc = sp.csr_matrix((W.data, np.searchsorted(uniq, W.indices), W.indptr), shape=(400, uniq.size))
+    R = scipy_product(S, Wc)
+    R = sp.csr_matrix((R.data, uniq[R.indices], R.indptr), shape=W.shape)
+    assert (row_products(S, W) <= 32).mean() > 0.9  # mostly tiny rows
+    same(gpu_product(S, W, algorithm="rows"), R)
 
 
 def dense_tiles(nblocks, b, seed, dtype=np.float64):
