@@ -644,6 +644,7 @@ int analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu
             p->rs_large_rows = (int64_t)h[7];
             p->rs_huge = (int64_t)h[8];
             p->rs_tiny = (int64_t)h[9];
+            p->rs_known = true;
             predict(p);
             algo = p->est_ms_tiles < p->est_ms_rows ? ACC_SPGEMM_ALGO_TILES : ACC_SPGEMM_ALGO_ROWS;
         }

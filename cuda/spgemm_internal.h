@@ -176,6 +176,7 @@ struct acc_spgemm_gpu {
     double est_density_a = 0, est_density_b = 0; /* sampled entries per nonempty 8x8 tile */
     int64_t rs_small = 0, rs_large = 0, rs_large_entries = 0, rs_large_rows = 0, rs_huge = 0; /* row stats */
     int64_t rs_tiny = 0;                      /* of rs_small, the tiny rows' products */
+    bool rs_known = false;                    /* the row statistics above were computed (algorithm "auto") */
     double est_ms_tiles = 0, est_ms_rows = 0; /* its predictions */
     bool profile = false;
     double phase_ms[acc_spgemm::PH_COUNT] = {};
