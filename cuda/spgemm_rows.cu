@@ -117,22 +117,26 @@ struct Piece {
     int64_t i0, i1, q0, q1, pbase;
 };
 
-struct GroupArgs {
+/* What every row kernel reads and writes (RowOperands of the plan: row_operands below). */
+struct RowOperands {
+    const int64_t *rpA, *rpB;
+    const int32_t *ciA, *ciB;
+    const double *valsA, *valsB; /* numeric only */
+    int64_t *row_nnz;            /* symbolic: entries per row */
+    const int64_t *row_ptr;      /* numeric: C's row offsets */
+    void *cols, *vals;           /* numeric: C's arrays */
+    u64 *zeros;                  /* numeric: exact zeros written (the compaction's count) */
+};
+
+struct GroupArgs : RowOperands {
     int64_t m, count;      /* blocks' pieces: row groups, or medium rows */
     const int64_t *gstart; /* groups: [count+1] their first rows (group_starts); NULL for medium rows */
     const int64_t *rows;   /* medium rows: [count] the rows; pbase[count] their offsets in perm */
     const int64_t *pbase;
     const int64_t *prefix; /* ps (groups: small rows only) or pe (medium rows) */
-    const int64_t *rpA, *rpB;
-    const int32_t *ciA, *ciB;
-    const double *valsA, *valsB; /* numeric only */
     int colbits;
-    uint16_t *perm;         /* symbolic: written; numeric: read.  Per product, in sorted order: the
-                             * product's index in the piece | HEAD for the first of each output entry */
-    int64_t *row_nnz;       /* symbolic: entries per row (atomic adds) */
-    const int64_t *row_ptr; /* numeric: C's row offsets */
-    void *cols, *vals;
-    u64 *zeros;
+    uint16_t *perm; /* symbolic: written; numeric: read.  Per product, in sorted order: the
+                     * product's index in the piece | HEAD for the first of each output entry */
 };
 
 __device__ __forceinline__ Piece piece_of(const GroupArgs &a, int64_t g) {
@@ -376,15 +380,8 @@ __global__ void zero_tiny_rows(int64_t m, const int64_t *__restrict__ rpA, const
     }
 }
 
-struct TinyArgs {
+struct TinyArgs : RowOperands {
     int64_t m, n; /* rows of A, columns of B */
-    const int64_t *rpA, *rpB;
-    const int32_t *ciA, *ciB;
-    const double *valsA, *valsB; /* numeric only */
-    int64_t *row_nnz;            /* symbolic: entries per row */
-    const int64_t *row_ptr;      /* numeric: C's row offsets */
-    void *cols, *vals;
-    u64 *zeros;
 };
 
 /* A warp takes TINY_ROWS consecutive rows at a time and runs each step for all of them before the
@@ -562,15 +559,9 @@ __global__ void __launch_bounds__(kTinyWarps * 32, 4) tiny_numeric(TinyArgs a) {
 
 /* ---- large rows, small n: dense accumulation in shared memory ------------------------------------ */
 
-struct DenseArgs {
+struct DenseArgs : RowOperands {
     int64_t n, nlarge;
-    const int64_t *large, *rpA, *pe, *rpB;
-    const int32_t *ciA, *ciB;
-    const double *valsA, *valsB;
-    int64_t *row_nnz;
-    const int64_t *row_ptr;
-    void *cols, *vals;
-    u64 *zeros;
+    const int64_t *large, *pe;
 };
 
 using DenseScan = cub::BlockScan<int, kDenseThreads>;
@@ -739,27 +730,34 @@ __global__ void batch_write(int64_t count, const uint64_t *__restrict__ keys, co
 
 int64_t group_grid(int64_t count) { return std::min<int64_t>(std::max<int64_t>(count, 1), 1 << 20); }
 
+/* The plan's operands for the row kernels; C's arrays (cols, vals) are set by the numeric phase. */
+RowOperands row_operands(const acc_spgemm_gpu *p, const double *valsA, const double *valsB) {
+    RowOperands o;
+    o.rpA = p->RA.rp;
+    o.rpB = p->RB.rp;
+    o.ciA = p->RA.ci;
+    o.ciB = p->RB.ci;
+    o.valsA = valsA;
+    o.valsB = valsB;
+    o.row_nnz = p->row_ptr + 1;
+    o.row_ptr = p->row_ptr;
+    o.cols = nullptr;
+    o.vals = nullptr;
+    o.zeros = p->zeros;
+    return o;
+}
+
 GroupArgs sorted_args(acc_spgemm_gpu *p, bool medium, const double *valsA, const double *valsB) {
     GroupArgs a;
+    static_cast<RowOperands &>(a) = row_operands(p, valsA, valsB);
     a.m = p->m;
     a.count = medium ? p->nmedium : p->ngroups;
     a.gstart = medium ? nullptr : p->gstart;
     a.rows = medium ? p->medium_rows : nullptr;
     a.pbase = medium ? p->medium_prefix : nullptr;
     a.prefix = medium ? p->pe : p->ps;
-    a.rpA = p->RA.rp;
-    a.rpB = p->RB.rp;
-    a.ciA = p->RA.ci;
-    a.ciB = p->RB.ci;
-    a.valsA = valsA;
-    a.valsB = valsB;
     a.colbits = std::max(1, bits_for(p->n));
     a.perm = medium ? p->perm_medium : p->perm_small;
-    a.row_nnz = p->row_ptr + 1;
-    a.row_ptr = p->row_ptr;
-    a.cols = nullptr;
-    a.vals = nullptr;
-    a.zeros = p->zeros;
     return a;
 }
 
@@ -802,19 +800,9 @@ int launch_sorted_numeric(const GroupArgs &a, cudaStream_t s) {
 
 TinyArgs tiny_args(const acc_spgemm_gpu *p, const double *valsA, const double *valsB) {
     TinyArgs t;
+    static_cast<RowOperands &>(t) = row_operands(p, valsA, valsB);
     t.m = p->m;
     t.n = p->n;
-    t.rpA = p->RA.rp;
-    t.rpB = p->RB.rp;
-    t.ciA = p->RA.ci;
-    t.ciB = p->RB.ci;
-    t.valsA = valsA;
-    t.valsB = valsB;
-    t.row_nnz = p->row_ptr + 1;
-    t.row_ptr = p->row_ptr;
-    t.cols = nullptr;
-    t.vals = nullptr;
-    t.zeros = p->zeros;
     return t;
 }
 
@@ -834,21 +822,11 @@ template <bool NUMERIC, typename ColT, typename OutT> int launch_tiny(const Tiny
 
 DenseArgs dense_args(acc_spgemm_gpu *p, const double *valsA, const double *valsB) {
     DenseArgs d;
+    static_cast<RowOperands &>(d) = row_operands(p, valsA, valsB);
     d.n = p->n;
     d.nlarge = p->nlarge;
     d.large = p->large;
-    d.rpA = p->RA.rp;
     d.pe = p->pe;
-    d.rpB = p->RB.rp;
-    d.ciA = p->RA.ci;
-    d.ciB = p->RB.ci;
-    d.valsA = valsA;
-    d.valsB = valsB;
-    d.row_nnz = p->row_ptr + 1;
-    d.row_ptr = p->row_ptr;
-    d.cols = nullptr;
-    d.vals = nullptr;
-    d.zeros = p->zeros;
     return d;
 }
 
