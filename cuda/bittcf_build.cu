@@ -187,8 +187,8 @@ __global__ void pack_meta(int64_t nblocks, const int32_t *__restrict__ block_col
         if (st_ != ACC_SUCCESS) return st_;                                                                  \
     } while (0)
 
-/* An output array of `count` elements from the library's pool, in `s`'s order (the build
- * synchronises `s` before it returns, so the caller may use it on any stream). */
+/* An array of `count` elements from the library's pool, in `s`'s order: the outputs (the build
+ * synchronises `s` before it returns, so the caller may use them on any stream) and Temps'. */
 template <typename T> int out_alloc(T **out, size_t count, cudaStream_t s) {
     void *q = nullptr;
     TRY(acc_pool_alloc(&q, count * sizeof(T), s));
@@ -205,10 +205,8 @@ struct Temps {
     template <typename T> int get(T **out, size_t count) {
         if (used == (int)(sizeof p / sizeof p[0]))
             return ACC_ERR_INVALID_ARGUMENT; /* a bug: more than p holds */
-        void *q = nullptr;
-        TRY(acc_pool_alloc(&q, count ? count * sizeof(T) : 1, s));
-        p[used++] = q;
-        *out = static_cast<T *>(q);
+        TRY(out_alloc(out, count, s));       /* the pool gives at least one byte */
+        p[used++] = *out;
         return ACC_SUCCESS;
     }
     ~Temps() {
@@ -354,7 +352,7 @@ extern "C" int acc_cuda_fill_identity(int64_t *d_perm, int64_t n, void *stream) 
 
 extern "C" int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out,
                                     void *stream) {
-    const bool on_host = !in || (!in->d_row_offsets && !in->d_column_indices && !in->d_values);
+    const bool on_host = in && !in->d_row_offsets && !in->d_column_indices && !in->d_values;
     if (!in || !out || in->m < 0 || in->k < 0 || in->nnz < 0 || !out->d_window_offsets ||
         !out->h_window_offsets ||
         (in->nnz > 0 && !on_host && (!in->d_row_offsets || !in->d_column_indices || !in->d_values)) ||

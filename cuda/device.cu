@@ -141,15 +141,22 @@ int current_pool(DevicePool **out) {
     ACC_CUDA_TRY(cudaGetDevice(&dev));
     return pool_of(dev, out);
 }
+
+/* `bytes` (at least 1) from the current device's pool, in the order of `s` or, with own_stream,
+ * of the pool's private stream; `*dp` gets the pool. */
+int alloc_from_pool(void **p, size_t bytes, cudaStream_t s, bool own_stream, DevicePool **dp) {
+    *p = nullptr;
+    int st = current_pool(dp);
+    if (st) return st;
+    return acc_cuda_status(
+        cudaMallocFromPoolAsync(p, bytes ? bytes : 1, (*dp)->pool, own_stream ? (*dp)->stream : s),
+        "cudaMallocFromPoolAsync");
+}
 } // namespace
 
 extern "C" int acc_pool_alloc(void **p, size_t bytes, cudaStream_t s) {
-    *p = nullptr;
     DevicePool *dp;
-    int st = current_pool(&dp);
-    if (st) return st;
-    return acc_cuda_status(cudaMallocFromPoolAsync(p, bytes ? bytes : 1, dp->pool, s),
-                           "cudaMallocFromPoolAsync");
+    return alloc_from_pool(p, bytes, s, false, &dp);
 }
 
 extern "C" void acc_pool_free(void *p, cudaStream_t s) {
@@ -164,12 +171,8 @@ extern "C" int acc_cuda_trim_pool(void) {
 }
 
 extern "C" int acc_cuda_malloc(void **d_ptr, size_t bytes) {
-    *d_ptr = nullptr;
-    DevicePool *dp;
-    int st = current_pool(&dp);
-    if (st) return st;
-    st = acc_cuda_status(cudaMallocFromPoolAsync(d_ptr, bytes ? bytes : 1, dp->pool, dp->stream),
-                         "cudaMalloc (pool)");
+    DevicePool *dp = nullptr;
+    int st = alloc_from_pool(d_ptr, bytes, nullptr, true, &dp);
     if (st == ACC_SUCCESS) st = acc_cuda_status(cudaStreamSynchronize(dp->stream), "cudaStreamSynchronize");
     if (st != ACC_SUCCESS && *d_ptr) {
         cudaFreeAsync(*d_ptr, dp->stream);

@@ -31,18 +31,11 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <mutex>
 #include <new>
 
 #include "spgemm_internal.h"
 
 namespace acc_spgemm {
-
-/* ---- the memory pool (device.cu's, shared with the SpMM plans) ---------------------------------- */
-
-int pool_alloc(void **p, size_t bytes, cudaStream_t s) { return acc_pool_alloc(p, bytes, s); }
-
-void pool_free(void *p, cudaStream_t s) { acc_pool_free(p, s); }
 
 /* ---- phase timing ------------------------------------------------------------------------------- */
 
@@ -284,7 +277,7 @@ struct Checks {
         starts.assign((size_t)n, nullptr);
         for (int i = 0; i < n; i++) {
             const acc_spgemm_gpu_csr *A = &ops[i];
-            if (canonical && A->nnz > 1) TRY(pool_alloc(&starts[(size_t)i], (size_t)A->nnz, s));
+            if (canonical && A->nnz > 1) TRY(acc_pool_alloc(&starts[(size_t)i], (size_t)A->nnz, s));
             uint8_t *start = (uint8_t *)starts[(size_t)i];
             TRY(A->index_bits == 32 ? enqueue_checks<int32_t>(A, flags.p + 2 * i, start, s)
                                     : enqueue_checks<int64_t>(A, flags.p + 2 * i, start, s));
@@ -306,7 +299,7 @@ struct Checks {
     }
     ~Checks() {
         for (void *x : starts)
-            pool_free(x, s);
+            acc_pool_free(x, s);
     }
 };
 
@@ -734,7 +727,7 @@ using namespace acc_spgemm;
 
 acc_spgemm_gpu::~acc_spgemm_gpu() {
     for (void *q : owned)
-        pool_free(q, nullptr); /* every call synchronised before returning: nothing uses them */
+        acc_pool_free(q, nullptr); /* every call synchronised before returning: nothing uses them */
 }
 
 extern "C" int acc_spgemm_gpu_check_csr(const acc_spgemm_gpu_csr *ops, int count, int *canonical, int *bad,

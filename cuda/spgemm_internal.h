@@ -57,8 +57,6 @@ struct Tracker {
 
 /* The memory pool every allocation of the SpGEMM comes from (spgemm.cu): stream-ordered, and
  * kept between calls up to a release threshold, so a product costs no cudaMalloc. */
-int pool_alloc(void **p, size_t bytes, cudaStream_t s);
-void pool_free(void *p, cudaStream_t s);
 
 /* A stream-ordered temporary, freed (stream-ordered) when it goes out of scope. */
 template <typename T> struct Temp {
@@ -75,14 +73,14 @@ template <typename T> struct Temp {
         tr = tracker;
         bytes = (count ? count : 1) * sizeof(T);
         void *q = nullptr;
-        TRY(pool_alloc(&q, bytes, s));
+        TRY(acc_pool_alloc(&q, bytes, s));
         p = static_cast<T *>(q);
         tr->add(bytes);
         return ACC_SUCCESS;
     }
     void release() {
         if (p) {
-            pool_free(p, s);
+            acc_pool_free(p, s);
             tr->sub(bytes);
             p = nullptr;
         }
@@ -225,7 +223,7 @@ struct acc_spgemm_gpu {
     template <typename T> int palloc(T **out, size_t count) {
         void *q = nullptr;
         const size_t bytes = (count ? count : 1) * sizeof(T);
-        TRY(acc_spgemm::pool_alloc(&q, bytes, stream));
+        TRY(acc_pool_alloc(&q, bytes, stream));
         owned.push_back(q);
         plan_bytes += bytes;
         tr.add(bytes);

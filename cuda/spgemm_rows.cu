@@ -995,6 +995,65 @@ int split_large(acc_spgemm_gpu *p, const std::vector<int64_t> &rows, const std::
 
 } // namespace
 
+/* Products before each entry of A over every row (pe, allocated here), the large rows (`rows`,
+ * their count in `num`) and the products' total (p->products, p->nlarge): one synchronisation. */
+int count_products(acc_spgemm_gpu *p, Temp<int64_t> &rows, Temp<int64_t> &num, cudaStream_t s) {
+    const RowMat &A = p->RA, &B = p->RB;
+    const int64_t nnz = A.nnz, m = p->m;
+    TRY(p->palloc(&p->pe, (size_t)nnz + 1));
+    ACC_CUDA_TRY(cudaMemsetAsync(p->pe, 0, sizeof(int64_t), s));
+    TRY(rows.alloc((size_t)m, s, &p->tr));
+    TRY(num.alloc(1, s, &p->tr));
+    ACC_CUDA_TRY(cudaMemsetAsync(num.p, 0, sizeof(int64_t), s));
+    if (nnz > 0) {
+        size_t bytes = 0, sb = 0;
+        ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, bytes, p->pe + 1, p->pe + 1, nnz, s));
+        auto ids = thrust::counting_iterator<int64_t>(0);
+        ACC_CUDA_TRY(cub::DeviceSelect::If(nullptr, sb, ids, rows.p, num.p, m, IsLarge{A.rp, p->pe}, s));
+        Temp<char> temp;
+        TRY(temp.alloc(std::max(bytes, sb), s, &p->tr));
+        entry_products<<<grid_for(nnz), kThreads, 0, s>>>(nnz, A.ci, B.rp, p->pe);
+        LAUNCH_CHECK();
+        ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp.p, bytes, p->pe + 1, p->pe + 1, nnz, s));
+        ACC_CUDA_TRY(cub::DeviceSelect::If(temp.p, sb, ids, rows.p, num.p, m, IsLarge{A.rp, p->pe}, s));
+    }
+    int64_t h[2] = {0, 0};
+    ACC_CUDA_TRY(cudaMemcpyAsync(&h[0], num.p, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
+    ACC_CUDA_TRY(cudaMemcpyAsync(&h[1], p->pe + nnz, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
+    ACC_CUDA_TRY(cudaStreamSynchronize(s));
+    p->nlarge = h[0];
+    p->products = h[1];
+    return ACC_SUCCESS;
+}
+
+/* The same over the row groups' rows only (ps: tiny and large rows count none) and its total
+ * (p->small_total): one synchronisation.  Without large rows ps is computed in pe's array, which
+ * only the large rows' paths read (memory of one prefix, not two).  A.nnz > 0. */
+int group_products(acc_spgemm_gpu *p, const Temp<int64_t> &rows, const Temp<int64_t> &num, cudaStream_t s) {
+    const RowMat &A = p->RA, &B = p->RB;
+    const int64_t nnz = A.nnz, m = p->m;
+    if (p->nlarge == 0)
+        p->ps = p->pe;
+    else
+        TRY(p->palloc(&p->ps, (size_t)nnz + 1));
+    ACC_CUDA_TRY(cudaMemsetAsync(p->ps, 0, sizeof(int64_t), s));
+    entry_products<<<grid_for(nnz), kThreads, 0, s>>>(nnz, A.ci, B.rp, p->ps);
+    LAUNCH_CHECK();
+    if (p->nlarge > 0) {
+        zero_large_rows<<<1024, kThreads, 0, s>>>(num.p, rows.p, A.rp, p->ps);
+        LAUNCH_CHECK();
+    }
+    zero_tiny_rows<<<grid_for(m), kThreads, 0, s>>>(m, A.rp, A.ci, B.rp, p->ps);
+    LAUNCH_CHECK();
+    size_t bytes = 0;
+    ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, bytes, p->ps + 1, p->ps + 1, nnz, s));
+    Temp<char> temp;
+    TRY(temp.alloc(bytes, s, &p->tr));
+    ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp.p, bytes, p->ps + 1, p->ps + 1, nnz, s));
+    ACC_CUDA_TRY(cudaMemcpyAsync(&p->small_total, p->ps + nnz, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
+    return acc_cuda_status(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+}
+
 int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
     const RowMat &A = p->RA, &B = p->RB;
     const int64_t nnz = A.nnz, m = p->m;
@@ -1005,84 +1064,25 @@ int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
      * not needed. */
     Temp<int64_t> rows, num; /* the large rows and their count */
     const bool known = p->rs_known && A.nnz == A.nnz_in && B.nnz == B.nnz_in && p->rs_large_rows == 0;
-    const bool all_tiny = known && p->rs_tiny == p->rs_small + p->rs_large;
-    if (all_tiny) {
+    if (known) {
         p->nlarge = 0;
         p->products = p->rs_small;
+    }
+    if (known && p->rs_tiny == p->rs_small + p->rs_large) { /* every row tiny (or no products) */
         p->small_total = 0;
         TRY(p->palloc(&p->pe, 1));
         p->ps = p->pe;
-    } else if (known) { /* no large rows: ps only, in pe's array */
-        p->nlarge = 0;
-        p->products = p->rs_small;
-        TRY(p->palloc(&p->pe, (size_t)nnz + 1));
-        p->ps = p->pe;
-        ACC_CUDA_TRY(cudaMemsetAsync(p->ps, 0, sizeof(int64_t), s));
-        entry_products<<<grid_for(nnz), kThreads, 0, s>>>(nnz, A.ci, B.rp, p->ps);
-        LAUNCH_CHECK();
-        zero_tiny_rows<<<grid_for(m), kThreads, 0, s>>>(m, A.rp, A.ci, B.rp, p->ps);
-        LAUNCH_CHECK();
-        size_t bytes = 0;
-        ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, bytes, p->ps + 1, p->ps + 1, nnz, s));
-        Temp<char> temp;
-        TRY(temp.alloc(bytes, s, &p->tr));
-        ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp.p, bytes, p->ps + 1, p->ps + 1, nnz, s));
-        ACC_CUDA_TRY(
-            cudaMemcpyAsync(&p->small_total, p->ps + nnz, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
-        ACC_CUDA_TRY(cudaStreamSynchronize(s));
     } else {
-        /* products before each entry over every row (pe), and the large rows: one sync.  Then the same
-         * over the row groups' rows only (ps, without the tiny and large rows: another sync). */
-        TRY(p->palloc(&p->pe, (size_t)nnz + 1));
-        ACC_CUDA_TRY(cudaMemsetAsync(p->pe, 0, sizeof(int64_t), s));
-        TRY(rows.alloc((size_t)m, s, &p->tr));
-        TRY(num.alloc(1, s, &p->tr));
-        ACC_CUDA_TRY(cudaMemsetAsync(num.p, 0, sizeof(int64_t), s));
-        size_t bytes = 0, sb = 0;
-        Temp<char> temp;
-        if (nnz > 0) {
-            ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, bytes, p->pe + 1, p->pe + 1, nnz, s));
-            auto ids = thrust::counting_iterator<int64_t>(0);
-            ACC_CUDA_TRY(cub::DeviceSelect::If(nullptr, sb, ids, rows.p, num.p, m, IsLarge{A.rp, p->pe}, s));
-            TRY(temp.alloc(std::max(bytes, sb), s, &p->tr));
-            entry_products<<<grid_for(nnz), kThreads, 0, s>>>(nnz, A.ci, B.rp, p->pe);
-            LAUNCH_CHECK();
-            size_t use = bytes;
-            ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp.p, use, p->pe + 1, p->pe + 1, nnz, s));
-            use = sb;
-            ACC_CUDA_TRY(cub::DeviceSelect::If(temp.p, use, ids, rows.p, num.p, m, IsLarge{A.rp, p->pe}, s));
-        }
-        int64_t h[2] = {0, 0};
-        ACC_CUDA_TRY(cudaMemcpyAsync(&h[0], num.p, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
-        ACC_CUDA_TRY(cudaMemcpyAsync(&h[1], p->pe + nnz, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
-        ACC_CUDA_TRY(cudaStreamSynchronize(s));
-        p->nlarge = h[0];
-        p->products = h[1];
+        if (known)
+            TRY(p->palloc(&p->pe, (size_t)nnz + 1));
+        else
+            TRY(count_products(p, rows, num, s));
         if (nnz == 0) {
             p->ps = p->pe; /* not owned twice: only pe is in the plan's allocations */
             p->small_total = 0;
-        } else { /* the row groups' products: tiny and large rows count none */
-            if (p->nlarge == 0) {
-                p->ps = p->pe; /* pe serves only large rows: overwritten (memory of one prefix, not two) */
-            } else {
-                TRY(p->palloc(&p->ps, (size_t)nnz + 1));
-                ACC_CUDA_TRY(cudaMemsetAsync(p->ps, 0, sizeof(int64_t), s));
-            }
-            entry_products<<<grid_for(nnz), kThreads, 0, s>>>(nnz, A.ci, B.rp, p->ps);
-            LAUNCH_CHECK();
-            if (p->nlarge > 0) {
-                zero_large_rows<<<1024, kThreads, 0, s>>>(num.p, rows.p, A.rp, p->ps);
-                LAUNCH_CHECK();
-            }
-            zero_tiny_rows<<<grid_for(m), kThreads, 0, s>>>(m, A.rp, A.ci, B.rp, p->ps);
-            LAUNCH_CHECK();
-            size_t use = bytes;
-            ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp.p, use, p->ps + 1, p->ps + 1, nnz, s));
-            ACC_CUDA_TRY(
-                cudaMemcpyAsync(&p->small_total, p->ps + nnz, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
-            ACC_CUDA_TRY(cudaStreamSynchronize(s));
+        } else {
+            TRY(group_products(p, rows, num, s));
         }
-        temp.release();
     }
     p->ngroups = (p->small_total + SMALL_MAX - 1) / SMALL_MAX;
     p->dense_large = p->n <= DENSE_COLS;

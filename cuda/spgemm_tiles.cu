@@ -892,7 +892,7 @@ int tiles_analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spge
         cudaStream_t s;
         ~PartMemory() {
             for (void *x : q)
-                pool_free(x, s);
+                acc_pool_free(x, s);
         }
     } part_mem{{}, s};
     size_t part_bytes = 0;
@@ -914,7 +914,7 @@ int tiles_analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spge
         const size_t sizes[3] = {(size_t)(nc ? nc : 1) * 4, (size_t)(nc ? nc : 1) * 4,
                                  (size_t)(nc ? nc : 1) * 8};
         for (int i = 0; i < 3; i++) {
-            TRY(pool_alloc(&q[i], sizes[i], s));
+            TRY(acc_pool_alloc(&q[i], sizes[i], s));
             part_mem.q.push_back(q[i]);
             p->tr.add(sizes[i]);
             part_bytes += sizes[i];
