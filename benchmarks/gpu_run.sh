@@ -107,8 +107,8 @@ if [[ $STAGES == *" profile_spgemm "* ]]; then
   fi
   if [[ -n "${SPGEMM_NCU_DETAIL:-}" ]]; then  # NAME:ALGO:KERNEL_REGEX: one kernel's full sections
     IFS=: read -r name algo kre <<< "$SPGEMM_NCU_DETAIL"
-    timeout "${NCU_TIMEOUT:-240}" ncu --profile-from-start off -k "regex:$kre" -c 1 --section SpeedOfLight \
-      --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats \
+    timeout "${NCU_TIMEOUT:-240}" ncu --profile-from-start off --kernel-name-base demangled -k "regex:$kre" -c 1 --section SpeedOfLight \
+      --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats --section SourceCounters \
       python3 benchmarks/profile_spgemm.py "$DATA" --kernels "$name:$algo" > "$OUT/ncu_detail.txt" 2>&1
     grep -E "Duration|Throughput|Occupancy|Stall|Registers|Warp Cycles|Issued|Block Limit|Hit Rate" "$OUT/ncu_detail.txt" | head -40
   fi

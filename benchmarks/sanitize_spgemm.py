@@ -48,13 +48,17 @@ for path in ("model", "tensor", "scalar"):
                                  keep_pairs=keep) as p:
             check(p(), A @ B, f"{path} chunk {chunk} keep {keep}")
             check(p(A.data * 2), (A * 2) @ B, f"{path} chunk {chunk} reuse")
-for n in (300, 13000):  # large rows: dense in shared memory (n <= 12288), sorted in batches
+# large rows: dense in shared memory (n up to about 24,000 on sm_90; at 20000 more pattern words than
+# threads), sorted in batches past that; B's row 5 longer than a warp's reach (a warp's column range)
+for n in (300, 20000, 30000):
     L = ints(40, 1500, 0.005, 8)
     L = L.tolil()
     L[7, :] = 1
     L[30, :] = 2
     L = sp.csr_matrix(L)
-    R = ints(1500, n, min(1.0, 5 / n * 10), 9)
+    R = ints(1500, n, min(1.0, 5 / n * 10), 9).tolil()
+    R[5, np.random.default_rng(n).choice(n, min(n, 1200), replace=False)] = 3
+    R = sp.csr_matrix(R)
     with accspmm.spgemm_plan(L, R, device="gpu", algorithm="rows") as p:
         check(p(), L @ R, f"rows large n={n}")
         check(p(L.data * 3), (L * 3) @ R, f"rows large n={n} reuse")

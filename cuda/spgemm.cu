@@ -505,14 +505,15 @@ int enqueue_densities(const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu_csr *B, 
 /* The model: each algorithm's time (ms, whole call) as a linear function of statistics known before
  * either runs, fitted on the H100 (benchmarks/NOTES.md, "SpGEMM model"): the tiles by their tile
  * pairs, estimated as products / (dA dB / 8); the rows by their small rows' products, plus, for
- * the large rows, their entries (a barrier each), products and n-wide dense rows (n <=
- * ROWS_DENSE_COLS), or their products (sorted, larger n: one block per row, or in batches for
+ * the large rows, their entries, products and n-wide dense rows (n <=
+ * rows_dense_cols()), or their products (sorted, larger n: one block per row, or in batches for
  * rows of more than ROWS_MEDIUM_MAX products).  Only the comparison matters: a wrong
  * choice costs time, never correctness. */
 struct Model {
     double tiles_ms0 = 0.90, tiles_ms_per_mpair = 0.30;
     double rows_ms0 = 0.45, small_ms_per_mproduct = 0.065, tiny_ms_per_mproduct = 0.04;
-    double dense_ms_per_mentry = 0.78, dense_ms_per_mproduct = 0.015, dense_ms_per_gcell = 12.0;
+    double dense_ms0 = 0.085, dense_ms_per_mentry = 0.15, dense_ms_per_mproduct = 0.0059,
+           dense_ms_per_gcell = 7.1;
     double medium_ms_per_mproduct = 0.08, huge_ms_per_mproduct = 0.22;
 };
 
@@ -523,8 +524,8 @@ void predict(acc_spgemm_gpu *p) {
     const double products = (double)(p->rs_small + p->rs_large);
     p->est_ms_tiles = M.tiles_ms0 + M.tiles_ms_per_mpair * products * mega / per_pair;
     double large = 0;
-    if (p->n <= ROWS_DENSE_COLS)
-        large = M.dense_ms_per_mentry * (double)p->rs_large_entries * mega +
+    if (p->n <= rows_dense_cols() && p->rs_large_rows > 0)
+        large = M.dense_ms0 + M.dense_ms_per_mentry * (double)p->rs_large_entries * mega +
                 M.dense_ms_per_mproduct * (double)p->rs_large * mega +
                 M.dense_ms_per_gcell * (double)p->rs_large_rows * (double)p->n * 1e-9;
     else
@@ -661,7 +662,7 @@ int analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu
             /* A as it is (rows in any order, duplicates: their products add up like scipy's); B too,
              * unless the dense accumulation of large rows may run (n small), which needs B's rows free
              * of duplicate columns: then a canonical copy of B where it is not canonical */
-            const bool dense = p->n <= ROWS_DENSE_COLS;
+            const bool dense = p->n <= rows_dense_cols();
             TRY(canonical_rows(p, A, p->same && dense, &p->RA, s));
             if (p->same)
                 p->RB = p->RA;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 #include "acc_cuda_internal.h"
@@ -145,11 +146,26 @@ struct RowMat {
 
 enum { PATH_TILES = 1, PATH_ROWS = 2 };
 
-/* The row path accumulates large rows densely in shared memory up to this many columns (n); only
- * then does it need B's rows free of duplicate columns (spgemm_rows.cu). */
-constexpr int64_t ROWS_DENSE_COLS = 12288;
+/* The row path accumulates large rows densely in shared memory (9 bytes a column) up to
+ * rows_dense_cols() columns (n): as many as fit in a block's shared memory on this device, less
+ * ROWS_DENSE_RESERVE (about 24,000 on sm_90, 16,700 on sm_80), or ACCSPMM_SPGEMM_DENSE_COLS where
+ * that is set and smaller (tests: 0 makes every large row sort).  Only then does it need B's rows
+ * free of duplicate columns (spgemm_rows.cu). */
+constexpr int64_t ROWS_DENSE_RESERVE = 16384; /* the kernel's static shared memory, and a margin */
+inline int64_t rows_dense_cols() {
+    static const int64_t env = [] {
+        const char *e = std::getenv("ACCSPMM_SPGEMM_DENSE_COLS");
+        return e && *e ? std::max<int64_t>(std::atoll(e), 0) : (int64_t)-1;
+    }();
+    int dev = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+        optin = 48 * 1024;
+    const int64_t fit = std::max<int64_t>(0, (int64_t)optin - ROWS_DENSE_RESERVE) / 9 / 32 * 32;
+    return env >= 0 ? std::min(env, fit) : fit;
+}
 /* A row of C is small (row groups) with at most this many products, large otherwise; a large row
- * is medium (n > ROWS_DENSE_COLS: one block sorts it) with at most ROWS_MEDIUM_MAX, else huge. */
+ * is medium (n > rows_dense_cols(): one block sorts it) with at most ROWS_MEDIUM_MAX, else huge. */
 constexpr int64_t ROWS_SMALL_MAX = 1024;
 constexpr int64_t ROWS_MEDIUM_MAX = 8192;
 /* A small row is tiny (one warp sorts it in registers) with at most this many entries of A and
@@ -204,6 +220,8 @@ struct acc_spgemm_gpu {
     int64_t *ps = nullptr;               /* [nnz(A)+1] the same over the row groups' rows only (tiny and large
                                           * rows count 0) */
     int64_t small_total = 0;             /* products of the row groups' rows */
+    int64_t small_max = 0;               /* the most products of one of those rows */
+    int64_t group_stride = 1;            /* products between the groups' first products (spgemm_rows.cu) */
     int64_t ngroups = 0;                 /* blocks of the small-row kernels */
     int64_t *gstart = nullptr;           /* [ngroups+1] their first rows */
     int64_t nlarge = 0;                  /* rows with more than SMALL_MAX products */

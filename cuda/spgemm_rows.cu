@@ -23,10 +23,11 @@
  *     numeric pass sums each run sequentially and writes it at row_offsets[row] + (its index
  *     among the block's distinct keys - the index of its row's first one), from a block scan of
  *     the run heads and a max-scan of the row starts.  No global memory but the result.
- *   - large rows, n <= DENSE_COLS: one block per row accumulates the row densely in shared
- *     memory (n doubles and an n-bit pattern), A's entries in order, each entry's B row spread
- *     over the threads, a barrier between entries (B's rows hold each column once, so no two
- *     threads meet: the sums run in scipy's order).  The symbolic pass only sets the pattern.
+ *   - large rows, n <= rows_dense_cols() (as many columns as a block's shared memory holds): one
+ *     block per row accumulates the row densely in shared memory (n doubles and an n-bit
+ *     pattern).  Each warp owns a range of columns and adds their products, A's entries in order
+ *     (B's rows hold each column once, so no two lanes meet: the sums run in scipy's order).  The
+ *     symbolic pass only sets the pattern.
  *   - large rows, larger n, at most MEDIUM_MAX = 8192 products (medium): one block per row,
  *     sorted and summed like a group, in the smallest of three block sizes (2048, 4096 or 8192
  *     products) that holds the row.
@@ -36,7 +37,7 @@
  *     batch at the peak.
  *
  * Only the dense accumulation needs B's rows without duplicate columns (spgemm.cu's canonical
- * form, for n <= DENSE_COLS: the caller's arrays when they already are, else a sorted copy with a
+ * form, for n <= rows_dense_cols(): the caller's arrays when they already are, else a sorted copy with a
  * map for the values); the sorts sum duplicates like any other run.
  */
 #include <cub/block/block_radix_sort.cuh>
@@ -62,10 +63,8 @@ constexpr int kMediumItems = 16;
 constexpr int64_t MEDIUM_MAX = ROWS_MEDIUM_MAX; /* products of one medium row */
 static_assert(kMediumThreads * kMediumItems == MEDIUM_MAX, "the largest medium block holds a medium row");
 constexpr int kRadixBits = 5;
-constexpr int kDenseThreads = 512;
-constexpr int64_t DENSE_COLS = ROWS_DENSE_COLS; /* n up to which large rows accumulate in shared memory */
-constexpr int64_t BATCH = int64_t(1) << 23;     /* products per batch of the huge rows' sort */
-constexpr uint16_t HEAD = 0x8000;               /* perm: the first product of an output entry */
+constexpr int64_t BATCH = int64_t(1) << 23; /* products per batch of the huge rows' sort */
+constexpr uint16_t HEAD = 0x8000;           /* perm: the first product of an output entry */
 
 __device__ __forceinline__ int bits_for_device(int64_t n) { return n <= 1 ? 0 : 64 - __clzll((u64)(n - 1)); }
 
@@ -89,6 +88,22 @@ __global__ void zero_large_rows(const int64_t *__restrict__ nlarge, const int64_
         for (int64_t e = rpA[i] + threadIdx.x; e < rpA[i + 1]; e += blockDim.x)
             c[e + 1] = 0;
     }
+}
+
+struct MaxOp {
+    template <typename T> __device__ T operator()(T x, T y) const { return x > y ? x : y; }
+};
+
+/* *out = max(*out, the most products of a row in c's prefix): a block reduction, one atomic per block. */
+__global__ void __launch_bounds__(kThreads)
+    max_row_products(int64_t m, const int64_t *__restrict__ rpA, const int64_t *__restrict__ c,
+                     u64 *__restrict__ out) {
+    using Reduce = cub::BlockReduce<u64, kThreads>;
+    __shared__ typename Reduce::TempStorage tmp;
+    u64 most = 0;
+    GRID_STRIDE(i, m) most = max(most, (u64)(c[rpA[i + 1]] - c[rpA[i]]));
+    most = Reduce(tmp).Reduce(most, MaxOp());
+    if (threadIdx.x == 0 && most) atomicMax(out, most);
 }
 
 __global__ void large_products(int64_t nlarge, const int64_t *__restrict__ large,
@@ -158,11 +173,11 @@ __device__ __forceinline__ Piece piece_of(const GroupArgs &a, int64_t g) {
 }
 
 /* The first row of group g: the first row whose first product (numbered over small rows) is at or
- * after g SMALL_MAX (one past the last row starting before it); ngroups + 1 entries. */
-__global__ void group_starts(int64_t m, int64_t ngroups, const int64_t *__restrict__ rpA,
+ * after g stride (one past the last row starting before it); ngroups + 1 entries. */
+__global__ void group_starts(int64_t m, int64_t ngroups, int64_t stride, const int64_t *__restrict__ rpA,
                              const int64_t *__restrict__ ps, int64_t *__restrict__ gstart) {
     GRID_STRIDE(g, ngroups + 1) {
-        const int64_t x = g * SMALL_MAX;
+        const int64_t x = g * stride;
         auto start = [&](int64_t i) { return ps[rpA[i]]; };
         gstart[g] = start(0) >= x ? 0 : min(last_le(0, m, x - 1, start) + 1, m);
     }
@@ -275,10 +290,6 @@ __global__ void __launch_bounds__(THREADS) sorted_symbolic(GroupArgs a) {
         __syncthreads();
     }
 }
-
-struct MaxOp {
-    __device__ int operator()(int x, int y) const { return x > y ? x : y; }
-};
 
 /* Numeric, no sort: the products' keys and values (expanded again, in their order) go to shared
  * memory; the symbolic permutation lists them in sorted order with the run heads marked; each head
@@ -561,67 +572,133 @@ __global__ void __launch_bounds__(kTinyWarps * 32, 4) tiny_numeric(TinyArgs a) {
 
 struct DenseArgs : RowOperands {
     int64_t n, nlarge;
-    const int64_t *large, *pe;
+    const int64_t *large;
 };
 
-using DenseScan = cub::BlockScan<int, kDenseThreads>;
+constexpr int kDenseStage = 256; /* numeric: A's entries whose B rows are located at a time */
+constexpr int kDenseAhead = 8;   /* numeric: entries whose products a thread loads before adding them */
+
+/* Threads of the dense kernels: the symbolic pass sets bits in any order (wide blocks); the numeric
+ * pass adds an entry at a time with a barrier between entries, which costs less in a narrow block,
+ * and B's rows are short (longer ones loop). */
+template <bool NUMERIC> constexpr int dense_threads() { return NUMERIC ? 128 : 512; }
 
 /* One block per large row.  Symbolic: the row's pattern as n bits (every product sets one, in any
- * order), counted.  Numeric: the sums in n doubles, A's entries in order with a barrier between
- * them, each entry's B row over the threads (distinct columns), then written in column order. */
+ * order: a warp per 32 entries of A, their B rows located by its lanes at once, each row over the
+ * lanes), counted.  Numeric: the sums in n doubles, A's entries in order with a barrier between them,
+ * each entry's B row over the threads (distinct columns), then written in column order.  The
+ * entries' B rows and values are staged in shared memory kDenseStage at a time, and each thread
+ * loads its products of kDenseAhead entries before adding the first: the barriers, not chains of
+ * global loads, are the cost of an entry. */
 template <bool NUMERIC, typename ColT, typename OutT>
-__global__ void __launch_bounds__(kDenseThreads) dense_rows(DenseArgs a) {
+__global__ void __launch_bounds__(dense_threads<NUMERIC>(), 1) dense_rows(DenseArgs a) {
+    constexpr int T = dense_threads<NUMERIC>();
+    using Scan = cub::BlockScan<int, T>;
     extern __shared__ double dyn[];
     double *acc = dyn;
     uint32_t *bits = NUMERIC ? reinterpret_cast<uint32_t *>(dyn + a.n) : reinterpret_cast<uint32_t *>(dyn);
-    __shared__ typename DenseScan::TempStorage scan;
+    __shared__ typename Scan::TempStorage scan;
+    __shared__ int64_t s_start[NUMERIC ? kDenseStage : 1];
+    __shared__ int s_len[NUMERIC ? kDenseStage : 1];
+    __shared__ double s_av[NUMERIC ? kDenseStage : 1];
     const int words = (int)((a.n + 31) / 32);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     u64 zeros = 0;
     for (int64_t j = blockIdx.x; j < a.nlarge; j += gridDim.x) {
         const int64_t i = a.large[j], e0 = a.rpA[i], e1 = a.rpA[i + 1];
-        for (int w = threadIdx.x; w < words; w += blockDim.x)
+        for (int w = threadIdx.x; w < words; w += T)
             bits[w] = 0;
         if (NUMERIC)
-            for (int64_t c = threadIdx.x; c < a.n; c += blockDim.x)
+            for (int64_t c = threadIdx.x; c < a.n; c += T)
                 acc[c] = 0.0;
         __syncthreads();
         if (!NUMERIC) {
-            const int64_t p0 = a.pe[e0], p1 = a.pe[e1];
-            for (int64_t q = p0 + threadIdx.x; q < p1; q += blockDim.x) {
-                const int64_t e = last_le(e0, e1 - 1, q, [&](int64_t x) { return a.pe[x]; });
-                const int64_t col = a.ciB[a.rpB[a.ciA[e]] + (q - a.pe[e])];
-                atomicOr(&bits[col >> 5], 1u << (col & 31));
+            for (int64_t base = e0 + (int64_t)warp * 32; base < e1; base += T) {
+                int64_t f0 = 0, f1 = 0;
+                if (base + lane < e1) {
+                    const int64_t k = a.ciA[base + lane];
+                    f0 = a.rpB[k];
+                    f1 = a.rpB[k + 1];
+                }
+                const int cnt = (int)min((int64_t)32, e1 - base);
+                for (int t = 0; t < cnt; t++) {
+                    const int64_t g0 = __shfl_sync(kFull, f0, t), g1 = __shfl_sync(kFull, f1, t);
+                    for (int64_t f = g0 + lane; f < g1; f += 32) {
+                        const int64_t col = a.ciB[f];
+                        atomicOr(&bits[col >> 5], 1u << (col & 31));
+                    }
+                }
             }
         } else {
-            for (int64_t e = e0; e < e1; e++) {
-                const double av = a.valsA[e];
-                const int64_t k = a.ciA[e];
-                for (int64_t f = a.rpB[k] + threadIdx.x; f < a.rpB[k + 1]; f += blockDim.x) {
-                    const int64_t col = a.ciB[f];
-                    acc[col] += av * a.valsB[f];
-                    atomicOr(&bits[col >> 5], 1u << (col & 31));
+            for (int64_t c0 = e0; c0 < e1; c0 += kDenseStage) {
+                const int cnt = (int)min((int64_t)kDenseStage, e1 - c0);
+                for (int t = threadIdx.x; t < cnt; t += T) {
+                    const int64_t k = a.ciA[c0 + t];
+                    s_start[t] = a.rpB[k];
+                    s_len[t] = (int)(a.rpB[k + 1] - a.rpB[k]);
+                    s_av[t] = a.valsA[c0 + t];
                 }
                 __syncthreads();
+                for (int t0 = 0; t0 < cnt; t0 += kDenseAhead) {
+                    /* the loads only: nothing waits for them before the first add */
+                    int col[kDenseAhead];
+                    double bv[kDenseAhead];
+#pragma unroll
+                    for (int u = 0; u < kDenseAhead; u++) {
+                        col[u] = -1;
+                        bv[u] = 0.0;
+                        if (t0 + u < cnt && (int)threadIdx.x < s_len[t0 + u]) {
+                            const int64_t f = s_start[t0 + u] + threadIdx.x;
+                            col[u] = a.ciB[f];
+                            bv[u] = a.valsB[f];
+                        }
+                    }
+                    /* product, then sum: two roundings, as scipy's (no fused multiply-add) */
+#pragma unroll
+                    for (int u = 0; u < kDenseAhead; u++) {
+                        if (t0 + u < cnt) { /* uniform across the block */
+                            const double av = s_av[t0 + u];
+                            if (col[u] >= 0) {
+                                acc[col[u]] += __dmul_rn(av, bv[u]);
+                                atomicOr(&bits[col[u] >> 5], 1u << (col[u] & 31));
+                            }
+                            /* a B row longer than the block: its other products (distinct columns) */
+                            const int len = s_len[t0 + u];
+                            for (int x = threadIdx.x + T; x < len; x += T) {
+                                const int64_t f = s_start[t0 + u] + x;
+                                const int64_t c = a.ciB[f];
+                                acc[c] += __dmul_rn(av, a.valsB[f]);
+                                atomicOr(&bits[c >> 5], 1u << (c & 31));
+                            }
+                            __syncthreads();
+                        }
+                    }
+                }
             }
         }
         __syncthreads();
-        const int w = threadIdx.x; /* words <= kDenseThreads */
-        const uint32_t word = w < words ? bits[w] : 0u;
-        int count = __popc(word), before = 0, total = 0;
-        DenseScan(scan).ExclusiveSum(count, before, total);
+        /* thread t compacts words [t W, t W + W) of the pattern, W = ceil(words / threads) */
+        const int per = (words + T - 1) / T, w0 = (int)threadIdx.x * per;
+        const int w1 = min(w0 + per, words);
+        int count = 0, before = 0, total = 0;
+        for (int w = w0; w < w1; w++)
+            count += __popc(bits[w]);
+        Scan(scan).ExclusiveSum(count, before, total);
         if (!NUMERIC) {
             if (threadIdx.x == 0) a.row_nnz[i] = total;
         } else {
             ColT *cols = static_cast<ColT *>(a.cols);
             OutT *out = static_cast<OutT *>(a.vals);
             int64_t pos = a.row_ptr[i] + before;
-            for (uint32_t x = word; x; x &= x - 1) {
-                const int64_t col = (int64_t)w * 32 + (__ffs(x) - 1);
-                const OutT v = (OutT)acc[col];
-                cols[pos] = (ColT)col;
-                out[pos] = v;
-                zeros += v == (OutT)0;
-                pos++;
+            for (int w = w0; w < w1; w++) {
+                for (uint32_t x = bits[w]; x; x &= x - 1) {
+                    const int64_t col = (int64_t)w * 32 + (__ffs(x) - 1);
+                    const OutT v = (OutT)acc[col];
+                    cols[pos] = (ColT)col;
+                    out[pos] = v;
+                    zeros += v == (OutT)0;
+                    pos++;
+                }
             }
         }
         __syncthreads();
@@ -826,7 +903,6 @@ DenseArgs dense_args(acc_spgemm_gpu *p, const double *valsA, const double *valsB
     d.n = p->n;
     d.nlarge = p->nlarge;
     d.large = p->large;
-    d.pe = p->pe;
     return d;
 }
 
@@ -835,7 +911,7 @@ template <bool NUMERIC, typename ColT, typename OutT> int launch_dense(const Den
     const size_t bytes = (NUMERIC ? (size_t)d.n * sizeof(double) : 0) + words * sizeof(uint32_t);
     auto kernel = dense_rows<NUMERIC, ColT, OutT>;
     ACC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    kernel<<<(unsigned)std::min<int64_t>(d.nlarge, 1 << 16), kDenseThreads, bytes, s>>>(d);
+    kernel<<<(unsigned)std::min<int64_t>(d.nlarge, 1 << 16), dense_threads<NUMERIC>(), bytes, s>>>(d);
     LAUNCH_CHECK();
     return ACC_SUCCESS;
 }
@@ -948,7 +1024,35 @@ int numeric_typed(acc_spgemm_gpu *p, const double *valsA, const double *valsB, v
     return huge_batches<true, ColT, OutT>(p, valsA, valsB, cols, vals, s);
 }
 
-/* Large rows on the host, for n > DENSE_COLS: medium ones (at most MEDIUM_MAX products: one block
+/* The dense kernel's cost of a large row: a barrier per entry of A, and its products over the block. */
+__global__ void dense_cost(int64_t nlarge, const int64_t *__restrict__ rows, const int64_t *__restrict__ rpA,
+                           const int64_t *__restrict__ products, uint32_t *__restrict__ cost) {
+    GRID_STRIDE(j, nlarge) {
+        const int64_t c = rpA[rows[j] + 1] - rpA[rows[j]] + products[j] / dense_threads<true>();
+        cost[j] = (uint32_t)min(c, (int64_t)UINT32_MAX);
+    }
+}
+
+/* p->large = the large rows (`rows`, products in large_prefix + 1) by decreasing dense cost: one
+ * block per row runs them in that order, so the longest rows start first instead of finishing last. */
+int longest_first(acc_spgemm_gpu *p, const int64_t *rows, cudaStream_t s) {
+    const int64_t nl = p->nlarge;
+    Temp<uint32_t> cost, sorted;
+    TRY(cost.alloc((size_t)nl, s, &p->tr));
+    TRY(sorted.alloc((size_t)nl, s, &p->tr));
+    dense_cost<<<grid_for(nl), kThreads, 0, s>>>(nl, rows, p->RA.rp, p->large_prefix + 1, cost.p);
+    LAUNCH_CHECK();
+    size_t bytes = 0;
+    ACC_CUDA_TRY(cub::DeviceRadixSort::SortPairsDescending(nullptr, bytes, cost.p, sorted.p, rows, p->large,
+                                                           nl, 0, 32, s));
+    Temp<char> temp;
+    TRY(temp.alloc(bytes, s, &p->tr));
+    ACC_CUDA_TRY(cub::DeviceRadixSort::SortPairsDescending(temp.p, bytes, cost.p, sorted.p, rows, p->large,
+                                                           nl, 0, 32, s));
+    return ACC_SUCCESS;
+}
+
+/* Large rows on the host, for n > rows_dense_cols(): medium ones (at most MEDIUM_MAX products: one block
  * sorts each; three tiers of block capacity, CAP, MEDIUM_MAX / 2 and MEDIUM_MAX products, so that
  * a row sorts in the smallest block that holds it) and huge ones (batches), each list with its
  * products' prefix, uploaded. */
@@ -1050,8 +1154,17 @@ int group_products(acc_spgemm_gpu *p, const Temp<int64_t> &rows, const Temp<int6
     Temp<char> temp;
     TRY(temp.alloc(bytes, s, &p->tr));
     ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp.p, bytes, p->ps + 1, p->ps + 1, nnz, s));
+    Temp<u64> most;
+    TRY(most.alloc(1, s, &p->tr));
+    ACC_CUDA_TRY(cudaMemsetAsync(most.p, 0, sizeof(u64), s));
+    max_row_products<<<std::min(grid_for(m), 1024u), kThreads, 0, s>>>(m, A.rp, p->ps, most.p);
+    LAUNCH_CHECK();
+    u64 h = 0;
     ACC_CUDA_TRY(cudaMemcpyAsync(&p->small_total, p->ps + nnz, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
-    return acc_cuda_status(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    ACC_CUDA_TRY(cudaMemcpyAsync(&h, most.p, sizeof(u64), cudaMemcpyDeviceToHost, s));
+    ACC_CUDA_TRY(cudaStreamSynchronize(s));
+    p->small_max = (int64_t)h;
+    return ACC_SUCCESS;
 }
 
 int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
@@ -1084,18 +1197,25 @@ int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
             TRY(group_products(p, rows, num, s));
         }
     }
-    p->ngroups = (p->small_total + SMALL_MAX - 1) / SMALL_MAX;
-    p->dense_large = p->n <= DENSE_COLS;
-    /* the large rows and their products; for n > DENSE_COLS, split on the host (one more sync) */
+    /* Groups of rows starting within `stride` products of each other hold at most stride - 1 + the
+     * largest small row's products: CAP with stride = CAP + 1 - that row (at least SMALL_MAX + 1, as
+     * SMALL_MAX is the largest possible).  Blocks run nearly full where the rows are shorter. */
+    p->group_stride = CAP + 1 - std::max<int64_t>(p->small_max, 1);
+    p->ngroups = (p->small_total + p->group_stride - 1) / p->group_stride;
+    p->dense_large = p->n <= rows_dense_cols();
+    /* the large rows and their products; for n > rows_dense_cols(), split on the host (one more sync) */
     TRY(p->palloc(&p->large, (size_t)p->nlarge));
     TRY(p->palloc(&p->large_prefix, (size_t)p->nlarge + 1));
     p->large_products.assign((size_t)p->nlarge, 0);
     if (p->nlarge > 0) {
-        ACC_CUDA_TRY(cudaMemcpyAsync(p->large, rows.p, (size_t)p->nlarge * sizeof(int64_t),
-                                     cudaMemcpyDeviceToDevice, s));
-        large_products<<<grid_for(p->nlarge), kThreads, 0, s>>>(p->nlarge, p->large, A.rp, p->pe,
+        large_products<<<grid_for(p->nlarge), kThreads, 0, s>>>(p->nlarge, rows.p, A.rp, p->pe,
                                                                 p->large_prefix + 1);
         LAUNCH_CHECK();
+        if (p->dense_large && p->nlarge > 1)
+            TRY(longest_first(p, rows.p, s));
+        else
+            ACC_CUDA_TRY(cudaMemcpyAsync(p->large, rows.p, (size_t)p->nlarge * sizeof(int64_t),
+                                         cudaMemcpyDeviceToDevice, s));
         ACC_CUDA_TRY(cudaMemcpyAsync(p->large_products.data(), p->large_prefix + 1,
                                      (size_t)p->nlarge * sizeof(int64_t), cudaMemcpyDeviceToHost, s));
         if (!p->dense_large) {
@@ -1114,7 +1234,8 @@ int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
     TRY(p->palloc(&p->perm_small, (size_t)p->small_total));
     if (nnz > 0) TRY((launch_tiny<false, int32_t, float>(tiny_args(p, nullptr, nullptr), s)));
     if (p->ngroups > 0) {
-        group_starts<<<grid_for(p->ngroups + 1), kThreads, 0, s>>>(m, p->ngroups, A.rp, p->ps, p->gstart);
+        group_starts<<<grid_for(p->ngroups + 1), kThreads, 0, s>>>(m, p->ngroups, p->group_stride, A.rp,
+                                                                   p->ps, p->gstart);
         LAUNCH_CHECK();
         TRY(launch_symbolic(p, false, s));
     }

@@ -6,6 +6,8 @@ reference; bad input.  Results are poisoned (-1 / NaN) before the numeric phase 
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -85,8 +87,8 @@ def test_every_tile_path_and_chunking_is_exact(path, chunk_pairs, keep_pairs):
 
 def row_classes_matrix(n, seed):
     """Rows of every class of the row algorithm, interleaved: empty, small (< 1024 products),
-    medium (< 8192) and huge, for B of n columns (n <= 12288: large rows accumulate in shared
-    memory; larger n: medium rows sorted by one block, huge rows in batches)."""
+    medium (< 8192) and huge, for B of n columns (n up to about 24,000 on sm_90: large rows
+    accumulate in shared memory; larger n: medium rows sorted by one block, huge rows in batches)."""
     rng = np.random.default_rng(seed)
     k = 600
     A = int_sparse(90, k, 0.01, seed)
@@ -122,7 +124,7 @@ def with_duplicates(M, seed):
 
 
 @pytest.mark.parametrize("dups", [False, True])
-@pytest.mark.parametrize("n", [500, 20000])
+@pytest.mark.parametrize("n", [500, 30000])
 def test_row_algorithm_every_row_class(n, dups):
     A, B = row_classes_matrix(n, 3)
     Bd = with_duplicates(B, 4) if dups else B
@@ -133,6 +135,51 @@ def test_row_algorithm_every_row_class(n, dups):
         A2 = A.copy()
         A2.data = -A2.data
         same(p(A2), scipy_product(A2, B))
+
+
+def long_b_rows_matrix(n, seed):
+    """Large rows of A (600 entries: three stages of the dense accumulation) over a B with rows longer
+    than a block of threads (column 7 of A meets a B row of 3000 entries)."""
+    A, B = row_classes_matrix(n, seed)
+    B = B.tolil()
+    rng = np.random.default_rng(seed)
+    B[7, rng.choice(n, 3000, replace=False)] = rng.integers(1, 4, 3000)
+    return A, sp.csr_matrix(B)
+
+
+@pytest.mark.parametrize("n", [6000, 20000])
+def test_dense_rows_with_b_rows_longer_than_a_warp_range(n):
+    """Dense accumulation (n up to about 24,000 on sm_90): each warp reads its columns' part of a
+    3000-entry B row; at n = 20000 the pattern has more 32-bit words than the block has threads."""
+    A, B = long_b_rows_matrix(n, 5)
+    with accspmm.spgemm_plan(A, B, device="gpu", algorithm="rows") as p:
+        p._poison = True
+        assert p.stats["large_rows"] >= 4
+        same(p(), scipy_product(A, B))
+
+
+def test_sorted_large_rows_when_dense_accumulation_is_off(tmp_path):
+    """ACCSPMM_SPGEMM_DENSE_COLS=0 (read once per process: a child process) sorts every large row
+    (medium and huge) even for small n, duplicates in B included: the same bits as scipy."""
+    import subprocess
+    import sys
+
+    A, B = long_b_rows_matrix(6000, 6)
+    sp.save_npz(tmp_path / "a.npz", A)
+    sp.save_npz(tmp_path / "b.npz", with_duplicates(B, 7))
+    code = f"""
+import numpy as np, scipy.sparse as sp, accspmm
+A, B = sp.load_npz({str(tmp_path / "a.npz")!r}), sp.load_npz({str(tmp_path / "b.npz")!r})
+with accspmm.spgemm_plan(A, B, device="gpu", algorithm="rows") as p:
+    C = p()
+R = sp.csr_matrix(A @ B); R.eliminate_zeros(); R.sort_indices()
+assert np.array_equal(C.indptr, R.indptr) and np.array_equal(C.indices, R.indices)
+assert np.array_equal(C.data, R.data)
+print("ok")
+"""
+    env = dict(os.environ, ACCSPMM_SPGEMM_DENSE_COLS="0")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
 
 
 @pytest.mark.parametrize("dups", [False, True])
