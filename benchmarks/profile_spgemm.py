@@ -4,7 +4,8 @@
         python benchmarks/profile_spgemm.py DATA_DIR --kernels NAME:ALGO ...   # every kernel of one call
     python benchmarks/profile_spgemm.py DATA_DIR --python NAME ...             # the host side: cProfile
 
---kernels: for each NAME:ALGO (a matrix of DATA_DIR or kron_poisson_bB; ALGO tiles or rows), one warm-up
+--kernels: for each NAME:ALGO (a matrix of DATA_DIR, kron_poisson_bB or amg_{poisson,elasticity}_{RA,RAP};
+ALGO tiles or rows), one warm-up
 call, then one call inside cudaProfilerStart/Stop, so ncu sees exactly the kernels of one product
 (run with --profile-from-start off).  --python: 200 one-shot products of each matrix under cProfile,
 the functions by their own time, and the wall time per call.
@@ -28,8 +29,26 @@ import accspmm  # noqa: E402
 from accspmm import datasets  # noqa: E402
 
 
+def amg_operands(name):
+    """amg_poisson_RA, amg_poisson_RAP, amg_elasticity_RA, amg_elasticity_RAP: bench_spgemm's
+    Galerkin products (pyamg's smoothed aggregation, first level)."""
+    import pyamg
+
+    problem, product = name.rsplit("_", 1)
+    if problem == "amg_poisson":
+        A = pyamg.gallery.poisson((800, 800), format="csr")
+    else:
+        A = sp.csr_matrix(pyamg.gallery.linear_elasticity((400, 400))[0])
+    L = pyamg.smoothed_aggregation_solver(A, max_coarse=1000).levels[0]
+    R, P = sp.csr_matrix(L.R, dtype=np.float32), sp.csr_matrix(L.P, dtype=np.float32)
+    A = sp.csr_matrix(A, dtype=np.float32)
+    return (R, A) if product == "RA" else (sp.csr_matrix(R @ A), P)
+
+
 def operand(data_dir, name):
     rng = np.random.default_rng(0)
+    if name.startswith("amg_"):
+        return amg_operands(name)
     if name.startswith("kron_poisson_b"):
         b = int(name[len("kron_poisson_b"):])
         n = int(np.sqrt(3_000_000 / (5 * b * b)))

@@ -94,10 +94,14 @@ __global__ void mark_row_starts(int64_t m, const IdxT *__restrict__ rp, uint8_t 
     GRID_STRIDE(i, m) if (rp[i] < rp[i + 1] && rp[i] >= 0) start[rp[i]] = 1; /* (checked offsets: in range) */
 }
 
+/* One atomic per block that saw an unsorted entry (an unsorted operand has many: same-address
+ * atomics per entry took 74 us on a 3M-entry operand). */
 template <typename IdxT>
 __global__ void check_sorted(int64_t nnz, const IdxT *__restrict__ ci, const uint8_t *__restrict__ start,
                              int *__restrict__ unsorted) {
-    GRID_STRIDE(e, nnz) if (e > 0 && !start[e] && ci[e] <= ci[e - 1]) atomicOr(unsorted, 1);
+    int bad = 0;
+    GRID_STRIDE(e, nnz) bad |= e > 0 && !start[e] && ci[e] <= ci[e - 1];
+    if (__syncthreads_or(bad) && threadIdx.x == 0) atomicOr(unsorted, 1);
 }
 
 template <typename IdxT>
@@ -660,9 +664,12 @@ int analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu
         {
             PhaseTimer timer(p, PH_CHECK);
             /* A as it is (rows in any order, duplicates: their products add up like scipy's); B too,
-             * unless the dense accumulation of large rows may run (n small), which needs B's rows free
-             * of duplicate columns: then a canonical copy of B where it is not canonical */
-            const bool dense = p->n <= rows_dense_cols();
+             * unless the dense accumulation of large rows may run (n small, and a large row unless the
+             * model's statistics show none: they count duplicates, so canonical forms have no more),
+             * which needs B's rows free of duplicate columns: then a canonical copy of B where it is
+             * not canonical */
+            const bool dense = p->n <= rows_dense_cols() && !(p->rs_known && p->rs_large_rows == 0);
+            p->dense_allowed = dense;
             TRY(canonical_rows(p, A, p->same && dense, &p->RA, s));
             if (p->same)
                 p->RB = p->RA;

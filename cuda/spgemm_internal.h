@@ -6,6 +6,7 @@
 #ifndef ACC_SPGEMM_INTERNAL_H
 #define ACC_SPGEMM_INTERNAL_H
 
+#include <cub/device/device_scan.cuh>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -94,6 +95,24 @@ template <typename T> struct Temp {
     }
     ~Temp() { release(); }
 };
+
+/* x[0..n) replaced by its inclusive (or exclusive) prefix sums on s; cub's temporary storage from
+ * the pool, counted in tr. */
+template <typename T> int scan_in_place(T *x, int64_t n, bool inclusive, cudaStream_t s, Tracker *tr) {
+    if (n <= 0) return ACC_SUCCESS;
+    size_t bytes = 0;
+    if (inclusive)
+        ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, bytes, x, x, n, s));
+    else
+        ACC_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, x, x, n, s));
+    Temp<char> temp;
+    TRY(temp.alloc(bytes, s, tr));
+    if (inclusive)
+        ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp.p, bytes, x, x, n, s));
+    else
+        ACC_CUDA_TRY(cub::DeviceScan::ExclusiveSum(temp.p, bytes, x, x, n, s));
+    return ACC_SUCCESS;
+}
 
 /* Phases timed when ACCSPMM_SPGEMM_PROFILE is set (each one synchronises then): host ms. */
 enum Phase {
@@ -229,6 +248,7 @@ struct acc_spgemm_gpu {
     int64_t *large_prefix = nullptr;     /* [nlarge+1] products before each of them */
     std::vector<int64_t> large_products; /* their products (host) */
     int dense_large = 0;                 /* large rows accumulate densely in shared memory (n small) */
+    bool dense_allowed = false;          /* B's rows hold each column once (canonical where needed) */
     uint16_t *perm_small = nullptr;      /* [small_total] the small rows' products in sorted order */
     int64_t nmedium = 0;                 /* n > DENSE_COLS: large rows one block sorts */
     int64_t medium_tier[3] = {0, 0, 0};  /* of them, by block size (spgemm_rows.cu), in that order */

@@ -228,7 +228,7 @@ __device__ __forceinline__ void expand(const GroupArgs &a, const Piece &pc, int6
  * marked, and counts each row's distinct keys.  Keys sort as 32 bits where (row, column) fit, else
  * 64 (WIDE kernels only). */
 template <int THREADS, int ITEMS, bool WIDE>
-__global__ void __launch_bounds__(THREADS) sorted_symbolic(GroupArgs a) {
+__global__ void __launch_bounds__(THREADS, WIDE ? 3 : 1) sorted_symbolic(GroupArgs a) {
     using Sort32 = cub::BlockRadixSort<uint32_t, THREADS, ITEMS, uint16_t, kRadixBits>;
     using Sort64 = cub::BlockRadixSort<uint64_t, THREADS, WIDE ? ITEMS : 1, uint16_t, kRadixBits>;
     __shared__ union {
@@ -967,13 +967,7 @@ int huge_batches(acc_spgemm_gpu *p, const double *valsA, const double *valsB, vo
             TRY(first.alloc((size_t)(j1 - j0), s, &p->tr));
             batch_heads<<<grid_for(count), kThreads, 0, s>>>(count, K, H.p);
             LAUNCH_CHECK();
-            size_t sb = 0;
-            ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, sb, H.p, H.p, count, s));
-            {
-                Temp<char> temp;
-                TRY(temp.alloc(sb, s, &p->tr));
-                ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp.p, sb, H.p, H.p, count, s));
-            }
+            TRY(scan_in_place(H.p, count, true, s, &p->tr));
             batch_row_first<<<grid_for(count), kThreads, 0, s>>>(count, K, colbits, H.p, first.p);
             LAUNCH_CHECK();
             batch_write<ColT, OutT><<<grid_for(count), kThreads, 0, s>>>(
@@ -1149,11 +1143,7 @@ int group_products(acc_spgemm_gpu *p, const Temp<int64_t> &rows, const Temp<int6
     }
     zero_tiny_rows<<<grid_for(m), kThreads, 0, s>>>(m, A.rp, A.ci, B.rp, p->ps);
     LAUNCH_CHECK();
-    size_t bytes = 0;
-    ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, bytes, p->ps + 1, p->ps + 1, nnz, s));
-    Temp<char> temp;
-    TRY(temp.alloc(bytes, s, &p->tr));
-    ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp.p, bytes, p->ps + 1, p->ps + 1, nnz, s));
+    TRY(scan_in_place(p->ps + 1, nnz, true, s, &p->tr));
     Temp<u64> most;
     TRY(most.alloc(1, s, &p->tr));
     ACC_CUDA_TRY(cudaMemsetAsync(most.p, 0, sizeof(u64), s));
@@ -1202,7 +1192,7 @@ int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
      * SMALL_MAX is the largest possible).  Blocks run nearly full where the rows are shorter. */
     p->group_stride = CAP + 1 - std::max<int64_t>(p->small_max, 1);
     p->ngroups = (p->small_total + p->group_stride - 1) / p->group_stride;
-    p->dense_large = p->n <= rows_dense_cols();
+    p->dense_large = p->dense_allowed; /* else every large row sorts, whatever B's rows hold */
     /* the large rows and their products; for n > rows_dense_cols(), split on the host (one more sync) */
     TRY(p->palloc(&p->large, (size_t)p->nlarge));
     TRY(p->palloc(&p->large_prefix, (size_t)p->nlarge + 1));
@@ -1249,14 +1239,7 @@ int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
         }
     }
     timer.next(PH_STRUCTURE);
-    if (m > 0) {
-        size_t sb = 0;
-        ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, sb, p->row_ptr + 1, p->row_ptr + 1, m, s));
-        Temp<char> st;
-        TRY(st.alloc(sb, s, &p->tr));
-        ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(st.p, sb, p->row_ptr + 1, p->row_ptr + 1, m, s));
-    }
-    return ACC_SUCCESS;
+    return scan_in_place(p->row_ptr + 1, m, true, s, &p->tr);
 }
 
 int rows_numeric(acc_spgemm_gpu *p, const void *a_values, const void *b_values, acc_dtype in_dtype,

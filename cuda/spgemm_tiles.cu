@@ -501,13 +501,7 @@ int tile_merged(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *in, TileMat *T, boo
     merge_tiles<IdxT, false><<<blocks, kThreads, 0, s>>>(m, mt, rp, ci, T->row_ptr, nullptr, nullptr, nullptr,
                                                          nullptr, nullptr, nullptr);
     LAUNCH_CHECK();
-    size_t bytes = 0;
-    ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, bytes, T->row_ptr + 1, T->row_ptr + 1, mt, s));
-    {
-        Temp<char> temp;
-        TRY(temp.alloc(bytes, s, &p->tr));
-        ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp.p, bytes, T->row_ptr + 1, T->row_ptr + 1, mt, s));
-    }
+    TRY(scan_in_place(T->row_ptr + 1, mt, true, s, &p->tr));
     int64_t nt = 0;
     ACC_CUDA_TRY(cudaMemcpyAsync(&nt, T->row_ptr + mt, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
     ACC_CUDA_TRY(cudaStreamSynchronize(s));
@@ -657,13 +651,7 @@ int chunk_sorted_pairs(acc_spgemm_gpu *p, const Chunk &c, Temp<uint64_t> &keys, 
     uint32_t last[2] = {0, 0};
     ACC_CUDA_TRY(
         cudaMemcpyAsync(&last[0], counts.p + nthreads - 1, sizeof(uint32_t), cudaMemcpyDeviceToHost, s));
-    {
-        size_t bytes = 0;
-        ACC_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, counts.p, counts.p, nthreads, s));
-        Temp<char> temp;
-        TRY(temp.alloc(bytes, s, &p->tr));
-        ACC_CUDA_TRY(cub::DeviceScan::ExclusiveSum(temp.p, bytes, counts.p, counts.p, nthreads, s));
-    }
+    TRY(scan_in_place(counts.p, nthreads, false, s, &p->tr));
     ACC_CUDA_TRY(
         cudaMemcpyAsync(&last[1], counts.p + nthreads - 1, sizeof(uint32_t), cudaMemcpyDeviceToHost, s));
     ACC_CUDA_TRY(cudaStreamSynchronize(s));
@@ -726,13 +714,7 @@ int chunk_group(acc_spgemm_gpu *p, const Temp<uint64_t> &keys, const Temp<u64> &
 /* counts[1..nc] -> exclusive offsets [nc+1] in place (counts[0] = 0). */
 int scan_counts(acc_spgemm_gpu *p, uint32_t *counts, int64_t nc, cudaStream_t s) {
     ACC_CUDA_TRY(cudaMemsetAsync(counts, 0, sizeof(uint32_t), s));
-    if (nc == 0) return ACC_SUCCESS;
-    size_t bytes = 0;
-    ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, bytes, counts + 1, counts + 1, nc, s));
-    Temp<char> temp;
-    TRY(temp.alloc(bytes, s, &p->tr));
-    ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp.p, bytes, counts + 1, counts + 1, nc, s));
-    return ACC_SUCCESS;
+    return scan_in_place(counts + 1, nc, true, s, &p->tr);
 }
 
 /* Splits A's tile rows into chunks of at most chunk_pairs candidates (whole tile rows). */
@@ -866,11 +848,7 @@ int tiles_analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spge
     if (nA > 0) {
         raw_counts<<<grid_for(nA), kThreads, 0, s>>>(nA, p->A.col, p->B.row_ptr, p->raw_off);
         LAUNCH_CHECK();
-        size_t bytes = 0;
-        ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, bytes, p->raw_off + 1, p->raw_off + 1, nA, s));
-        Temp<char> temp;
-        TRY(temp.alloc(bytes, s, &p->tr));
-        ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp.p, bytes, p->raw_off + 1, p->raw_off + 1, nA, s));
+        TRY(scan_in_place(p->raw_off + 1, nA, true, s, &p->tr));
         ACC_CUDA_TRY(
             cudaMemcpyAsync(&p->raw_total, p->raw_off + nA, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
         ACC_CUDA_TRY(cudaStreamSynchronize(s));
