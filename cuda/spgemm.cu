@@ -508,25 +508,27 @@ int enqueue_densities(const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu_csr *B, 
 
 /* The model: each algorithm's time (ms, whole call) as a linear function of statistics known before
  * either runs, fitted on the H100 (benchmarks/NOTES.md, "SpGEMM model"): the tiles by their tile
- * pairs, estimated as products / (dA dB / 8); the rows by their small rows' products, plus, for
- * the large rows, their entries, products and n-wide dense rows (n <=
+ * pairs, estimated as products / (dA dB / 8), and the operands' entries they tile; the rows by their small
+ * rows' products, plus, for the large rows, their entries, products and n-wide dense rows (n <=
  * rows_dense_cols()), or their products (sorted, larger n: one block per row, or in batches for
  * rows of more than ROWS_MEDIUM_MAX products).  Only the comparison matters: a wrong
  * choice costs time, never correctness. */
 struct Model {
-    double tiles_ms0 = 0.90, tiles_ms_per_mpair = 0.30;
+    double tiles_ms0 = 1.05, tiles_ms_per_mpair = 0.086, tiles_ms_per_mentry = 0.14;
     double rows_ms0 = 0.45, small_ms_per_mproduct = 0.065, tiny_ms_per_mproduct = 0.04;
     double dense_ms0 = 0.085, dense_ms_per_mentry = 0.15, dense_ms_per_mproduct = 0.0059,
            dense_ms_per_gcell = 7.1;
     double medium_ms_per_mproduct = 0.08, huge_ms_per_mproduct = 0.22;
 };
 
-void predict(acc_spgemm_gpu *p) {
+/* operand_entries: the entries the tiles path tiles (A's, and B's where B is another matrix). */
+void predict(acc_spgemm_gpu *p, int64_t operand_entries) {
     const Model M;
     const double mega = 1e-6;
     const double per_pair = std::max(p->est_density_a * p->est_density_b / 8.0, 1e-3);
     const double products = (double)(p->rs_small + p->rs_large);
-    p->est_ms_tiles = M.tiles_ms0 + M.tiles_ms_per_mpair * products * mega / per_pair;
+    p->est_ms_tiles = M.tiles_ms0 + M.tiles_ms_per_mpair * products * mega / per_pair +
+                      M.tiles_ms_per_mentry * (double)operand_entries * mega;
     double large = 0;
     if (p->n <= rows_dense_cols() && p->rs_large_rows > 0)
         large = M.dense_ms0 + M.dense_ms_per_mentry * (double)p->rs_large_entries * mega +
@@ -643,7 +645,7 @@ int analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu
             p->rs_huge = (int64_t)h[8];
             p->rs_tiny = (int64_t)h[9];
             p->rs_known = true;
-            predict(p);
+            predict(p, A->nnz + (p->same ? 0 : B->nnz));
             algo = p->est_ms_tiles < p->est_ms_rows ? ACC_SPGEMM_ALGO_TILES : ACC_SPGEMM_ALGO_ROWS;
         }
     }
