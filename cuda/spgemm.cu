@@ -148,23 +148,6 @@ __global__ void canonical_fill(int64_t nnz, const uint64_t *__restrict__ keys,
     }
 }
 
-__global__ void offsets_from_rows(int64_t m, int64_t count, const int64_t *__restrict__ rows,
-                                  int64_t *__restrict__ rp) {
-    GRID_STRIDE(i, m + 1) {
-        int64_t lo = 0, hi = count;
-        while (lo < hi) {
-            const int64_t mid = (lo + hi) >> 1;
-            if (rows[mid] < i)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        rp[i] = lo;
-    }
-}
-
-__global__ void set_i64(int64_t *__restrict__ p, int64_t v) { *p = v; }
-
 template <typename V>
 __global__ void gather(int64_t count, const V *__restrict__ in, const uint32_t *__restrict__ src,
                        const int64_t *__restrict__ run, double *__restrict__ out) {
@@ -357,10 +340,10 @@ int canonicalize(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *in, RowMat *out, c
     canonical_fill<<<grid_for(nnz), kThreads, 0, s>>>(nnz, kb.Current(), slot.p, ci, rows.p, run);
     LAUNCH_CHECK();
     if (run) {
-        set_i64<<<1, 1, 0, s>>>(run + nv, nnz);
+        set_value<int64_t><<<1, 1, 0, s>>>(run + nv, nnz);
         LAUNCH_CHECK();
     }
-    offsets_from_rows<<<grid_for(m + 1), kThreads, 0, s>>>(m, nv, rows.p, rp);
+    offsets_from_sorted<int64_t><<<grid_for(m + 1), kThreads, 0, s>>>(m, nv, rows.p, rp);
     LAUNCH_CHECK();
     TRY(p->palloc(&out->src, (size_t)nnz));
     ACC_CUDA_TRY(

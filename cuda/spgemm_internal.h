@@ -96,6 +96,26 @@ template <typename T> struct Temp {
     ~Temp() { release(); }
 };
 
+/* offsets[i] = the first entry of row i or after, for i in [0, rows]: CSR offsets from the sorted row
+ * of each of count entries (binary search). */
+template <typename R>
+__global__ void offsets_from_sorted(int64_t rows, int64_t count, const R *__restrict__ sorted_rows,
+                                    int64_t *__restrict__ offsets) {
+    GRID_STRIDE(i, rows + 1) {
+        int64_t lo = 0, hi = count;
+        while (lo < hi) {
+            const int64_t mid = (lo + hi) >> 1;
+            if ((int64_t)sorted_rows[mid] < i)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        offsets[i] = lo;
+    }
+}
+
+template <typename T> __global__ void set_value(T *__restrict__ p, T v) { *p = v; }
+
 /* x[0..n) replaced by its inclusive (or exclusive) prefix sums on s; cub's temporary storage from
  * the pool, counted in tr. */
 template <typename T> int scan_in_place(T *x, int64_t n, bool inclusive, cudaStream_t s, Tracker *tr) {

@@ -121,24 +121,6 @@ __global__ void tile_fill(int64_t nnz, const uint64_t *__restrict__ K, const int
     }
 }
 
-/* row_ptr[I] = the first tile of tile row I or after (binary search over the tile rows). */
-__global__ void offsets_from_sorted(int64_t rows, int64_t count, const int32_t *__restrict__ sorted_rows,
-                                    int64_t *__restrict__ offsets) {
-    GRID_STRIDE(I, rows + 1) {
-        int64_t lo = 0, hi = count;
-        while (lo < hi) {
-            const int64_t mid = (lo + hi) >> 1;
-            if (sorted_rows[mid] < I)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        offsets[I] = lo;
-    }
-}
-
-__global__ void set_i64(int64_t *__restrict__ p, int64_t v) { *p = v; }
-
 /* A canonical operand (rows sorted, no duplicates) is tiled without a sort: eight lanes per tile
  * row, lane r walking row 8I + r; each step takes the smallest tile column J among the eight
  * cursors, and each lane consumes its entries of tile J (at most 8).  The tile's values are row
@@ -491,6 +473,25 @@ __global__ void __launch_bounds__(kNumericWarps * 32) numeric_kernel(NumericArgs
 
 /* ---- host: tiling ----------------------------------------------------------------------------- */
 
+/* T's arrays for nt tiles and nv values (and nnz source positions where src); the tile rows in
+ * T->trow where kept, else in tmp; *trow points at them. */
+int alloc_tiles(acc_spgemm_gpu *p, TileMat *T, int64_t nt, int64_t nv, bool keep_trow, Temp<int32_t> &tmp,
+                int32_t **trow, cudaStream_t s) {
+    T->ntiles = nt;
+    T->nvals = nv;
+    TRY(p->palloc(&T->col, (size_t)nt));
+    TRY(p->palloc(&T->mask, (size_t)nt));
+    TRY(p->palloc(&T->voff, (size_t)nt + 1));
+    TRY(p->palloc(&T->vals, (size_t)nv));
+    TRY(p->palloc(&T->bad, (size_t)nt));
+    if (keep_trow)
+        TRY(p->palloc(&T->trow, (size_t)nt));
+    else
+        TRY(tmp.alloc((size_t)nt, s, &p->tr));
+    *trow = keep_trow ? T->trow : tmp.p;
+    return ACC_SUCCESS;
+}
+
 /* Tiles of a canonical operand without a sort (merge_tiles): count, scan, fill. */
 template <typename IdxT>
 int tile_merged(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *in, TileMat *T, bool keep_trow, cudaStream_t s) {
@@ -505,24 +506,14 @@ int tile_merged(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *in, TileMat *T, boo
     int64_t nt = 0;
     ACC_CUDA_TRY(cudaMemcpyAsync(&nt, T->row_ptr + mt, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
     ACC_CUDA_TRY(cudaStreamSynchronize(s));
-    T->ntiles = nt;
-    T->nvals = nnz;
-    TRY(p->palloc(&T->col, (size_t)nt));
-    TRY(p->palloc(&T->mask, (size_t)nt));
-    TRY(p->palloc(&T->voff, (size_t)nt + 1));
-    TRY(p->palloc(&T->vals, (size_t)nnz));
-    TRY(p->palloc(&T->bad, (size_t)nt));
-    TRY(p->palloc(&T->src, (size_t)nnz));
     Temp<int32_t> trow_tmp;
-    if (keep_trow)
-        TRY(p->palloc(&T->trow, (size_t)nt));
-    else
-        TRY(trow_tmp.alloc((size_t)nt, s, &p->tr));
-    merge_tiles<IdxT, true><<<blocks, kThreads, 0, s>>>(m, mt, rp, ci, nullptr, T->row_ptr, T->col,
-                                                        keep_trow ? T->trow : trow_tmp.p, T->mask, T->voff,
-                                                        T->src);
+    int32_t *trow = nullptr;
+    TRY(alloc_tiles(p, T, nt, nnz, keep_trow, trow_tmp, &trow, s));
+    TRY(p->palloc(&T->src, (size_t)nnz));
+    merge_tiles<IdxT, true><<<blocks, kThreads, 0, s>>>(m, mt, rp, ci, nullptr, T->row_ptr, T->col, trow,
+                                                        T->mask, T->voff, T->src);
     LAUNCH_CHECK();
-    set_i64<<<1, 1, 0, s>>>(T->voff + nt, nnz);
+    set_value<int64_t><<<1, 1, 0, s>>>(T->voff + nt, nnz);
     LAUNCH_CHECK();
     return ACC_SUCCESS;
 }
@@ -586,31 +577,21 @@ int tile_pattern(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *in, TileMat *T, bo
     ACC_CUDA_TRY(cudaMemcpyAsync(&counts[1], slot.p + nnz - 1, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
     ACC_CUDA_TRY(cudaStreamSynchronize(s));
     const int64_t nt = counts[0], nv = counts[1];
-    T->ntiles = nt;
-    T->nvals = nv;
-    TRY(p->palloc(&T->col, (size_t)nt));
-    TRY(p->palloc(&T->mask, (size_t)nt));
-    TRY(p->palloc(&T->voff, (size_t)nt + 1));
-    TRY(p->palloc(&T->vals, (size_t)nv));
-    TRY(p->palloc(&T->bad, (size_t)nt));
     Temp<int32_t> trow_tmp;
-    if (keep_trow)
-        TRY(p->palloc(&T->trow, (size_t)nt));
-    else
-        TRY(trow_tmp.alloc((size_t)nt, s, &p->tr));
-    int32_t *trow = keep_trow ? T->trow : trow_tmp.p;
+    int32_t *trow = nullptr;
+    TRY(alloc_tiles(p, T, nt, nv, keep_trow, trow_tmp, &trow, s));
     if (nv < nnz) TRY(p->palloc(&T->run, (size_t)nv + 1));
     ACC_CUDA_TRY(cudaMemsetAsync(T->mask, 0, (size_t)nt * sizeof(u64), s));
     tile_fill<<<grid_for(nnz), kThreads, 0, s>>>(nnz, K, tile_id.p, slot.p, jb, T->col, trow, T->voff,
                                                  T->mask, T->run);
     LAUNCH_CHECK();
-    set_i64<<<1, 1, 0, s>>>(T->voff + nt, nv);
+    set_value<int64_t><<<1, 1, 0, s>>>(T->voff + nt, nv);
     LAUNCH_CHECK();
     if (T->run) {
-        set_i64<<<1, 1, 0, s>>>(T->run + nv, nnz);
+        set_value<int64_t><<<1, 1, 0, s>>>(T->run + nv, nnz);
         LAUNCH_CHECK();
     }
-    offsets_from_sorted<<<grid_for(T->mt + 1), kThreads, 0, s>>>(T->mt, nt, trow, T->row_ptr);
+    offsets_from_sorted<int32_t><<<grid_for(T->mt + 1), kThreads, 0, s>>>(T->mt, nt, trow, T->row_ptr);
     LAUNCH_CHECK();
     TRY(p->palloc(&T->src, (size_t)nnz));
     ACC_CUDA_TRY(
@@ -945,7 +926,7 @@ int tiles_analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spge
     /* C's tile rows, segments, and structural row offsets */
     const int64_t mt = p->mt;
     TRY(p->palloc(&p->crow_ptr, (size_t)mt + 1));
-    offsets_from_sorted<<<grid_for(mt + 1), kThreads, 0, s>>>(mt, p->nc, ctrow.p, p->crow_ptr);
+    offsets_from_sorted<int32_t><<<grid_for(mt + 1), kThreads, 0, s>>>(mt, p->nc, ctrow.p, p->crow_ptr);
     LAUNCH_CHECK();
     ctrow.release();
     TRY(p->palloc(&p->seg_off, (size_t)mt + 1));
