@@ -25,9 +25,9 @@
  *     the run heads and a max-scan of the row starts.  No global memory but the result.
  *   - large rows, n <= rows_dense_cols() (as many columns as a block's shared memory holds): one
  *     block per row accumulates the row densely in shared memory (n doubles and an n-bit
- *     pattern).  Each warp owns a range of columns and adds their products, A's entries in order
- *     (B's rows hold each column once, so no two lanes meet: the sums run in scipy's order).  The
- *     symbolic pass only sets the pattern.
+ *     pattern), A's entries in order, each entry's B row spread over the threads, a barrier
+ *     between entries (B's rows hold each column once, so no two threads meet: the sums run in
+ *     scipy's order); the rows run longest first.  The symbolic pass only sets the pattern.
  *   - large rows, larger n, at most MEDIUM_MAX = 8192 products (medium): one block per row,
  *     sorted and summed like a group, in the smallest of three block sizes (2048, 4096 or 8192
  *     products) that holds the row.
@@ -37,8 +37,8 @@
  *     batch at the peak.
  *
  * Only the dense accumulation needs B's rows without duplicate columns (spgemm.cu's canonical
- * form, for n <= rows_dense_cols(): the caller's arrays when they already are, else a sorted copy with a
- * map for the values); the sorts sum duplicates like any other run.
+ * form, for n <= rows_dense_cols() where a row may be large: the caller's arrays when they already
+ * are, else a sorted copy with a map for the values); the sorts sum duplicates like any other run.
  */
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_reduce.cuh>
