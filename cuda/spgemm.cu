@@ -654,7 +654,7 @@ int analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu
              * which needs B's rows free of duplicate columns: then a canonical copy of B where it is
              * not canonical */
             const bool dense = p->n <= rows_dense_cols() && !(p->rs_known && p->rs_large_rows == 0);
-            p->dense_allowed = dense;
+            p->dense_large = dense;
             TRY(canonical_rows(p, A, p->same && dense, &p->RA, s));
             if (p->same)
                 p->RB = p->RA;

@@ -260,18 +260,17 @@ struct acc_spgemm_gpu {
                                           * rows count 0) */
     int64_t small_total = 0;             /* products of the row groups' rows */
     int64_t small_max = 0;               /* the most products of one of those rows */
-    int64_t group_stride = 1;            /* products between the groups' first products (spgemm_rows.cu) */
     int64_t ngroups = 0;                 /* blocks of the small-row kernels */
     int64_t *gstart = nullptr;           /* [ngroups+1] their first rows */
     int64_t nlarge = 0;                  /* rows with more than SMALL_MAX products */
     int64_t *large = nullptr;            /* [nlarge] those rows */
     int64_t *large_prefix = nullptr;     /* [nlarge+1] products before each of them */
     std::vector<int64_t> large_products; /* their products (host) */
-    int dense_large = 0;                 /* large rows accumulate densely in shared memory (n small) */
-    bool dense_allowed = false;          /* B's rows hold each column once (canonical where needed) */
-    uint16_t *perm_small = nullptr;      /* [small_total] the small rows' products in sorted order */
-    int64_t nmedium = 0;                 /* n > DENSE_COLS: large rows one block sorts */
-    int64_t medium_tier[3] = {0, 0, 0};  /* of them, by block size (spgemm_rows.cu), in that order */
+    int dense_large = 0; /* large rows accumulate densely in shared memory (n small, B's rows made canonical
+                          * where needed: analyse); else every large row sorts */
+    uint16_t *perm_small = nullptr;     /* [small_total] the small rows' products in sorted order */
+    int64_t nmedium = 0;                /* not dense_large: large rows one block sorts */
+    int64_t medium_tier[3] = {0, 0, 0}; /* of them, by block size (spgemm_rows.cu), in that order */
     int64_t *medium_rows = nullptr, *medium_prefix = nullptr; /* [nmedium], [nmedium+1] */
     uint16_t *perm_medium = nullptr;                          /* their products in sorted order */
     int64_t *huge_rows = nullptr, *huge_prefix = nullptr;     /* the other large rows (batches) */

@@ -1190,9 +1190,8 @@ int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
     /* Groups of rows starting within `stride` products of each other hold at most stride - 1 + the
      * largest small row's products: CAP with stride = CAP + 1 - that row (at least SMALL_MAX + 1, as
      * SMALL_MAX is the largest possible).  Blocks run nearly full where the rows are shorter. */
-    p->group_stride = CAP + 1 - std::max<int64_t>(p->small_max, 1);
-    p->ngroups = (p->small_total + p->group_stride - 1) / p->group_stride;
-    p->dense_large = p->dense_allowed; /* else every large row sorts, whatever B's rows hold */
+    const int64_t stride = CAP + 1 - std::max<int64_t>(p->small_max, 1);
+    p->ngroups = (p->small_total + stride - 1) / stride;
     /* the large rows and their products; for n > rows_dense_cols(), split on the host (one more sync) */
     TRY(p->palloc(&p->large, (size_t)p->nlarge));
     TRY(p->palloc(&p->large_prefix, (size_t)p->nlarge + 1));
@@ -1224,8 +1223,8 @@ int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
     TRY(p->palloc(&p->perm_small, (size_t)p->small_total));
     if (nnz > 0) TRY((launch_tiny<false, int32_t, float>(tiny_args(p, nullptr, nullptr), s)));
     if (p->ngroups > 0) {
-        group_starts<<<grid_for(p->ngroups + 1), kThreads, 0, s>>>(m, p->ngroups, p->group_stride, A.rp,
-                                                                   p->ps, p->gstart);
+        group_starts<<<grid_for(p->ngroups + 1), kThreads, 0, s>>>(m, p->ngroups, stride, A.rp, p->ps,
+                                                                   p->gstart);
         LAUNCH_CHECK();
         TRY(launch_symbolic(p, false, s));
     }
