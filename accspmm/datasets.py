@@ -1,8 +1,9 @@
-"""Matrix loading: the bundled matrix and Matrix Market files (plain or gzip)."""
+"""Matrix loading: the bundled matrix and Matrix Market files (plain, gzip or xz)."""
 
 from __future__ import annotations
 
 import gzip
+import lzma
 import os
 from importlib import resources
 
@@ -11,13 +12,14 @@ import scipy.io
 import scipy.sparse as sp
 
 BUNDLED = "wiki-Vote.mtx.gz"
+EXTENSIONS = (".mtx.gz", ".mtx.xz", ".mtx")  # the Matrix Market files this module reads
 
 
 def load_matrix(path, dtype=np.float64) -> sp.csr_matrix:
-    """Reads a Matrix Market file (``.mtx`` or ``.mtx.gz``) as CSR; symmetric files are expanded,
-    pattern files get values 1."""
+    """Reads a Matrix Market file (``.mtx``, ``.mtx.gz`` or ``.mtx.xz``) as CSR; symmetric files are
+    expanded, pattern files get values 1."""
     path = os.fspath(path)
-    opener = gzip.open if path.endswith(".gz") else open
+    opener = gzip.open if path.endswith(".gz") else lzma.open if path.endswith(".xz") else open
     with opener(path, "rb") as f:
         A = scipy.io.mmread(f)
     A = sp.csr_matrix(A, dtype=dtype)
@@ -37,13 +39,22 @@ def load_bundled(dtype=np.float64) -> sp.csr_matrix:
 
 def matrix_files(directory) -> list:
     """Matrix Market files of a directory, sorted by name."""
-    names = sorted(n for n in os.listdir(directory) if n.endswith((".mtx", ".mtx.gz")))
+    names = sorted(n for n in os.listdir(directory) if n.endswith(EXTENSIONS))
     return [os.path.join(directory, n) for n in names]
+
+
+def matrix_path(directory, name) -> str:
+    """The Matrix Market file of matrix `name` in `directory`, whichever of EXTENSIONS it has."""
+    for ext in EXTENSIONS:
+        path = os.path.join(directory, name + ext)
+        if os.path.exists(path):
+            return path
+    raise FileNotFoundError(f"no {name}{{{','.join(EXTENSIONS)}}} in {directory}")
 
 
 def matrix_name(path) -> str:
     base = os.path.basename(os.fspath(path))
-    for ext in (".mtx.gz", ".mtx"):
+    for ext in EXTENSIONS:
         if base.endswith(ext):
             return base[: -len(ext)]
     return base

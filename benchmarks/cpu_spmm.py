@@ -35,7 +35,7 @@ def main():
     print("| matrix | nnz | scipy ms | accspmm ms | speedup | accspmm GFLOP/s | max abs diff |\n|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(0)
     for name in args.matrices:
-        A = datasets.load_matrix(os.path.join(args.directory, name + ".mtx.gz"), np.float32)
+        A = datasets.load_matrix(datasets.matrix_path(args.directory, name), np.float32)
         A.data = rng.standard_normal(A.nnz).astype(np.float32)
         B = rng.standard_normal((A.shape[1], args.n)).astype(np.float32)
         p = accspmm.plan(A, device="cpu")

@@ -36,9 +36,10 @@ def main():
     mats = [(f"uniform32-8192-{s}", block_matrix(8192, s, "uniform")) for s in (0.7, 0.9, 0.95, 0.99)]
     mats += [(f"irregular32-8192-{s}", block_matrix(8192, s, "irregular")) for s in (0.9, 0.99)]
     for name in REAL:
-        path = os.path.join(args.dir, f"{name}.mtx.gz")
-        if os.path.exists(path):
-            mats.append((name, datasets.load_matrix(path, np.float32).tocsr()))
+        try:
+            mats.append((name, datasets.load_matrix(datasets.matrix_path(args.dir, name), np.float32).tocsr()))
+        except FileNotFoundError:  # a matrix the directory lacks
+            pass
     print(f"# {accspmm.device_info()['name']}, FP16, integer-valued A, microseconds")
     for name, A in mats:
         A = A.astype(np.float32)

@@ -34,10 +34,10 @@ def main():
     args = ap.parse_args()
     print(f"# {accspmm.device_info()['name']}: microseconds per call, default plans; (x) = TF32 time / FP16 time")
     for name in args.names:
-        path = os.path.join(args.dir, f"{name}.mtx.gz")
-        if not os.path.exists(path):
+        try:
+            A = datasets.load_matrix(datasets.matrix_path(args.dir, name), np.float32).tocsr()
+        except FileNotFoundError:  # a matrix the directory lacks
             continue
-        A = datasets.load_matrix(path, np.float32).tocsr()
         A.data = np.random.default_rng(0).integers(-4, 5, A.nnz).astype(np.float32)
         A.eliminate_zeros()
         ph = accspmm.plan(A, device="gpu", precision="fp16")

@@ -64,7 +64,7 @@ def main():
         return
     report = []
     for name in args.matrices:
-        path = os.path.join(args.directory, f"{name}.mtx.gz")
+        path = datasets.matrix_path(args.directory, name)
         cmd = ["ncu", "--clock-control", "none", "--nvtx", "--nvtx-include", "prof/", "--section", "SpeedOfLight",
                "--section", "MemoryWorkloadAnalysis", "--section", "Occupancy", "--section", "WarpStateStats",
                "--section", "LaunchStats", "--metrics", ",".join(METRICS), sys.executable, os.path.abspath(__file__), args.directory,

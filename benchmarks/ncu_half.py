@@ -29,7 +29,7 @@ def child(dirname, names, n):
 
     cases = [("uniform32-8192-0.9", block_matrix(8192, 0.9, "uniform"), 512)]
     for name in names:
-        A = datasets.load_matrix(os.path.join(dirname, name + ".mtx.gz"), np.float32)
+        A = datasets.load_matrix(datasets.matrix_path(dirname, name), np.float32)
         A.data = np.random.default_rng(0).standard_normal(A.nnz).astype(np.float32)
         cases.append((name, A, n))
     for name, A, width in cases:

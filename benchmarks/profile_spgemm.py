@@ -55,7 +55,7 @@ def operand(data_dir, name):
         T = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(n, n), dtype=np.float64)
         A = sp.kron(sp.kronsum(T, T, format="csr"), np.ones((b, b)), format="csr")
     else:
-        A = datasets.load_matrix(os.path.join(data_dir, name + ".mtx.gz"), np.float64)
+        A = datasets.load_matrix(datasets.matrix_path(data_dir, name), np.float64)
     A.data = rng.standard_normal(A.nnz)
     A = sp.csr_matrix(A, dtype=np.float32)
     if A.shape[0] != A.shape[1]:
