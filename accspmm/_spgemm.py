@@ -159,7 +159,9 @@ class SpGEMMPlan:
 
     On the GPU the symbolic phase runs once (``stats["seconds"]["symbolic"]``); the CPU path has no
     reuse (each call is a full ``spgemm``).  ``stats`` holds the tile statistics (tiles, entries per
-    tile, candidate and surviving tile pairs, chunks), the device bytes the plan holds and its peak.
+    tile, candidate and surviving tile pairs, chunks), the device bytes the plan holds
+    (``plan_bytes``) and the peak of the plan's device bytes with its temporaries (``peak_bytes``:
+    the analysis, and the products made so far).
     ``close()`` frees the device memory now (garbage collection does too).
 
     Parameters (besides spgemm's device, precision and keep_zeros), for the GPU:
@@ -288,6 +290,7 @@ class SpGEMMPlan:
         indptr, indices, data = self._product.multiply(av, bv, wide, self.dtype, not self.keep_zeros, lib,
                                                        poison=self._poison)
         self.stats["seconds"]["numeric"] = self._product.seconds["numeric"]
+        self.stats["peak_bytes"] = int(self._product.info["peak_bytes"])  # the numeric phase's temporaries too
         if lib == "cupy":
             return _cupy_csr(data, indices, indptr, self.shape)
         return self._scipy_result(indptr, indices, data)

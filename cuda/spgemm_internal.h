@@ -258,6 +258,7 @@ struct acc_spgemm_gpu {
                                           * rows' paths read it: without large rows it becomes ps) */
     int64_t *ps = nullptr;               /* [nnz(A)+1] the same over the row groups' rows only (tiny and large
                                           * rows count 0) */
+    uint32_t *ps32 = nullptr;            /* ps in 32 bits, instead, where the products' total fits */
     int64_t small_total = 0;             /* products of the row groups' rows */
     int64_t small_max = 0;               /* the most products of one of those rows */
     int64_t ngroups = 0;                 /* blocks of the small-row kernels */

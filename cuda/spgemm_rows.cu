@@ -48,6 +48,8 @@
 #include <cub/device/device_select.cuh>
 #include <thrust/iterator/counting_iterator.h>
 
+#include <type_traits>
+
 #include "spgemm_internal.h"
 
 namespace acc_spgemm {
@@ -68,11 +70,28 @@ constexpr uint16_t HEAD = 0x8000;           /* perm: the first product of an out
 
 __device__ __forceinline__ int bits_for_device(int64_t n) { return n <= 1 ? 0 : 64 - __clzll((u64)(n - 1)); }
 
+/* Value i of an operand held as V (the caller's float or double values, or the plan's doubles),
+ * widened: products and sums run in FP64 whatever V is. */
+template <typename V> __device__ __forceinline__ double value(const void *vals, int64_t i) {
+    return (double)static_cast<const V *>(vals)[i];
+}
+
 /* ---- products per entry, rows' classes ------------------------------------------------------------ */
 
+/* A prefix of products over A's entries (pe, ps), held in 64 bits, or in 32 where its total fits
+ * (ps of a product with fewer than 2^32 products: half the memory). */
+struct Prefix {
+    const int64_t *wide = nullptr;
+    const uint32_t *narrow = nullptr;
+    __device__ __forceinline__ int64_t operator[](int64_t x) const {
+        return wide ? wide[x] : (int64_t)narrow[x];
+    }
+};
+
+template <typename T>
 __global__ void entry_products(int64_t nnz, const int32_t *__restrict__ ciA, const int64_t *__restrict__ rpB,
-                               int64_t *__restrict__ c) {
-    GRID_STRIDE(e, nnz) c[e + 1] = rpB[ciA[e] + 1] - rpB[ciA[e]];
+                               T *__restrict__ c) {
+    GRID_STRIDE(e, nnz) c[e + 1] = (T)(rpB[ciA[e] + 1] - rpB[ciA[e]]);
 }
 
 struct IsLarge {
@@ -81,8 +100,9 @@ struct IsLarge {
 };
 
 /* The entries of large rows count no products in ps (block per large row; *nlarge on the device). */
+template <typename T>
 __global__ void zero_large_rows(const int64_t *__restrict__ nlarge, const int64_t *__restrict__ large,
-                                const int64_t *__restrict__ rpA, int64_t *__restrict__ c) {
+                                const int64_t *__restrict__ rpA, T *__restrict__ c) {
     for (int64_t j = blockIdx.x; j < *nlarge; j += gridDim.x) {
         const int64_t i = large[j];
         for (int64_t e = rpA[i] + threadIdx.x; e < rpA[i + 1]; e += blockDim.x)
@@ -96,8 +116,7 @@ struct MaxOp {
 
 /* *out = max(*out, the most products of a row in c's prefix): a block reduction, one atomic per block. */
 __global__ void __launch_bounds__(kThreads)
-    max_row_products(int64_t m, const int64_t *__restrict__ rpA, const int64_t *__restrict__ c,
-                     u64 *__restrict__ out) {
+    max_row_products(int64_t m, const int64_t *__restrict__ rpA, Prefix c, u64 *__restrict__ out) {
     using Reduce = cub::BlockReduce<u64, kThreads>;
     __shared__ typename Reduce::TempStorage tmp;
     u64 most = 0;
@@ -136,11 +155,11 @@ struct Piece {
 struct RowOperands {
     const int64_t *rpA, *rpB;
     const int32_t *ciA, *ciB;
-    const double *valsA, *valsB; /* numeric only */
-    int64_t *row_nnz;            /* symbolic: entries per row */
-    const int64_t *row_ptr;      /* numeric: C's row offsets */
-    void *cols, *vals;           /* numeric: C's arrays */
-    u64 *zeros;                  /* numeric: exact zeros written (the compaction's count) */
+    const void *valsA, *valsB; /* numeric only: V (float or double) each, V a kernel parameter */
+    int64_t *row_nnz;          /* symbolic: entries per row */
+    const int64_t *row_ptr;    /* numeric: C's row offsets */
+    void *cols, *vals;         /* numeric: C's arrays */
+    u64 *zeros;                /* numeric: exact zeros written (the compaction's count) */
 };
 
 struct GroupArgs : RowOperands {
@@ -148,7 +167,7 @@ struct GroupArgs : RowOperands {
     const int64_t *gstart; /* groups: [count+1] their first rows (group_starts); NULL for medium rows */
     const int64_t *rows;   /* medium rows: [count] the rows; pbase[count] their offsets in perm */
     const int64_t *pbase;
-    const int64_t *prefix; /* ps (groups: small rows only) or pe (medium rows) */
+    Prefix prefix; /* ps (groups: small rows only) or pe (medium rows) */
     int colbits;
     uint16_t *perm; /* symbolic: written; numeric: read.  Per product, in sorted order: the
                      * product's index in the piece | HEAD for the first of each output entry */
@@ -175,7 +194,7 @@ __device__ __forceinline__ Piece piece_of(const GroupArgs &a, int64_t g) {
 /* The first row of group g: the first row whose first product (numbered over small rows) is at or
  * after g stride (one past the last row starting before it); ngroups + 1 entries. */
 __global__ void group_starts(int64_t m, int64_t ngroups, int64_t stride, const int64_t *__restrict__ rpA,
-                             const int64_t *__restrict__ ps, int64_t *__restrict__ gstart) {
+                             Prefix ps, int64_t *__restrict__ gstart) {
     GRID_STRIDE(g, ngroups + 1) {
         const int64_t x = g * stride;
         auto start = [&](int64_t i) { return ps[rpA[i]]; };
@@ -186,7 +205,7 @@ __global__ void group_starts(int64_t m, int64_t ngroups, int64_t stride, const i
 /* This thread's products [base, base + ITEMS) of the piece as keys (row - i0, column) and values;
  * ~0 past the piece.  One binary search for the first entry and row, then steps (a search again
  * across runs of entries or rows without products: a large row's entries, empty rows). */
-template <int ITEMS, bool VALUES>
+template <int ITEMS, bool VALUES, typename V>
 __device__ __forceinline__ void expand(const GroupArgs &a, const Piece &pc, int64_t base,
                                        uint64_t (&keys)[ITEMS], double (&vals)[ITEMS]) {
     int64_t q = pc.q0 + base;
@@ -218,7 +237,7 @@ __device__ __forceinline__ void expand(const GroupArgs &a, const Piece &pc, int6
             }
             const int64_t f = fbase + q;
             keys[t] = ((uint64_t)(r - pc.i0) << a.colbits) | (uint64_t)a.ciB[f];
-            if (VALUES) vals[t] = a.valsA[e] * a.valsB[f];
+            if (VALUES) vals[t] = value<V>(a.valsA, e) * value<V>(a.valsB, f);
         }
     }
 }
@@ -244,7 +263,7 @@ __global__ void __launch_bounds__(THREADS, WIDE ? 3 : 1) sorted_symbolic(GroupAr
         uint64_t keys[ITEMS];
         double unused[ITEMS];
         uint16_t idx[ITEMS];
-        expand<ITEMS, false>(a, pc, base, keys, unused);
+        expand<ITEMS, false, double>(a, pc, base, keys, unused);
 #pragma unroll
         for (int t = 0; t < ITEMS; t++)
             idx[t] = (uint16_t)(base + t);
@@ -296,7 +315,7 @@ __global__ void __launch_bounds__(THREADS, WIDE ? 3 : 1) sorted_symbolic(GroupAr
  * sums its run in that order and writes it at row_offsets[row] + (its index among the piece's runs -
  * the index of its row's first run), from a block scan of the heads and a max-scan of the row
  * starts.  Shared memory: CAP (key, value, position) = 18 bytes per product (dynamic). */
-template <int THREADS, int ITEMS, typename ColT, typename OutT>
+template <int THREADS, int ITEMS, typename ColT, typename OutT, typename V>
 __global__ void __launch_bounds__(THREADS) sorted_numeric(GroupArgs a) {
     using Scan = cub::BlockScan<int, THREADS>;
     constexpr int C = THREADS * ITEMS;
@@ -316,7 +335,7 @@ __global__ void __launch_bounds__(THREADS) sorted_numeric(GroupArgs a) {
         const int64_t base = (int64_t)threadIdx.x * ITEMS;
         uint64_t keys[ITEMS];
         double vals[ITEMS];
-        expand<ITEMS, true>(a, pc, base, keys, vals);
+        expand<ITEMS, true, V>(a, pc, base, keys, vals);
 #pragma unroll
         for (int t = 0; t < ITEMS; t++) {
             skeys[base + t] = keys[t];
@@ -377,8 +396,9 @@ static_assert(TINY_MAX == 32, "a tiny row holds one product per lane");
 /* The tiny rows' entries count no products in c (entry_products' counts, before the scan into ps:
  * they are in no row group).  Row i is tiny with at most TINY_MAX entries of A and 1..TINY_MAX
  * products, counted here from B's row offsets (c may be pe's own array, overwritten). */
+template <typename T>
 __global__ void zero_tiny_rows(int64_t m, const int64_t *__restrict__ rpA, const int32_t *__restrict__ ciA,
-                               const int64_t *__restrict__ rpB, int64_t *__restrict__ c) {
+                               const int64_t *__restrict__ rpB, T *__restrict__ c) {
     GRID_STRIDE(i, m) {
         const int64_t e0 = rpA[i], e1 = rpA[i + 1];
         if (e1 - e0 > TINY_MAX) continue;
@@ -405,7 +425,7 @@ constexpr int TINY_ROWS = 4;
  * Lane l < len holds entry e0 + l and its B row's length (a warp scan gives each entry's first
  * product); the entry of product p is the nonempty entry whose first product is the last start at
  * or before p (`owner`: this warp's shared bytes, start -> lane, per row). */
-template <bool VALUES, typename K>
+template <bool VALUES, typename K, typename V>
 __device__ __forceinline__ void tiny_expand(const TinyArgs &a, int64_t i0, int lane, uint8_t (*owner)[32],
                                             int64_t (&e0)[TINY_ROWS], int (&P)[TINY_ROWS],
                                             K (&key)[TINY_ROWS], double (&val)[TINY_ROWS]) {
@@ -429,7 +449,7 @@ __device__ __forceinline__ void tiny_expand(const TinyArgs &a, int64_t i0, int l
             const int32_t j = a.ciA[e];
             fbase[r] = a.rpB[j];
             c = a.rpB[j + 1] - fbase[r];
-            if (VALUES) av[r] = a.valsA[e];
+            if (VALUES) av[r] = value<V>(a.valsA, e);
         }
         count[r] = (int)min(c, TINY_MAX + 1); /* a larger count makes the row not tiny anyway */
     }
@@ -468,7 +488,7 @@ __device__ __forceinline__ void tiny_expand(const TinyArgs &a, int64_t i0, int l
         key[r] = ~K(0);
         if (lane < P[r]) {
             key[r] = ((K)a.ciB[f[r]] << 5) | (K)lane;
-            if (VALUES) val[r] = av[r] * a.valsB[f[r]];
+            if (VALUES) val[r] = av[r] * value<V>(a.valsB, f[r]);
         }
     }
 }
@@ -503,7 +523,7 @@ __global__ void __launch_bounds__(kTinyWarps * 32, 4) tiny_symbolic(TinyArgs a) 
         int P[TINY_ROWS];
         uint64_t key[TINY_ROWS];
         double unused[TINY_ROWS];
-        tiny_expand<false>(a, i0, lane, owners[threadIdx.x >> 5], e0, P, key, unused);
+        tiny_expand<false, uint64_t, double>(a, i0, lane, owners[threadIdx.x >> 5], e0, P, key, unused);
 #pragma unroll
         for (int r = 0; r < TINY_ROWS; r++) {
             const unsigned same = __match_any_sync(kFull, (unsigned long long)(key[r] >> 5));
@@ -515,7 +535,7 @@ __global__ void __launch_bounds__(kTinyWarps * 32, 4) tiny_symbolic(TinyArgs a) 
 
 /* Numeric: sorted as above (equal columns keep their expansion order, scipy's order of the sums);
  * each run's head sums it left to right and writes it at row_ptr[i] + the heads before it. */
-template <typename K, typename ColT, typename OutT>
+template <typename K, typename ColT, typename OutT, typename V>
 __global__ void __launch_bounds__(kTinyWarps * 32, 4) tiny_numeric(TinyArgs a) {
     __shared__ uint8_t owners[kTinyWarps][TINY_ROWS][32];
     const int lane = threadIdx.x & 31;
@@ -529,7 +549,7 @@ __global__ void __launch_bounds__(kTinyWarps * 32, 4) tiny_numeric(TinyArgs a) {
         int P[TINY_ROWS];
         K key[TINY_ROWS];
         double val[TINY_ROWS];
-        tiny_expand<true>(a, i0, lane, owners[threadIdx.x >> 5], e0, P, key, val);
+        tiny_expand<true, K, V>(a, i0, lane, owners[threadIdx.x >> 5], e0, P, key, val);
 #pragma unroll
         for (int r = 0; r < TINY_ROWS; r++)
             base[r] = P[r] > 0 ? a.row_ptr[i0 + r] : 0;
@@ -590,7 +610,7 @@ template <bool NUMERIC> constexpr int dense_threads() { return NUMERIC ? 128 : 5
  * entries' B rows and values are staged in shared memory kDenseStage at a time, and each thread
  * loads its products of kDenseAhead entries before adding the first: the barriers, not chains of
  * global loads, are the cost of an entry. */
-template <bool NUMERIC, typename ColT, typename OutT>
+template <bool NUMERIC, typename ColT, typename OutT, typename V>
 __global__ void __launch_bounds__(dense_threads<NUMERIC>(), 1) dense_rows(DenseArgs a) {
     constexpr int T = dense_threads<NUMERIC>();
     using Scan = cub::BlockScan<int, T>;
@@ -636,7 +656,7 @@ __global__ void __launch_bounds__(dense_threads<NUMERIC>(), 1) dense_rows(DenseA
                     const int64_t k = a.ciA[c0 + t];
                     s_start[t] = a.rpB[k];
                     s_len[t] = (int)(a.rpB[k + 1] - a.rpB[k]);
-                    s_av[t] = a.valsA[c0 + t];
+                    s_av[t] = value<V>(a.valsA, c0 + t);
                 }
                 __syncthreads();
                 for (int t0 = 0; t0 < cnt; t0 += kDenseAhead) {
@@ -650,7 +670,7 @@ __global__ void __launch_bounds__(dense_threads<NUMERIC>(), 1) dense_rows(DenseA
                         if (t0 + u < cnt && (int)threadIdx.x < s_len[t0 + u]) {
                             const int64_t f = s_start[t0 + u] + threadIdx.x;
                             col[u] = a.ciB[f];
-                            bv[u] = a.valsB[f];
+                            bv[u] = value<V>(a.valsB, f);
                         }
                     }
                     /* product, then sum: two roundings, as scipy's (no fused multiply-add) */
@@ -667,7 +687,7 @@ __global__ void __launch_bounds__(dense_threads<NUMERIC>(), 1) dense_rows(DenseA
                             for (int x = threadIdx.x + T; x < len; x += T) {
                                 const int64_t f = s_start[t0 + u] + x;
                                 const int64_t c = a.ciB[f];
-                                acc[c] += __dmul_rn(av, a.valsB[f]);
+                                acc[c] += __dmul_rn(av, value<V>(a.valsB, f));
                                 atomicOr(&bits[c >> 5], 1u << (c & 31));
                             }
                             __syncthreads();
@@ -717,13 +737,13 @@ struct BatchArgs {
     int64_t j0, j1, base, count; /* rows large[j0 .. j1), products [base, base + count) of LU's numbering */
     const int64_t *large, *LU, *rpA, *pe, *rpB;
     const int32_t *ciA, *ciB;
-    const double *valsA, *valsB;
+    const void *valsA, *valsB; /* V each */
     int colbits;
 };
 
 /* Thread t expands products [8t, 8t + 8) of the batch: its row by binary search over LU, its entry
  * over pe, then a walk. */
-template <bool VALUES>
+template <bool VALUES, typename V>
 __global__ void batch_expand(BatchArgs b, uint64_t *__restrict__ keys, double *__restrict__ vals) {
     const int64_t nthreads = (b.count + 7) / 8;
     GRID_STRIDE(t, nthreads) {
@@ -748,7 +768,7 @@ __global__ void batch_expand(BatchArgs b, uint64_t *__restrict__ keys, double *_
             const int64_t f = b.rpB[b.ciA[e]] + (local - b.pe[e]);
             const int64_t out = q - b.base;
             keys[out] = ((uint64_t)(j - b.j0) << b.colbits) | (uint64_t)b.ciB[f];
-            if (VALUES) vals[out] = b.valsA[e] * b.valsB[f];
+            if (VALUES) vals[out] = value<V>(b.valsA, e) * value<V>(b.valsB, f);
         }
     }
 }
@@ -807,8 +827,10 @@ __global__ void batch_write(int64_t count, const uint64_t *__restrict__ keys, co
 
 int64_t group_grid(int64_t count) { return std::min<int64_t>(std::max<int64_t>(count, 1), 1 << 20); }
 
+Prefix small_prefix(const acc_spgemm_gpu *p) { return Prefix{p->ps, p->ps32}; }
+
 /* The plan's operands for the row kernels; C's arrays (cols, vals) are set by the numeric phase. */
-RowOperands row_operands(const acc_spgemm_gpu *p, const double *valsA, const double *valsB) {
+RowOperands row_operands(const acc_spgemm_gpu *p, const void *valsA, const void *valsB) {
     RowOperands o;
     o.rpA = p->RA.rp;
     o.rpB = p->RB.rp;
@@ -824,7 +846,7 @@ RowOperands row_operands(const acc_spgemm_gpu *p, const double *valsA, const dou
     return o;
 }
 
-GroupArgs sorted_args(acc_spgemm_gpu *p, bool medium, const double *valsA, const double *valsB) {
+GroupArgs sorted_args(acc_spgemm_gpu *p, bool medium, const void *valsA, const void *valsB) {
     GroupArgs a;
     static_cast<RowOperands &>(a) = row_operands(p, valsA, valsB);
     a.m = p->m;
@@ -832,7 +854,7 @@ GroupArgs sorted_args(acc_spgemm_gpu *p, bool medium, const double *valsA, const
     a.gstart = medium ? nullptr : p->gstart;
     a.rows = medium ? p->medium_rows : nullptr;
     a.pbase = medium ? p->medium_prefix : nullptr;
-    a.prefix = medium ? p->pe : p->ps;
+    a.prefix = medium ? Prefix{p->pe, nullptr} : small_prefix(p);
     a.colbits = std::max(1, bits_for(p->n));
     a.perm = medium ? p->perm_medium : p->perm_small;
     return a;
@@ -864,10 +886,10 @@ int launch_symbolic(acc_spgemm_gpu *p, bool medium, cudaStream_t s) {
     return launch_sorted_symbolic<kMediumThreads, kMediumItems, false>(tier_args(p, a, 2), s);
 }
 
-template <int THREADS, int ITEMS, typename ColT, typename OutT>
+template <int THREADS, int ITEMS, typename ColT, typename OutT, typename V>
 int launch_sorted_numeric(const GroupArgs &a, cudaStream_t s) {
     if (a.count == 0) return ACC_SUCCESS;
-    auto kernel = sorted_numeric<THREADS, ITEMS, ColT, OutT>;
+    auto kernel = sorted_numeric<THREADS, ITEMS, ColT, OutT, V>;
     const size_t bytes = numeric_smem<THREADS, ITEMS>();
     ACC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     kernel<<<(unsigned)group_grid(a.count), THREADS, bytes, s>>>(a);
@@ -875,7 +897,7 @@ int launch_sorted_numeric(const GroupArgs &a, cudaStream_t s) {
     return ACC_SUCCESS;
 }
 
-TinyArgs tiny_args(const acc_spgemm_gpu *p, const double *valsA, const double *valsB) {
+TinyArgs tiny_args(const acc_spgemm_gpu *p, const void *valsA, const void *valsB) {
     TinyArgs t;
     static_cast<RowOperands &>(t) = row_operands(p, valsA, valsB);
     t.m = p->m;
@@ -883,21 +905,22 @@ TinyArgs tiny_args(const acc_spgemm_gpu *p, const double *valsA, const double *v
     return t;
 }
 
-template <bool NUMERIC, typename ColT, typename OutT> int launch_tiny(const TinyArgs &t, cudaStream_t s) {
+template <bool NUMERIC, typename ColT, typename OutT, typename V>
+int launch_tiny(const TinyArgs &t, cudaStream_t s) {
     if (t.m == 0) return ACC_SUCCESS;
     const int64_t per_block = (int64_t)kTinyWarps * TINY_ROWS;
     const unsigned blocks = (unsigned)std::min<int64_t>((t.m + per_block - 1) / per_block, 1 << 16);
     if (NUMERIC && t.n <= (int64_t(1) << 27)) /* (column, product) keys fit 32 bits */
-        tiny_numeric<uint32_t, ColT, OutT><<<blocks, kTinyWarps * 32, 0, s>>>(t);
+        tiny_numeric<uint32_t, ColT, OutT, V><<<blocks, kTinyWarps * 32, 0, s>>>(t);
     else if (NUMERIC)
-        tiny_numeric<uint64_t, ColT, OutT><<<blocks, kTinyWarps * 32, 0, s>>>(t);
+        tiny_numeric<uint64_t, ColT, OutT, V><<<blocks, kTinyWarps * 32, 0, s>>>(t);
     else
         tiny_symbolic<<<blocks, kTinyWarps * 32, 0, s>>>(t);
     LAUNCH_CHECK();
     return ACC_SUCCESS;
 }
 
-DenseArgs dense_args(acc_spgemm_gpu *p, const double *valsA, const double *valsB) {
+DenseArgs dense_args(acc_spgemm_gpu *p, const void *valsA, const void *valsB) {
     DenseArgs d;
     static_cast<RowOperands &>(d) = row_operands(p, valsA, valsB);
     d.n = p->n;
@@ -906,10 +929,11 @@ DenseArgs dense_args(acc_spgemm_gpu *p, const double *valsA, const double *valsB
     return d;
 }
 
-template <bool NUMERIC, typename ColT, typename OutT> int launch_dense(const DenseArgs &d, cudaStream_t s) {
+template <bool NUMERIC, typename ColT, typename OutT, typename V>
+int launch_dense(const DenseArgs &d, cudaStream_t s) {
     const size_t words = (size_t)((d.n + 31) / 32);
     const size_t bytes = (NUMERIC ? (size_t)d.n * sizeof(double) : 0) + words * sizeof(uint32_t);
-    auto kernel = dense_rows<NUMERIC, ColT, OutT>;
+    auto kernel = dense_rows<NUMERIC, ColT, OutT, V>;
     ACC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     kernel<<<(unsigned)std::min<int64_t>(d.nlarge, 1 << 16), dense_threads<NUMERIC>(), bytes, s>>>(d);
     LAUNCH_CHECK();
@@ -917,8 +941,8 @@ template <bool NUMERIC, typename ColT, typename OutT> int launch_dense(const Den
 }
 
 /* The huge rows in batches of at most BATCH products, on the device: symbolic (counts) or numeric. */
-template <bool NUMERIC, typename ColT, typename OutT>
-int huge_batches(acc_spgemm_gpu *p, const double *valsA, const double *valsB, void *cols, void *vals,
+template <bool NUMERIC, typename ColT, typename OutT, typename V>
+int huge_batches(acc_spgemm_gpu *p, const void *valsA, const void *valsB, void *cols, void *vals,
                  cudaStream_t s) {
     const std::vector<int64_t> &U = p->huge_products;
     const int64_t nh = (int64_t)U.size();
@@ -939,7 +963,7 @@ int huge_batches(acc_spgemm_gpu *p, const double *valsA, const double *valsB, vo
             TRY(v0.alloc((size_t)count, s, &p->tr));
             TRY(v1.alloc((size_t)count, s, &p->tr));
         }
-        batch_expand<NUMERIC><<<grid_for((count + 7) / 8), kThreads, 0, s>>>(b, k0.p, v0.p);
+        batch_expand<NUMERIC, V><<<grid_for((count + 7) / 8), kThreads, 0, s>>>(b, k0.p, v0.p);
         LAUNCH_CHECK();
         cub::DoubleBuffer<uint64_t> kb(k0.p, k1.p);
         cub::DoubleBuffer<double> vb(v0.p, v1.p);
@@ -981,8 +1005,8 @@ int huge_batches(acc_spgemm_gpu *p, const double *valsA, const double *valsB, vo
     return ACC_SUCCESS;
 }
 
-template <typename ColT, typename OutT>
-int numeric_typed(acc_spgemm_gpu *p, const double *valsA, const double *valsB, void *cols, void *vals,
+template <typename ColT, typename OutT, typename V>
+int numeric_typed(acc_spgemm_gpu *p, const void *valsA, const void *valsB, void *cols, void *vals,
                   cudaStream_t s) {
     {
         PhaseTimer timer(p, PH_ROWS_SMALL);
@@ -990,13 +1014,13 @@ int numeric_typed(acc_spgemm_gpu *p, const double *valsA, const double *valsB, v
             TinyArgs t = tiny_args(p, valsA, valsB);
             t.cols = cols;
             t.vals = vals;
-            TRY((launch_tiny<true, ColT, OutT>(t, s)));
+            TRY((launch_tiny<true, ColT, OutT, V>(t, s)));
         }
         if (p->ngroups > 0) {
             GroupArgs a = sorted_args(p, false, valsA, valsB);
             a.cols = cols;
             a.vals = vals;
-            TRY((launch_sorted_numeric<kGroupThreads, kGroupItems, ColT, OutT>(a, s)));
+            TRY((launch_sorted_numeric<kGroupThreads, kGroupItems, ColT, OutT, V>(a, s)));
         }
     }
     PhaseTimer timer(p, PH_ROWS_LARGE);
@@ -1005,17 +1029,17 @@ int numeric_typed(acc_spgemm_gpu *p, const double *valsA, const double *valsB, v
         DenseArgs d = dense_args(p, valsA, valsB);
         d.cols = cols;
         d.vals = vals;
-        return launch_dense<true, ColT, OutT>(d, s);
+        return launch_dense<true, ColT, OutT, V>(d, s);
     }
     if (p->nmedium > 0) {
         GroupArgs a = sorted_args(p, true, valsA, valsB);
         a.cols = cols;
         a.vals = vals;
-        TRY((launch_sorted_numeric<kGroupThreads, kGroupItems, ColT, OutT>(tier_args(p, a, 0), s)));
-        TRY((launch_sorted_numeric<kMediumThreads, kMediumItems / 2, ColT, OutT>(tier_args(p, a, 1), s)));
-        TRY((launch_sorted_numeric<kMediumThreads, kMediumItems, ColT, OutT>(tier_args(p, a, 2), s)));
+        TRY((launch_sorted_numeric<kGroupThreads, kGroupItems, ColT, OutT, V>(tier_args(p, a, 0), s)));
+        TRY((launch_sorted_numeric<kMediumThreads, kMediumItems / 2, ColT, OutT, V>(tier_args(p, a, 1), s)));
+        TRY((launch_sorted_numeric<kMediumThreads, kMediumItems, ColT, OutT, V>(tier_args(p, a, 2), s)));
     }
-    return huge_batches<true, ColT, OutT>(p, valsA, valsB, cols, vals, s);
+    return huge_batches<true, ColT, OutT, V>(p, valsA, valsB, cols, vals, s);
 }
 
 /* The dense kernel's cost of a large row: a barrier per entry of A, and its products over the block. */
@@ -1124,35 +1148,57 @@ int count_products(acc_spgemm_gpu *p, Temp<int64_t> &rows, Temp<int64_t> &num, c
     return ACC_SUCCESS;
 }
 
-/* The same over the row groups' rows only (ps: tiny and large rows count none) and its total
- * (p->small_total): one synchronisation.  Without large rows ps is computed in pe's array, which
- * only the large rows' paths read (memory of one prefix, not two).  A.nnz > 0. */
-int group_products(acc_spgemm_gpu *p, const Temp<int64_t> &rows, const Temp<int64_t> &num, cudaStream_t s) {
+/* ps's entries: the products of each entry of a row group's row (tiny and large rows count none),
+ * scanned. */
+template <typename T>
+int fill_group_prefix(acc_spgemm_gpu *p, T *c, const Temp<int64_t> &rows, const Temp<int64_t> &num,
+                      cudaStream_t s) {
     const RowMat &A = p->RA, &B = p->RB;
     const int64_t nnz = A.nnz, m = p->m;
-    if (p->nlarge == 0)
-        p->ps = p->pe;
-    else
-        TRY(p->palloc(&p->ps, (size_t)nnz + 1));
-    ACC_CUDA_TRY(cudaMemsetAsync(p->ps, 0, sizeof(int64_t), s));
-    entry_products<<<grid_for(nnz), kThreads, 0, s>>>(nnz, A.ci, B.rp, p->ps);
+    ACC_CUDA_TRY(cudaMemsetAsync(c, 0, sizeof(T), s));
+    entry_products<T><<<grid_for(nnz), kThreads, 0, s>>>(nnz, A.ci, B.rp, c);
     LAUNCH_CHECK();
     if (p->nlarge > 0) {
-        zero_large_rows<<<1024, kThreads, 0, s>>>(num.p, rows.p, A.rp, p->ps);
+        zero_large_rows<T><<<1024, kThreads, 0, s>>>(num.p, rows.p, A.rp, c);
         LAUNCH_CHECK();
     }
-    zero_tiny_rows<<<grid_for(m), kThreads, 0, s>>>(m, A.rp, A.ci, B.rp, p->ps);
+    zero_tiny_rows<T><<<grid_for(m), kThreads, 0, s>>>(m, A.rp, A.ci, B.rp, c);
     LAUNCH_CHECK();
-    TRY(scan_in_place(p->ps + 1, nnz, true, s, &p->tr));
+    return scan_in_place(c + 1, nnz, true, s, &p->tr);
+}
+
+/* The same over the row groups' rows only (ps), its total (p->small_total) and largest row
+ * (p->small_max): one synchronisation.  ps takes 32 bits an entry where the product's total fits
+ * (small_total <= products); else 64, in pe's own array where pe is complete and no row is large
+ * (only the large rows' paths read pe: memory of one prefix, not two).  A.nnz > 0. */
+int group_products(acc_spgemm_gpu *p, bool pe_complete, const Temp<int64_t> &rows, const Temp<int64_t> &num,
+                   cudaStream_t s) {
+    const int64_t nnz = p->RA.nnz, m = p->m;
+    if (p->nlarge == 0 && pe_complete) {
+        p->ps = p->pe;
+        TRY(fill_group_prefix(p, p->ps, rows, num, s));
+    } else if (p->products < (int64_t(1) << 32)) {
+        TRY(p->palloc(&p->ps32, (size_t)nnz + 1));
+        TRY(fill_group_prefix(p, p->ps32, rows, num, s));
+    } else {
+        TRY(p->palloc(&p->ps, (size_t)nnz + 1));
+        TRY(fill_group_prefix(p, p->ps, rows, num, s));
+    }
     Temp<u64> most;
     TRY(most.alloc(1, s, &p->tr));
     ACC_CUDA_TRY(cudaMemsetAsync(most.p, 0, sizeof(u64), s));
-    max_row_products<<<std::min(grid_for(m), 1024u), kThreads, 0, s>>>(m, A.rp, p->ps, most.p);
+    max_row_products<<<std::min(grid_for(m), 1024u), kThreads, 0, s>>>(m, p->RA.rp, small_prefix(p), most.p);
     LAUNCH_CHECK();
     u64 h = 0;
-    ACC_CUDA_TRY(cudaMemcpyAsync(&p->small_total, p->ps + nnz, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
+    uint32_t h32 = 0;
+    if (p->ps32)
+        ACC_CUDA_TRY(cudaMemcpyAsync(&h32, p->ps32 + nnz, sizeof(uint32_t), cudaMemcpyDeviceToHost, s));
+    else
+        ACC_CUDA_TRY(
+            cudaMemcpyAsync(&p->small_total, p->ps + nnz, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
     ACC_CUDA_TRY(cudaMemcpyAsync(&h, most.p, sizeof(u64), cudaMemcpyDeviceToHost, s));
     ACC_CUDA_TRY(cudaStreamSynchronize(s));
+    if (p->ps32) p->small_total = h32;
     p->small_max = (int64_t)h;
     return ACC_SUCCESS;
 }
@@ -1163,8 +1209,8 @@ int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
     PhaseTimer timer(p, PH_ROWS_COUNT);
     /* The model's exact row statistics (algorithm "auto") may show that no row is large, and even
      * that every row with products is tiny; where canonical_rows changed neither operand the counts
-     * are the rows' own.  Then the first prefix (pe) and its synchronisation, or both prefixes, are
-     * not needed. */
+     * are the rows' own.  Then the first prefix (pe: read by the large rows' paths only) and its
+     * synchronisation, or both prefixes, are not needed. */
     Temp<int64_t> rows, num; /* the large rows and their count */
     const bool known = p->rs_known && A.nnz == A.nnz_in && B.nnz == B.nnz_in && p->rs_large_rows == 0;
     if (known) {
@@ -1177,14 +1223,14 @@ int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
         p->ps = p->pe;
     } else {
         if (known)
-            TRY(p->palloc(&p->pe, (size_t)nnz + 1));
+            TRY(p->palloc(&p->pe, 1));
         else
             TRY(count_products(p, rows, num, s));
         if (nnz == 0) {
             p->ps = p->pe; /* not owned twice: only pe is in the plan's allocations */
             p->small_total = 0;
         } else {
-            TRY(group_products(p, rows, num, s));
+            TRY(group_products(p, !known, rows, num, s));
         }
     }
     /* Groups of rows starting within `stride` products of each other hold at most stride - 1 + the
@@ -1221,46 +1267,64 @@ int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
     timer.next(PH_ROWS_SMALL);
     TRY(p->palloc(&p->gstart, (size_t)p->ngroups + 1));
     TRY(p->palloc(&p->perm_small, (size_t)p->small_total));
-    if (nnz > 0) TRY((launch_tiny<false, int32_t, float>(tiny_args(p, nullptr, nullptr), s)));
+    if (nnz > 0) TRY((launch_tiny<false, int32_t, float, double>(tiny_args(p, nullptr, nullptr), s)));
     if (p->ngroups > 0) {
-        group_starts<<<grid_for(p->ngroups + 1), kThreads, 0, s>>>(m, p->ngroups, stride, A.rp, p->ps,
-                                                                   p->gstart);
+        group_starts<<<grid_for(p->ngroups + 1), kThreads, 0, s>>>(m, p->ngroups, stride, A.rp,
+                                                                   small_prefix(p), p->gstart);
         LAUNCH_CHECK();
         TRY(launch_symbolic(p, false, s));
     }
     timer.next(PH_ROWS_LARGE);
     if (p->nlarge > 0) {
         if (p->dense_large) {
-            TRY((launch_dense<false, int32_t, float>(dense_args(p, nullptr, nullptr), s)));
+            TRY((launch_dense<false, int32_t, float, double>(dense_args(p, nullptr, nullptr), s)));
         } else {
             TRY(launch_symbolic(p, true, s));
-            TRY((huge_batches<false, int32_t, float>(p, nullptr, nullptr, nullptr, nullptr, s)));
+            TRY((huge_batches<false, int32_t, float, double>(p, nullptr, nullptr, nullptr, nullptr, s)));
         }
     }
     timer.next(PH_STRUCTURE);
     return scan_in_place(p->row_ptr + 1, m, true, s, &p->tr);
 }
 
+template <typename ColT, typename V>
+int numeric_out(acc_spgemm_gpu *p, const void *valsA, const void *valsB, void *cols, void *vals,
+                acc_dtype out_dtype, cudaStream_t s) {
+    if constexpr (std::is_same<V, float>::value) /* float values give a float result only (rows_numeric) */
+        return numeric_typed<ColT, float, float>(p, valsA, valsB, cols, vals, s);
+    else
+        return out_dtype == ACC_FLOAT32 ? numeric_typed<ColT, float, double>(p, valsA, valsB, cols, vals, s)
+                                        : numeric_typed<ColT, double, double>(p, valsA, valsB, cols, vals, s);
+}
+
+/* The kernels read the caller's values where the plan kept the operands' own order (no canonical
+ * copy: src NULL), widening float to double as they load: no copy of the values, no memory.  Else
+ * (or float data for a double result) the values are gathered (and duplicates summed) in doubles. */
 int rows_numeric(acc_spgemm_gpu *p, const void *a_values, const void *b_values, acc_dtype in_dtype,
                  void *cols, int c_index_bits, void *vals, acc_dtype out_dtype, cudaStream_t s) {
+    const bool raw_a = p->RA.src == nullptr, raw_b = p->same || p->RB.src == nullptr;
+    const bool narrow = in_dtype == ACC_FLOAT32;
+    const bool direct = raw_a && raw_b && (!narrow || out_dtype == ACC_FLOAT32);
     Temp<double> va, vb;
-    {
+    const void *valsA = a_values, *valsB = p->same ? a_values : b_values;
+    if (!direct) {
         PhaseTimer timer(p, PH_VALUES);
         TRY(va.alloc((size_t)p->RA.nnz, s, &p->tr));
         TRY(gather_values(a_values, in_dtype, p->RA.nnz, p->RA.src, p->RA.run, va.p, s));
-        if (p->same) {
-            TRY(vb.alloc(1, s, &p->tr));
-        } else {
+        valsA = va.p;
+        valsB = va.p;
+        if (!p->same) {
             TRY(vb.alloc((size_t)p->RB.nnz, s, &p->tr));
             TRY(gather_values(b_values, in_dtype, p->RB.nnz, p->RB.src, p->RB.run, vb.p, s));
+            valsB = vb.p;
         }
     }
-    const double *valsB = p->same ? va.p : vb.p;
+    const bool f32 = direct && narrow;
     if (c_index_bits == 32)
-        return out_dtype == ACC_FLOAT32 ? numeric_typed<int32_t, float>(p, va.p, valsB, cols, vals, s)
-                                        : numeric_typed<int32_t, double>(p, va.p, valsB, cols, vals, s);
-    return out_dtype == ACC_FLOAT32 ? numeric_typed<int64_t, float>(p, va.p, valsB, cols, vals, s)
-                                    : numeric_typed<int64_t, double>(p, va.p, valsB, cols, vals, s);
+        return f32 ? numeric_out<int32_t, float>(p, valsA, valsB, cols, vals, out_dtype, s)
+                   : numeric_out<int32_t, double>(p, valsA, valsB, cols, vals, out_dtype, s);
+    return f32 ? numeric_out<int64_t, float>(p, valsA, valsB, cols, vals, out_dtype, s)
+               : numeric_out<int64_t, double>(p, valsA, valsB, cols, vals, out_dtype, s);
 }
 
 } // namespace acc_spgemm

@@ -504,3 +504,26 @@ def test_plan_statistics():
         assert s["pairs"] <= s["raw_pairs"] and s["products"] == int((np.diff(A.indptr)[A.indices]).sum())
         assert s["plan_bytes"] > 0 and s["peak_bytes"] >= s["plan_bytes"]
         assert "symbolic" in s["seconds"]
+
+
+@pytest.mark.parametrize("unsorted", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rows_values_read_in_place_or_gathered(dtype, unsorted):
+    """The row kernels read the operands' own values (float32 widened as loaded) where the plan kept
+    their order, and gather them in doubles where it made a canonical copy (B with unsorted rows and
+    large rows of A): the same bits either way.  stats["peak_bytes"] covers the products too."""
+    A, B = int_sparse(300, 2000, 0.02, 11, dtype), int_sparse(2000, 900, 0.01, 12, dtype)
+    A[7, :] = 3  # a large row: the dense accumulation, which needs B's rows canonical
+    A = sp.csr_matrix(A)
+    if unsorted:
+        rows = np.repeat(np.arange(B.shape[0]), np.diff(B.indptr))
+        order = np.lexsort((-B.indices, rows))  # each row's columns descending
+        B = sp.csr_matrix((B.data[order], B.indices[order], B.indptr), shape=B.shape)
+        assert not B.has_sorted_indices
+    with accspmm.spgemm_plan(A, B, device="gpu", algorithm="rows") as p:
+        before = p.stats["peak_bytes"]
+        p._poison = True
+        C = p()
+        assert p.stats["large_rows"] >= 1
+        assert p.stats["peak_bytes"] >= before
+        same(C, scipy_product(A, B))
