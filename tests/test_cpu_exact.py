@@ -157,3 +157,27 @@ def test_hypothesis_exact(case, n, fmt):
     B = int_dense(A.shape[1], n, seed=seed % 1000, dtype=A.dtype)
     C = accspmm.spmm(A, B, device="cpu", format=fmt)
     assert_bit_exact(C, np.asarray(sp.csr_matrix(A) @ B))
+
+
+def test_matrix_market_compressions(tmp_path):
+    """datasets reads .mtx, .mtx.gz and .mtx.xz alike and finds a matrix by name in a directory."""
+    import gzip
+    import lzma
+
+    import scipy.io
+
+    from accspmm import datasets
+
+    A = datasets.load_bundled()
+    scipy.io.mmwrite(str(tmp_path / "plain.mtx"), A)
+    text = (tmp_path / "plain.mtx").read_bytes()
+    (tmp_path / "g.mtx.gz").write_bytes(gzip.compress(text))
+    (tmp_path / "x.mtx.xz").write_bytes(lzma.compress(text))
+    for name in ("plain", "g", "x"):
+        path = datasets.matrix_path(tmp_path, name)
+        assert datasets.matrix_name(path) == name
+        B = datasets.load_matrix(path)
+        assert (B != A).nnz == 0 and B.shape == A.shape
+    assert [datasets.matrix_name(p) for p in datasets.matrix_files(tmp_path)] == ["g", "plain", "x"]
+    with pytest.raises(FileNotFoundError, match="missing"):
+        datasets.matrix_path(tmp_path, "missing")
