@@ -242,6 +242,72 @@ __device__ __forceinline__ void expand(const GroupArgs &a, const Piece &pc, int6
     }
 }
 
+/* Shared memory of the cooperative expansion (expand_keys) of C products: per entry of the piece,
+ * its first product's position in B's arrays less its first product in the piece (fb) and row - i0
+ * (row); per product, the entry that starts there (owner). */
+template <int C> struct Stage {
+    int64_t fb[C];
+    uint16_t row[C], owner[C];
+};
+
+/* expand's keys for the whole block at once, where the piece has at most C = THREADS x ITEMS
+ * entries (else false, uniformly, and nothing is written): the threads locate the entries' B rows
+ * together, one entry each, and mark each entry's first product and each row's first entry in
+ * shared memory; two block max-scans give every product its entry and every entry its row.  A
+ * product is then one load of B's column, with no search and no chain of dependent loads.  Ends
+ * with a barrier: `st` and `scan` may be reused.  (The symbolic pass's: in the numeric pass, which
+ * holds values too, the registers it needs cost more occupancy than its loads save; measured.) */
+template <int THREADS, int ITEMS, typename ScanT>
+__device__ __forceinline__ bool expand_keys(const GroupArgs &a, const Piece &pc, int64_t base,
+                                            uint64_t (&keys)[ITEMS], Stage<THREADS * ITEMS> &st,
+                                            typename ScanT::TempStorage &scan) {
+    constexpr int C = THREADS * ITEMS;
+    static_assert(C <= 65536, "entries and rows of a piece are 16-bit");
+    const int64_t E0 = a.rpA[pc.i0], ne = a.rpA[pc.i1] - E0, span = pc.q1 - pc.q0;
+    if (ne > C) return false;
+    for (int j = threadIdx.x; j < C; j += THREADS) {
+        st.owner[j] = 0;
+        st.row[j] = 0;
+    }
+    __syncthreads();
+    for (int64_t el = threadIdx.x; el < ne; el += THREADS) {
+        const int64_t e = E0 + el, first = a.prefix[e] - pc.q0;
+        if (a.prefix[e + 1] - pc.q0 > first) { /* an entry with products: the first at `first` */
+            st.fb[el] = a.rpB[a.ciA[e]] - first;
+            st.owner[first] = (uint16_t)el;
+        }
+    }
+    for (int64_t r = pc.i0 + threadIdx.x; r < pc.i1; r += THREADS) {
+        const int64_t e0 = a.rpA[r];
+        if (a.rpA[r + 1] > e0) st.row[e0 - E0] = (uint16_t)(r - pc.i0);
+    }
+    __syncthreads();
+    int ow[ITEMS], rw[ITEMS];
+#pragma unroll
+    for (int t = 0; t < ITEMS; t++) {
+        ow[t] = st.owner[base + t];
+        rw[t] = st.row[base + t];
+    }
+    ScanT(scan).InclusiveScan(ow, ow, MaxOp()); /* each product's entry: the last start at or before it */
+    __syncthreads();
+    ScanT(scan).InclusiveScan(rw, rw, MaxOp()); /* each entry's row (base + t as an entry here) */
+#pragma unroll
+    for (int t = 0; t < ITEMS; t++)
+        st.row[base + t] = (uint16_t)rw[t];
+    __syncthreads();
+#pragma unroll
+    for (int t = 0; t < ITEMS; t++) {
+        keys[t] = ~0ull;
+        const int64_t j = base + t;
+        if (j < span) {
+            const int el = ow[t];
+            keys[t] = ((uint64_t)st.row[el] << a.colbits) | (uint64_t)a.ciB[st.fb[el] + j];
+        }
+    }
+    __syncthreads();
+    return true;
+}
+
 /* Symbolic: sorts each piece's keys with their product indices (stable block radix sort: equal keys
  * keep their expansion order, scipy's order of the sums), writes the permutation with the run heads
  * marked, and counts each row's distinct keys.  Keys sort as 32 bits where (row, column) fit, else
@@ -250,11 +316,15 @@ template <int THREADS, int ITEMS, bool WIDE>
 __global__ void __launch_bounds__(THREADS, WIDE ? 3 : 1) sorted_symbolic(GroupArgs a) {
     using Sort32 = cub::BlockRadixSort<uint32_t, THREADS, ITEMS, uint16_t, kRadixBits>;
     using Sort64 = cub::BlockRadixSort<uint64_t, THREADS, WIDE ? ITEMS : 1, uint16_t, kRadixBits>;
+    using Scan = cub::BlockScan<int, THREADS>;
+    constexpr bool COOP = THREADS * ITEMS <= CAP; /* expand_keys's stage fits (static shared memory) */
     __shared__ union {
         typename Sort32::TempStorage s32;
         typename Sort64::TempStorage s64;
         uint64_t last[THREADS];
+        Stage<COOP ? THREADS * ITEMS : 1> stage;
     } sm;
+    __shared__ typename Scan::TempStorage scan;
     for (int64_t g = blockIdx.x; g < a.count; g += gridDim.x) {
         const Piece pc = piece_of(a, g);
         const int64_t span = pc.q1 - pc.q0;
@@ -263,7 +333,9 @@ __global__ void __launch_bounds__(THREADS, WIDE ? 3 : 1) sorted_symbolic(GroupAr
         uint64_t keys[ITEMS];
         double unused[ITEMS];
         uint16_t idx[ITEMS];
-        expand<ITEMS, false, double>(a, pc, base, keys, unused);
+        bool expanded = false;
+        if constexpr (COOP) expanded = expand_keys<THREADS, ITEMS, Scan>(a, pc, base, keys, sm.stage, scan);
+        if (!expanded) expand<ITEMS, false, double>(a, pc, base, keys, unused);
 #pragma unroll
         for (int t = 0; t < ITEMS; t++)
             idx[t] = (uint16_t)(base + t);

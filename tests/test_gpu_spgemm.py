@@ -231,6 +231,35 @@ def test_tiny_rows_at_their_limits(dups):
             same(p(A2), scipy_product(A2, B))
 
 
+def test_row_groups_of_many_entries_without_products():
+    """Row groups whose rows hold more entries of A than the block has threads x items (entries into
+    B's empty rows: few products, many entries), next to groups of ordinary rows and empty rows: the
+    symbolic pass expands the former entry by entry (binary searches) and the latter cooperatively
+    (the entries staged in shared memory); both give scipy's product, bit for bit."""
+    rng = np.random.default_rng(17)
+    k, n = 5000, 300
+    blen = np.zeros(k, np.int64)
+    blen[4900:] = 3
+    B = sp.csr_matrix((rng.integers(-3, 4, blen.sum()).astype(np.float64),
+                       np.concatenate([np.sort(rng.choice(n, 3, replace=False)) for _ in range(100)]),
+                       np.r_[0, np.cumsum(blen)]), shape=(k, n))
+    rows = []
+    for i in range(2400):
+        if i % 40 < 3:  # many entries, few products (a small row, not tiny)
+            rows.append(np.sort(np.r_[rng.choice(4900, 2500, replace=False), rng.choice(100, 5, replace=False) + 4900]))
+        elif i % 7 == 0:
+            rows.append(np.zeros(0, np.int64))  # empty rows between
+        else:  # 12-20 entries, 36-60 products
+            rows.append(np.sort(rng.choice(100, rng.integers(12, 21), replace=False) + 4900))
+    lens = [len(r) for r in rows]
+    A = sp.csr_matrix((rng.integers(-2, 3, sum(lens)).astype(np.float64), np.concatenate(rows),
+                       np.r_[0, np.cumsum(lens)]), shape=(len(rows), k))
+    with accspmm.spgemm_plan(A, B, device="gpu", algorithm="rows") as p:
+        p._poison = True
+        assert p.stats["row_groups"] > 1 and p.stats["large_rows"] == 0
+        same(p(), scipy_product(A, B))
+
+
 def test_tiny_rows_past_2_27_columns():
     """Tiny rows whose (column, product) keys need 64 bits (B has more than 2^27 columns); scipy's
     product is taken on B's used columns only (its n-wide mask would take gigabytes)."""
