@@ -635,7 +635,8 @@ int analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu
     A = &p->A_in;
     B = &p->B_in;
     TRY(p->palloc(&p->zeros, 1));
-    TRY(p->palloc(&p->row_ptr, (size_t)p->m + 1));
+    TRY(p->palloc(&p->row_ptr, (size_t)p->m + 2)); /* and the row groups' count past CAP entries */
+    ACC_CUDA_TRY(cudaMemsetAsync(p->row_ptr + p->m + 1, 0, sizeof(int64_t), s));
     if (algo == ACC_SPGEMM_ALGO_TILES) {
         p->path = PATH_TILES;
         if (p->opt.algorithm == ACC_SPGEMM_ALGO_AUTO) /* the model counted them */
@@ -663,8 +664,11 @@ int analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu
         }
         TRY(rows_analyse(p, s));
     }
-    ACC_CUDA_TRY(cudaMemcpyAsync(&p->nnz_s, p->row_ptr + p->m, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
+    int64_t h[2] = {0, 0};
+    ACC_CUDA_TRY(cudaMemcpyAsync(h, p->row_ptr + p->m, sizeof h, cudaMemcpyDeviceToHost, s));
     ACC_CUDA_TRY(cudaStreamSynchronize(s));
+    p->nnz_s = h[0];
+    p->wide_groups = h[1];
     return ACC_SUCCESS;
 }
 

@@ -223,7 +223,7 @@ struct acc_spgemm_gpu {
     acc_spgemm::Tracker tr;
     size_t plan_bytes = 0;
     int64_t products = 0;
-    int64_t *row_ptr = nullptr; /* [m+1] structural row offsets of C */
+    int64_t *row_ptr = nullptr; /* [m+1] structural row offsets of C; [m+1]: wide_groups (device) */
     int64_t nnz_s = 0;
     acc_spgemm::u64 *zeros = nullptr;            /* [1] counter of the numeric phase */
     double est_density_a = 0, est_density_b = 0; /* sampled entries per nonempty 8x8 tile */
@@ -262,6 +262,7 @@ struct acc_spgemm_gpu {
     int64_t small_total = 0;             /* products of the row groups' rows */
     int64_t small_max = 0;               /* the most products of one of those rows */
     int64_t ngroups = 0;                 /* blocks of the small-row kernels */
+    int64_t wide_groups = 0;             /* of them, groups of more entries of A than a block stages */
     int64_t *gstart = nullptr;           /* [ngroups+1] their first rows */
     int64_t nlarge = 0;                  /* rows with more than SMALL_MAX products */
     int64_t *large = nullptr;            /* [nlarge] those rows */

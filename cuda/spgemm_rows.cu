@@ -171,6 +171,7 @@ struct GroupArgs : RowOperands {
     int colbits;
     uint16_t *perm; /* symbolic: written; numeric: read.  Per product, in sorted order: the
                      * product's index in the piece | HEAD for the first of each output entry */
+    int staged;     /* numeric of the row groups: staged_numeric ran, sorted_numeric takes the rest */
 };
 
 __device__ __forceinline__ Piece piece_of(const GroupArgs &a, int64_t g) {
@@ -200,6 +201,12 @@ __global__ void group_starts(int64_t m, int64_t ngroups, int64_t stride, const i
         auto start = [&](int64_t i) { return ps[rpA[i]]; };
         gstart[g] = start(0) >= x ? 0 : min(last_le(0, m, x - 1, start) + 1, m);
     }
+}
+
+/* *count += the groups of more than CAP entries of A (stage_entries does not take them). */
+__global__ void count_wide_groups(int64_t ngroups, const int64_t *__restrict__ gstart,
+                                  const int64_t *__restrict__ rpA, int64_t *__restrict__ count) {
+    GRID_STRIDE(g, ngroups) if (rpA[gstart[g + 1]] - rpA[gstart[g]] > CAP) atomicAdd((u64 *)count, (u64)1);
 }
 
 /* This thread's products [base, base + ITEMS) of the piece as keys (row - i0, column) and values;
@@ -242,28 +249,27 @@ __device__ __forceinline__ void expand(const GroupArgs &a, const Piece &pc, int6
     }
 }
 
-/* Shared memory of the cooperative expansion (expand_keys) of C products: per entry of the piece,
+/* Shared memory of the cooperative expansion (stage_entries) of C products: per entry of the piece,
  * its first product's position in B's arrays less its first product in the piece (fb) and row - i0
- * (row); per product, the entry that starts there (owner). */
-template <int C> struct Stage {
-    int64_t fb[C];
-    uint16_t row[C], owner[C];
+ * (row); per product, the entry that starts there (owner), then the product's entry. */
+struct Stage {
+    int64_t *fb;
+    uint16_t *row, *owner;
 };
 
-/* expand's keys for the whole block at once, where the piece has at most C = THREADS x ITEMS
- * entries (else false, uniformly, and nothing is written): the threads locate the entries' B rows
+/* The piece's entries located for the whole block at once, where it has at most C = THREADS x ITEMS
+ * of them (else false, uniformly, and nothing is written): the threads locate the entries' B rows
  * together, one entry each, and mark each entry's first product and each row's first entry in
- * shared memory; two block max-scans give every product its entry and every entry its row.  A
- * product is then one load of B's column, with no search and no chain of dependent loads.  Ends
- * with a barrier: `st` and `scan` may be reused.  (The symbolic pass's: in the numeric pass, which
- * holds values too, the registers it needs cost more occupancy than its loads save; measured.) */
+ * shared memory; two block max-scans give every product its entry (ow: of products base + t, and in
+ * st.owner) and every entry its row (st.row).  A product is then one load of B's column and value,
+ * with no search and no chain of dependent loads.  Ends with a barrier. */
 template <int THREADS, int ITEMS, typename ScanT>
-__device__ __forceinline__ bool expand_keys(const GroupArgs &a, const Piece &pc, int64_t base,
-                                            uint64_t (&keys)[ITEMS], Stage<THREADS * ITEMS> &st,
-                                            typename ScanT::TempStorage &scan) {
+__device__ __forceinline__ bool stage_entries(const GroupArgs &a, const Piece &pc, int64_t base,
+                                              const Stage &st, typename ScanT::TempStorage &scan,
+                                              int (&ow)[ITEMS]) {
     constexpr int C = THREADS * ITEMS;
     static_assert(C <= 65536, "entries and rows of a piece are 16-bit");
-    const int64_t E0 = a.rpA[pc.i0], ne = a.rpA[pc.i1] - E0, span = pc.q1 - pc.q0;
+    const int64_t E0 = a.rpA[pc.i0], ne = a.rpA[pc.i1] - E0;
     if (ne > C) return false;
     for (int j = threadIdx.x; j < C; j += THREADS) {
         st.owner[j] = 0;
@@ -282,7 +288,7 @@ __device__ __forceinline__ bool expand_keys(const GroupArgs &a, const Piece &pc,
         if (a.rpA[r + 1] > e0) st.row[e0 - E0] = (uint16_t)(r - pc.i0);
     }
     __syncthreads();
-    int ow[ITEMS], rw[ITEMS];
+    int rw[ITEMS];
 #pragma unroll
     for (int t = 0; t < ITEMS; t++) {
         ow[t] = st.owner[base + t];
@@ -292,9 +298,23 @@ __device__ __forceinline__ bool expand_keys(const GroupArgs &a, const Piece &pc,
     __syncthreads();
     ScanT(scan).InclusiveScan(rw, rw, MaxOp()); /* each entry's row (base + t as an entry here) */
 #pragma unroll
-    for (int t = 0; t < ITEMS; t++)
+    for (int t = 0; t < ITEMS; t++) {
         st.row[base + t] = (uint16_t)rw[t];
+        st.owner[base + t] = (uint16_t)ow[t];
+    }
     __syncthreads();
+    return true;
+}
+
+/* expand's keys through stage_entries (false where it does not apply).  (The symbolic pass's; the
+ * numeric pass stages the entries itself: staged_numeric.) */
+template <int THREADS, int ITEMS, typename ScanT>
+__device__ __forceinline__ bool expand_keys(const GroupArgs &a, const Piece &pc, int64_t base,
+                                            uint64_t (&keys)[ITEMS], const Stage &st,
+                                            typename ScanT::TempStorage &scan) {
+    int ow[ITEMS];
+    if (!stage_entries<THREADS, ITEMS, ScanT>(a, pc, base, st, scan, ow)) return false;
+    const int64_t span = pc.q1 - pc.q0;
 #pragma unroll
     for (int t = 0; t < ITEMS; t++) {
         keys[t] = ~0ull;
@@ -322,7 +342,10 @@ __global__ void __launch_bounds__(THREADS, WIDE ? 3 : 1) sorted_symbolic(GroupAr
         typename Sort32::TempStorage s32;
         typename Sort64::TempStorage s64;
         uint64_t last[THREADS];
-        Stage<COOP ? THREADS * ITEMS : 1> stage;
+        struct {
+            int64_t fb[COOP ? THREADS * ITEMS : 1];
+            uint16_t row[COOP ? THREADS * ITEMS : 1], owner[COOP ? THREADS * ITEMS : 1];
+        } stage;
     } sm;
     __shared__ typename Scan::TempStorage scan;
     for (int64_t g = blockIdx.x; g < a.count; g += gridDim.x) {
@@ -334,7 +357,9 @@ __global__ void __launch_bounds__(THREADS, WIDE ? 3 : 1) sorted_symbolic(GroupAr
         double unused[ITEMS];
         uint16_t idx[ITEMS];
         bool expanded = false;
-        if constexpr (COOP) expanded = expand_keys<THREADS, ITEMS, Scan>(a, pc, base, keys, sm.stage, scan);
+        if constexpr (COOP)
+            expanded = expand_keys<THREADS, ITEMS, Scan>(
+                a, pc, base, keys, Stage{sm.stage.fb, sm.stage.row, sm.stage.owner}, scan);
         if (!expanded) expand<ITEMS, false, double>(a, pc, base, keys, unused);
 #pragma unroll
         for (int t = 0; t < ITEMS; t++)
@@ -403,7 +428,8 @@ __global__ void __launch_bounds__(THREADS) sorted_numeric(GroupArgs a) {
     for (int64_t g = blockIdx.x; g < a.count; g += gridDim.x) {
         const Piece pc = piece_of(a, g);
         const int64_t span = pc.q1 - pc.q0;
-        if (span <= 0) continue; /* uniform across the block */
+        if (span <= 0) continue;                                      /* uniform across the block */
+        if (a.staged && a.rpA[pc.i1] - a.rpA[pc.i0] <= CAP) continue; /* staged_numeric's */
         const int64_t base = (int64_t)threadIdx.x * ITEMS;
         uint64_t keys[ITEMS];
         double vals[ITEMS];
@@ -445,6 +471,94 @@ __global__ void __launch_bounds__(THREADS) sorted_numeric(GroupArgs a) {
             cols[pos] = (ColT)(key[t] & colmask);
             out[pos] = v;
             zeros += v == (OutT)0;
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        zeros += __shfl_down_sync(0xFFFFFFFFu, zeros, o);
+    if ((threadIdx.x & 31) == 0 && zeros) atomicAdd(a.zeros, zeros);
+}
+
+/* Numeric of a row group whose entries stage_entries holds (at most CAP; the others are
+ * sorted_numeric's): each thread takes the products of sorted positions base .. base + ITEMS - 1
+ * (the symbolic permutation), one load each of B's column and value from its entry's staged row
+ * offset; the values go to shared memory in sorted order, and each run's head sums its run there
+ * and writes it as sorted_numeric does.  No keys, no product-order staging: fewer registers and
+ * 14 bytes of shared memory per product (within numeric_smem's 18). */
+template <typename ColT, typename OutT, typename V>
+__global__ void __launch_bounds__(kGroupThreads, 4) staged_numeric(GroupArgs a) {
+    constexpr int THREADS = kGroupThreads, ITEMS = kGroupItems, C = CAP;
+    using Scan = cub::BlockScan<int, THREADS>;
+    extern __shared__ uint64_t dyn_keys[];
+    int64_t *fb = reinterpret_cast<int64_t *>(dyn_keys); /* staged entries, then ... */
+    double *sval = reinterpret_cast<double *>(dyn_keys); /* ... the values in sorted order */
+    uint16_t *owner = reinterpret_cast<uint16_t *>(dyn_keys + C), *row = owner + C, *srow = owner + 2 * C;
+    uint16_t *spos = reinterpret_cast<uint16_t *>(dyn_keys + 2 * C);
+    __shared__ typename Scan::TempStorage scan;
+    ColT *cols = static_cast<ColT *>(a.cols);
+    OutT *out = static_cast<OutT *>(a.vals);
+    u64 zeros = 0;
+    for (int64_t g = blockIdx.x; g < a.count; g += gridDim.x) {
+        const Piece pc = piece_of(a, g);
+        const int64_t span = pc.q1 - pc.q0;
+        if (span <= 0) continue; /* uniform across the block */
+        const int64_t base = (int64_t)threadIdx.x * ITEMS;
+#pragma unroll
+        for (int t = 0; t < ITEMS; t++) /* read after stage_entries' barriers */
+            spos[base + t] = base + t < span ? a.perm[pc.pbase + base + t] : (uint16_t)0;
+        int ow[ITEMS];
+        if (!stage_entries<THREADS, ITEMS, Scan>(a, pc, base, Stage{fb, row, owner}, scan, ow))
+            continue; /* uniform: sorted_numeric's piece */
+        const int64_t E0 = a.rpA[pc.i0];
+        double v[ITEMS];
+        int col[ITEMS], r[ITEMS], head[ITEMS];
+#pragma unroll
+        for (int t = 0; t < ITEMS; t++) {
+            const int64_t j = base + t;
+            v[t] = 0.0;
+            col[t] = r[t] = head[t] = 0;
+            if (j < span) {
+                const uint16_t q = spos[j];
+                const int p = q & (HEAD - 1), el = owner[p];
+                const int64_t f = fb[el] + p;
+                v[t] = value<V>(a.valsA, E0 + el) * value<V>(a.valsB, f);
+                col[t] = a.ciB[f];
+                r[t] = row[el];
+                head[t] = (q & HEAD) != 0;
+            }
+        }
+        __syncthreads(); /* fb is read: sval takes its place */
+#pragma unroll
+        for (int t = 0; t < ITEMS; t++) {
+            sval[base + t] = v[t];
+            srow[base + t] = (uint16_t)r[t];
+        }
+        __syncthreads();
+        int rowstart[ITEMS], h[ITEMS], hs[ITEMS];
+#pragma unroll
+        for (int t = 0; t < ITEMS; t++) {
+            const int64_t j = base + t;
+            rowstart[t] = head[t] && (j == 0 || r[t] != srow[j - 1]);
+        }
+        Scan(scan).ExclusiveSum(head, h); /* runs before each position */
+        __syncthreads();
+#pragma unroll
+        for (int t = 0; t < ITEMS; t++)
+            rowstart[t] = rowstart[t] ? h[t] : 0;
+        Scan(scan).InclusiveScan(rowstart, hs, MaxOp()); /* the first run of each position's row */
+#pragma unroll
+        for (int t = 0; t < ITEMS; t++) {
+            if (!head[t]) continue;
+            const int64_t j = base + t;
+            double sum = sval[j];
+            for (int64_t u = j + 1; u < span && !(spos[u] & HEAD); u++)
+                sum += sval[u];
+            const int64_t pos = a.row_ptr[pc.i0 + r[t]] + (h[t] - hs[t]);
+            const OutT res = (OutT)sum;
+            cols[pos] = (ColT)col[t];
+            out[pos] = res;
+            zeros += res == (OutT)0;
         }
         __syncthreads();
     }
@@ -929,6 +1043,7 @@ GroupArgs sorted_args(acc_spgemm_gpu *p, bool medium, const void *valsA, const v
     a.prefix = medium ? Prefix{p->pe, nullptr} : small_prefix(p);
     a.colbits = std::max(1, bits_for(p->n));
     a.perm = medium ? p->perm_medium : p->perm_small;
+    a.staged = 0;
     return a;
 }
 
@@ -965,6 +1080,18 @@ int launch_sorted_numeric(const GroupArgs &a, cudaStream_t s) {
     const size_t bytes = numeric_smem<THREADS, ITEMS>();
     ACC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     kernel<<<(unsigned)group_grid(a.count), THREADS, bytes, s>>>(a);
+    LAUNCH_CHECK();
+    return ACC_SUCCESS;
+}
+
+template <typename ColT, typename OutT, typename V>
+int launch_staged_numeric(const GroupArgs &a, cudaStream_t s) {
+    auto kernel = staged_numeric<ColT, OutT, V>;
+    const size_t bytes = numeric_smem<kGroupThreads, kGroupItems>();
+    static_assert(numeric_smem<kGroupThreads, kGroupItems>() >= (size_t)CAP * 14,
+                  "staged_numeric's arrays fit");
+    ACC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    kernel<<<(unsigned)group_grid(a.count), kGroupThreads, bytes, s>>>(a);
     LAUNCH_CHECK();
     return ACC_SUCCESS;
 }
@@ -1092,7 +1219,10 @@ int numeric_typed(acc_spgemm_gpu *p, const void *valsA, const void *valsB, void 
             GroupArgs a = sorted_args(p, false, valsA, valsB);
             a.cols = cols;
             a.vals = vals;
-            TRY((launch_sorted_numeric<kGroupThreads, kGroupItems, ColT, OutT, V>(a, s)));
+            TRY((launch_staged_numeric<ColT, OutT, V>(a, s)));
+            a.staged = 1;
+            if (p->wide_groups > 0)
+                TRY((launch_sorted_numeric<kGroupThreads, kGroupItems, ColT, OutT, V>(a, s)));
         }
     }
     PhaseTimer timer(p, PH_ROWS_LARGE);
@@ -1344,6 +1474,9 @@ int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
         group_starts<<<grid_for(p->ngroups + 1), kThreads, 0, s>>>(m, p->ngroups, stride, A.rp,
                                                                    small_prefix(p), p->gstart);
         LAUNCH_CHECK();
+        count_wide_groups<<<grid_for(p->ngroups), kThreads, 0, s>>>(p->ngroups, p->gstart, A.rp,
+                                                                    p->row_ptr + m + 1);
+        LAUNCH_CHECK(); /* p->wide_groups after analyse's last synchronisation */
         TRY(launch_symbolic(p, false, s));
     }
     timer.next(PH_ROWS_LARGE);
