@@ -14,15 +14,19 @@
  *     to right and writes it at row_offsets[row] + the runs before it.  No permutation is kept,
  *     nothing but the result touches global memory; a warp holds TINY_ROWS rows at once.
  *   - other small rows (at most SMALL_MAX = 1024 products): row groups.  Group g holds the small rows
- *     whose first product, counted over small rows only (ps), lies in [g SMALL_MAX,
- *     (g+1) SMALL_MAX): at most 2 SMALL_MAX = 2048 products, consecutive in that count.  One
- *     block of 256 threads expands them (8 per thread: one binary search, then a walk), keys
- *     them (row - first row, column), and sorts them in shared memory with a stable block radix
- *     sort: each output entry's products end up adjacent, in their expansion order, which is
- *     scipy's order of the sums.  The symbolic pass counts the distinct keys of each row; the
- *     numeric pass sums each run sequentially and writes it at row_offsets[row] + (its index
- *     among the block's distinct keys - the index of its row's first one), from a block scan of
- *     the run heads and a max-scan of the row starts.  No global memory but the result.
+ *     whose first product, counted over small rows only (ps, 32 bits where the total fits), lies in
+ *     [g stride, (g+1) stride), stride = 2049 - the largest small row: at most CAP = 2048
+ *     products, consecutive in that count.  One block of 256 threads expands them, 8 per thread:
+ *     where the group has at most 2048 entries of A (stage_entries), the threads locate the
+ *     entries' B rows together in shared memory and two block max-scans give each product its
+ *     entry and row; else one binary search per thread, then a walk.  The symbolic pass keys the
+ *     products (row - first row, column) and sorts them with a stable block radix sort: each
+ *     output entry's products end up adjacent, in their expansion order (scipy's order of the
+ *     sums); it counts the distinct keys of each row and keeps the permutation (2 bytes a
+ *     product).  The numeric pass (staged_numeric) takes the products in that sorted order,
+ *     sums each run sequentially and writes it at row_offsets[row] + (its index among the
+ *     block's runs - the index of its row's first one), from a block scan of the run heads and a
+ *     max-scan of the row starts.  No global memory but the result.
  *   - large rows, n <= rows_dense_cols() (as many columns as a block's shared memory holds): one
  *     block per row accumulates the row densely in shared memory (n doubles and an n-bit
  *     pattern), A's entries in order, each entry's B row spread over the threads, a barrier
