@@ -21,6 +21,7 @@
  * reported in its info.
  */
 #include <cub/block/block_radix_sort.cuh>
+#include <cub/block/block_reduce.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
@@ -72,36 +73,38 @@ PhaseTimer::~PhaseTimer() {
 
 namespace {
 
+/* One pass over an operand: bad |= 1 for offsets that are not a CSR's, 2 for a column out of
+ * [0, k); with `descents`, the canonical test too (every row strictly increasing) without marking
+ * the row starts: each descent ci[e] <= ci[e-1] must be at a row start, so the count of descents
+ * less the count of row starts that are descents is 0 exactly for a canonical operand (the block's
+ * difference is added modulo 2^64; meaningful where the offsets are valid, else bad is set). */
 template <typename IdxT>
-__global__ void check_csr(int64_t m, int64_t k, int64_t nnz, const IdxT *__restrict__ rp,
-                          const IdxT *__restrict__ ci, int *__restrict__ bad) {
-    GRID_STRIDE(i, m + 1) {
-        const int64_t v = (int64_t)rp[i];
-        if ((i == 0 && v != 0) || (i == m && v != nnz) || (i > 0 && v < (int64_t)rp[i - 1]) || v < 0 ||
-            v > nnz)
-            atomicOr(bad, 1);
+__global__ void check_operand(int64_t m, int64_t k, int64_t nnz, const IdxT *__restrict__ rp,
+                              const IdxT *__restrict__ ci, unsigned long long *__restrict__ bad,
+                              unsigned long long *__restrict__ descents) {
+    using Reduce = cub::BlockReduce<long long, kThreads>;
+    __shared__ typename Reduce::TempStorage tmp;
+    long long d = 0;
+    GRID_STRIDE(i, max(m + 1, nnz)) {
+        if (i <= m) {
+            const int64_t v = (int64_t)rp[i];
+            if ((i == 0 && v != 0) || (i == m && v != nnz) || (i > 0 && v < (int64_t)rp[i - 1]) || v < 0 ||
+                v > nnz)
+                atomicOr(bad, 1ull);
+            if (descents && i < m) {
+                const int64_t v1 = (int64_t)rp[i + 1];
+                if (v > 0 && v < v1 && v1 <= nnz) d -= ci[v] <= ci[v - 1]; /* a row start that descends */
+            }
+        }
+        if (i < nnz) {
+            const int64_t c = (int64_t)ci[i];
+            if (c < 0 || c >= k) atomicOr(bad, 2ull);
+            if (descents && i > 0) d += ci[i] <= ci[i - 1];
+        }
     }
-    GRID_STRIDE(e, nnz) {
-        const int64_t c = (int64_t)ci[e];
-        if (c < 0 || c >= k) atomicOr(bad, 2);
-    }
-}
-
-/* Canonical (every row strictly increasing): row starts are marked, then each entry that does not
- * start a row must exceed the previous one. */
-template <typename IdxT>
-__global__ void mark_row_starts(int64_t m, const IdxT *__restrict__ rp, uint8_t *__restrict__ start) {
-    GRID_STRIDE(i, m) if (rp[i] < rp[i + 1] && rp[i] >= 0) start[rp[i]] = 1; /* (checked offsets: in range) */
-}
-
-/* One atomic per block that saw an unsorted entry (an unsorted operand has many: same-address
- * atomics per entry took 74 us on a 3M-entry operand). */
-template <typename IdxT>
-__global__ void check_sorted(int64_t nnz, const IdxT *__restrict__ ci, const uint8_t *__restrict__ start,
-                             int *__restrict__ unsorted) {
-    int bad = 0;
-    GRID_STRIDE(e, nnz) bad |= e > 0 && !start[e] && ci[e] <= ci[e - 1];
-    if (__syncthreads_or(bad) && threadIdx.x == 0) atomicOr(unsorted, 1);
+    if (!descents) return; /* uniform */
+    d = Reduce(tmp).Sum(d);
+    if (threadIdx.x == 0 && d) atomicAdd(descents, (unsigned long long)d);
 }
 
 template <typename IdxT>
@@ -230,46 +233,33 @@ template <typename V> struct NonZeroCount {
 /* ---- host helpers ---------------------------------------------------------------------------------- */
 
 /* Enqueues the checks of one operand into flags[0] (1: bad offsets, 2: a column out of range) and,
- * with `start` (nnz bytes), flags[1] (1: a row not strictly increasing). */
+ * with `canonical`, flags[1] (nonzero: a row not strictly increasing). */
 template <typename IdxT>
-int enqueue_checks(const acc_spgemm_gpu_csr *A, int *flags, uint8_t *start, cudaStream_t s) {
+int enqueue_checks(const acc_spgemm_gpu_csr *A, unsigned long long *flags, bool canonical, cudaStream_t s) {
     const IdxT *rp = (const IdxT *)A->d_row_offsets, *ci = (const IdxT *)A->d_column_indices;
-    check_csr<IdxT>
-        <<<grid_for(std::max(A->m + 1, A->nnz)), kThreads, 0, s>>>(A->m, A->k, A->nnz, rp, ci, flags);
+    check_operand<IdxT><<<grid_for(std::max(A->m + 1, A->nnz)), kThreads, 0, s>>>(
+        A->m, A->k, A->nnz, rp, ci, flags, canonical && A->nnz > 1 ? flags + 1 : nullptr);
     LAUNCH_CHECK();
-    if (start && A->nnz > 1) {
-        ACC_CUDA_TRY(cudaMemsetAsync(start, 0, (size_t)A->nnz, s));
-        mark_row_starts<IdxT><<<grid_for(A->m), kThreads, 0, s>>>(A->m, rp, start);
-        LAUNCH_CHECK();
-        check_sorted<IdxT><<<grid_for(A->nnz), kThreads, 0, s>>>(A->nnz, ci, start, flags + 1);
-        LAUNCH_CHECK();
-    }
     return ACC_SUCCESS;
 }
 
-/* The checks of up to two operands, enqueued (check_csr, and the canonical test when asked), then
+/* The checks of up to two operands, enqueued (check_operand, with the canonical test when asked), then
  * read back with the caller's synchronisation: flags [4] on the device, h [4] on the host. */
 struct Checks {
     Tracker tr;
-    Temp<int> flags;
-    std::vector<void *> starts;
-    cudaStream_t s = nullptr;
-    int h[4] = {0, 0, 0, 0};
+    Temp<unsigned long long> flags;
+    unsigned long long h[4] = {0, 0, 0, 0};
     int count = 0;
-    int enqueue(const acc_spgemm_gpu_csr *ops, int n, bool canonical, cudaStream_t stream) {
-        s = stream;
+    int enqueue(const acc_spgemm_gpu_csr *ops, int n, bool canonical, cudaStream_t s) {
         count = n;
         TRY(flags.alloc(4, s, &tr));
-        ACC_CUDA_TRY(cudaMemsetAsync(flags.p, 0, 4 * sizeof(int), s));
-        starts.assign((size_t)n, nullptr);
+        ACC_CUDA_TRY(cudaMemsetAsync(flags.p, 0, 4 * sizeof(unsigned long long), s));
         for (int i = 0; i < n; i++) {
             const acc_spgemm_gpu_csr *A = &ops[i];
-            if (canonical && A->nnz > 1) TRY(acc_pool_alloc(&starts[(size_t)i], (size_t)A->nnz, s));
-            uint8_t *start = (uint8_t *)starts[(size_t)i];
-            TRY(A->index_bits == 32 ? enqueue_checks<int32_t>(A, flags.p + 2 * i, start, s)
-                                    : enqueue_checks<int64_t>(A, flags.p + 2 * i, start, s));
+            TRY(A->index_bits == 32 ? enqueue_checks<int32_t>(A, flags.p + 2 * i, canonical, s)
+                                    : enqueue_checks<int64_t>(A, flags.p + 2 * i, canonical, s));
         }
-        ACC_CUDA_TRY(cudaMemcpyAsync(h, flags.p, 4 * sizeof(int), cudaMemcpyDeviceToHost, s));
+        ACC_CUDA_TRY(cudaMemcpyAsync(h, flags.p, sizeof h, cudaMemcpyDeviceToHost, s));
         return ACC_SUCCESS;
     }
     /* After the synchronisation: the first invalid operand's status (its index in *bad), and the
@@ -283,10 +273,6 @@ struct Checks {
             if (canonical) canonical[i] = !h[2 * i + 1];
         }
         return ACC_SUCCESS;
-    }
-    ~Checks() {
-        for (void *x : starts)
-            acc_pool_free(x, s);
     }
 };
 

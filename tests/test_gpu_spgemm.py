@@ -231,6 +231,45 @@ def test_tiny_rows_at_their_limits(dups):
             same(p(A2), scipy_product(A2, B))
 
 
+@pytest.mark.parametrize("bits", [32, 64])
+def test_canonical_check_counts_descents(bits):
+    """The device check (one pass: offsets, column range, and a descent ci[e] <= ci[e-1] allowed
+    only where a row starts) against a host reference, on operands whose descents sit exactly at
+    row starts (canonical), one entry off (not), with duplicates, empty rows and an empty operand;
+    invalid offsets and columns raise."""
+    import importlib
+
+    cu = importlib.import_module("accspmm._cuda")
+    itype = cp.int32 if bits == 32 else cp.int64
+
+    def check(indptr, indices, k):
+        rp, ci = cp.asarray(indptr, itype), cp.asarray(indices, itype)
+        m, nnz = len(indptr) - 1, len(indices)
+        csr = (m, k, nnz, rp.data.ptr, ci.data.ptr if nnz else rp.data.ptr, bits, -1)
+        return cu.spgemm_check_csr((csr,), ("A",), 0)[0]
+
+    def reference(indptr, indices):
+        return all(np.all(np.diff(indices[indptr[i]:indptr[i + 1]]) > 0) for i in range(len(indptr) - 1))
+
+    rng = np.random.default_rng(3)
+    cases = [([0, 2, 4], [5, 9, 0, 3]), ([0, 2, 4], [5, 9, 9, 12]), ([0, 2, 4], [5, 9, 3, 3]),
+             ([0, 0, 2, 2, 3, 3], [7, 8, 1]), ([0, 3], [1, 1, 2]), ([0, 1, 2], [4, 4]), ([0, 0, 0], [])]
+    for _ in range(40):  # random rows, some sorted, some with one swap or a repeat
+        lens = rng.integers(0, 6, 50)
+        rows = [np.sort(rng.choice(40, size=n, replace=False)) for n in lens]
+        if rng.random() < 0.5 and lens.max() > 1:
+            r = int(np.flatnonzero(lens > 1)[rng.integers(0, (lens > 1).sum())])
+            rows[r] = rows[r][::-1] if rng.random() < 0.5 else np.r_[rows[r][:1], rows[r][:-1]]
+        cases.append((np.r_[0, np.cumsum(lens)], np.concatenate(rows) if lens.sum() else np.zeros(0, int)))
+    for indptr, indices in cases:
+        indptr, indices = np.asarray(indptr), np.asarray(indices)
+        assert check(indptr, indices, 41) == reference(indptr, indices), (indptr, indices)
+    with pytest.raises(ValueError, match="indptr"):
+        check(np.array([0, 3, 2]), np.array([1, 2, 3]), 10)
+    with pytest.raises(ValueError, match="indices"):
+        check(np.array([0, 1, 3]), np.array([1, 2, 10]), 10)
+
+
 def test_row_groups_of_many_entries_without_products():
     """Row groups whose rows hold more entries of A than the block has threads x items (entries into
     B's empty rows: few products, many entries), next to groups of ordinary rows and empty rows: the
