@@ -259,6 +259,7 @@ struct acc_spgemm_gpu {
     int64_t *ps = nullptr;               /* [nnz(A)+1] the same over the row groups' rows only (tiny and large
                                           * rows count 0) */
     uint32_t *ps32 = nullptr;            /* ps in 32 bits, instead, where the products' total fits */
+    uint32_t *tiny_bits = nullptr;       /* [ceil(m/32)] bit i: row i is tiny (NULL: every row may be) */
     int64_t small_total = 0;             /* products of the row groups' rows */
     int64_t small_max = 0;               /* the most products of one of those rows */
     int64_t ngroups = 0;                 /* blocks of the small-row kernels */

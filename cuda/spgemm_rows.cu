@@ -584,31 +584,47 @@ constexpr int kTinyWarps = 8; /* warps per block of the tiny-row kernels */
 static_assert(TINY_MAX == 32, "a tiny row holds one product per lane");
 
 /* The tiny rows' entries count no products in c (entry_products' counts, before the scan into ps:
- * they are in no row group).  Row i is tiny with at most TINY_MAX entries of A and 1..TINY_MAX
- * products, counted here from B's row offsets (c may be pe's own array, overwritten). */
+ * they are in no row group), and bit i of `tiny` is set for a tiny row i (the tiny kernels skip the
+ * others).  Row i is tiny with at most TINY_MAX entries of A and 1..TINY_MAX products, counted here
+ * from B's row offsets (c may be pe's own array, overwritten).  A warp takes 32 rows: one word. */
 template <typename T>
 __global__ void zero_tiny_rows(int64_t m, const int64_t *__restrict__ rpA, const int32_t *__restrict__ ciA,
-                               const int64_t *__restrict__ rpB, T *__restrict__ c) {
-    GRID_STRIDE(i, m) {
-        const int64_t e0 = rpA[i], e1 = rpA[i + 1];
-        if (e1 - e0 > TINY_MAX) continue;
-        int64_t P = 0;
-        for (int64_t e = e0; e < e1; e++)
-            P += rpB[ciA[e] + 1] - rpB[ciA[e]];
-        if (P > 0 && P <= TINY_MAX)
-            for (int64_t e = e0; e < e1; e++)
-                c[e + 1] = 0;
+                               const int64_t *__restrict__ rpB, T *__restrict__ c,
+                               uint32_t *__restrict__ tiny) {
+    GRID_STRIDE(i, (m + 31) / 32 * 32) { /* whole warps, aligned to 32 rows: the ballot below */
+        bool is_tiny = false;
+        if (i < m) {
+            const int64_t e0 = rpA[i], e1 = rpA[i + 1];
+            if (e1 - e0 <= TINY_MAX) {
+                int64_t P = 0;
+                for (int64_t e = e0; e < e1; e++)
+                    P += rpB[ciA[e] + 1] - rpB[ciA[e]];
+                is_tiny = P > 0 && P <= TINY_MAX;
+                if (is_tiny)
+                    for (int64_t e = e0; e < e1; e++)
+                        c[e + 1] = 0;
+            }
+        }
+        const unsigned word = __ballot_sync(kFull, is_tiny);
+        if ((threadIdx.x & 31) == 0) tiny[i >> 5] = word;
     }
 }
 
 struct TinyArgs : RowOperands {
-    int64_t m, n; /* rows of A, columns of B */
+    int64_t m, n;         /* rows of A, columns of B */
+    const uint32_t *tiny; /* bit i: row i is tiny (zero_tiny_rows); NULL: every row may be */
 };
 
 /* A warp takes TINY_ROWS consecutive rows at a time and runs each step for all of them before the
  * next step (branch-free: a row that is not tiny has P = 0), so that their dependent loads (row
  * offsets -> entries -> B's row offsets -> B's columns and values) are in flight together. */
 constexpr int TINY_ROWS = 4;
+
+/* Rows i0 .. i0 + TINY_ROWS - 1 hold no tiny row (by the bits; i0 a multiple of TINY_ROWS). */
+__device__ __forceinline__ bool no_tiny_row(const TinyArgs &a, int64_t i0) {
+    static_assert(TINY_ROWS == 4 && 32 % TINY_ROWS == 0, "a warp's rows are 4 bits of one word");
+    return a.tiny && ((a.tiny[i0 >> 5] >> (i0 & 31)) & 0xFu) == 0;
+}
 
 /* The products of rows i0 .. i0 + TINY_ROWS - 1, lane p holding product p of each: key (column
  * << 5 | p), ~0 past the row's P products (P = 0 for a row that is not tiny), and its value (VALUES).
@@ -622,7 +638,7 @@ __device__ __forceinline__ void tiny_expand(const TinyArgs &a, int64_t i0, int l
     int64_t e1[TINY_ROWS];
 #pragma unroll
     for (int r = 0; r < TINY_ROWS; r++) {
-        const bool in = i0 + r < a.m;
+        const bool in = i0 + r < a.m && (!a.tiny || (a.tiny[(i0 + r) >> 5] >> ((i0 + r) & 31)) & 1u);
         e0[r] = in ? a.rpA[i0 + r] : 0;
         e1[r] = in ? a.rpA[i0 + r + 1] : 0;
     }
@@ -709,6 +725,7 @@ __global__ void __launch_bounds__(kTinyWarps * 32, 4) tiny_symbolic(TinyArgs a) 
     const int64_t step = (int64_t)gridDim.x * kTinyWarps * TINY_ROWS;
     for (int64_t i0 = ((int64_t)blockIdx.x * kTinyWarps + (threadIdx.x >> 5)) * TINY_ROWS; i0 < a.m;
          i0 += step) {
+        if (no_tiny_row(a, i0)) continue; /* uniform across the warp */
         int64_t e0[TINY_ROWS];
         int P[TINY_ROWS];
         uint64_t key[TINY_ROWS];
@@ -735,6 +752,7 @@ __global__ void __launch_bounds__(kTinyWarps * 32, 4) tiny_numeric(TinyArgs a) {
     u64 zeros = 0;
     for (int64_t i0 = ((int64_t)blockIdx.x * kTinyWarps + (threadIdx.x >> 5)) * TINY_ROWS; i0 < a.m;
          i0 += step) {
+        if (no_tiny_row(a, i0)) continue; /* uniform across the warp */
         int64_t e0[TINY_ROWS], base[TINY_ROWS];
         int P[TINY_ROWS];
         K key[TINY_ROWS];
@@ -1105,6 +1123,7 @@ TinyArgs tiny_args(const acc_spgemm_gpu *p, const void *valsA, const void *valsB
     static_cast<RowOperands &>(t) = row_operands(p, valsA, valsB);
     t.m = p->m;
     t.n = p->n;
+    t.tiny = p->tiny_bits;
     return t;
 }
 
@@ -1368,7 +1387,8 @@ int fill_group_prefix(acc_spgemm_gpu *p, T *c, const Temp<int64_t> &rows, const 
         zero_large_rows<T><<<1024, kThreads, 0, s>>>(num.p, rows.p, A.rp, c);
         LAUNCH_CHECK();
     }
-    zero_tiny_rows<T><<<grid_for(m), kThreads, 0, s>>>(m, A.rp, A.ci, B.rp, c);
+    TRY(p->palloc(&p->tiny_bits, (size_t)(m + 31) / 32));
+    zero_tiny_rows<T><<<grid_for((m + 31) / 32 * 32), kThreads, 0, s>>>(m, A.rp, A.ci, B.rp, c, p->tiny_bits);
     LAUNCH_CHECK();
     return scan_in_place(c + 1, nnz, true, s, &p->tr);
 }
