@@ -263,7 +263,7 @@ struct acc_spgemm_gpu {
     int64_t small_total = 0;             /* products of the row groups' rows */
     int64_t small_max = 0;               /* the most products of one of those rows */
     int64_t ngroups = 0;                 /* blocks of the small-row kernels */
-    int64_t wide_groups = 0;             /* of them, groups of more entries of A than a block stages */
+    int64_t wide_groups = 0;             /* of them, groups that a block does not stage (spgemm_rows.cu) */
     int64_t *gstart = nullptr;           /* [ngroups+1] their first rows */
     int64_t nlarge = 0;                  /* rows with more than SMALL_MAX products */
     int64_t *large = nullptr;            /* [nlarge] those rows */

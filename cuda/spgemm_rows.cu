@@ -17,9 +17,9 @@
  *     whose first product, counted over small rows only (ps, 32 bits where the total fits), lies in
  *     [g stride, (g+1) stride), stride = 2049 - the largest small row: at most CAP = 2048
  *     products, consecutive in that count.  One block of 256 threads expands them, 8 per thread:
- *     where the group has at most 2048 entries of A (stage_entries), the threads locate the
- *     entries' B rows together in shared memory and two block max-scans give each product its
- *     entry and row; else one binary search per thread, then a walk.  The symbolic pass keys the
+ *     where the group has at most 2048 entries of A and 2^16 rows (stage_entries), the threads
+ *     locate the entries' B rows together in shared memory and two block max-scans give each
+ *     product its entry and row; else one binary search per thread, then a walk.  The symbolic pass keys the
  *     products (row - first row, column) and sorts them with a stable block radix sort: each
  *     output entry's products end up adjacent, in their expansion order (scipy's order of the
  *     sums); it counts the distinct keys of each row and keeps the permutation (2 bytes a
@@ -207,10 +207,18 @@ __global__ void group_starts(int64_t m, int64_t ngroups, int64_t stride, const i
     }
 }
 
-/* *count += the groups of more than CAP entries of A (stage_entries does not take them). */
+/* stage_entries takes a piece of at most C entries of A and 2^16 rows (16-bit entry and row
+ * indices; a group may span many empty rows). */
+__device__ __forceinline__ bool stageable(int64_t entries, int64_t rows, int64_t C) {
+    return entries <= C && rows <= 65536;
+}
+
+/* *count += the groups that stage_entries does not take (stageable). */
 __global__ void count_wide_groups(int64_t ngroups, const int64_t *__restrict__ gstart,
                                   const int64_t *__restrict__ rpA, int64_t *__restrict__ count) {
-    GRID_STRIDE(g, ngroups) if (rpA[gstart[g + 1]] - rpA[gstart[g]] > CAP) atomicAdd((u64 *)count, (u64)1);
+    GRID_STRIDE(g, ngroups)
+    if (!stageable(rpA[gstart[g + 1]] - rpA[gstart[g]], gstart[g + 1] - gstart[g], CAP))
+        atomicAdd((u64 *)count, (u64)1);
 }
 
 /* This thread's products [base, base + ITEMS) of the piece as keys (row - i0, column) and values;
@@ -274,7 +282,7 @@ __device__ __forceinline__ bool stage_entries(const GroupArgs &a, const Piece &p
     constexpr int C = THREADS * ITEMS;
     static_assert(C <= 65536, "entries and rows of a piece are 16-bit");
     const int64_t E0 = a.rpA[pc.i0], ne = a.rpA[pc.i1] - E0;
-    if (ne > C) return false;
+    if (!stageable(ne, pc.i1 - pc.i0, C)) return false;
     for (int j = threadIdx.x; j < C; j += THREADS) {
         st.owner[j] = 0;
         st.row[j] = 0;
@@ -457,8 +465,9 @@ __global__ void __launch_bounds__(THREADS) sorted_numeric(GroupArgs a) {
     for (int64_t g = blockIdx.x; g < a.count; g += gridDim.x) {
         const Piece pc = piece_of(a, g);
         const int64_t span = pc.q1 - pc.q0;
-        if (span <= 0) continue;                                      /* uniform across the block */
-        if (a.staged && a.rpA[pc.i1] - a.rpA[pc.i0] <= CAP) continue; /* staged_numeric's */
+        if (span <= 0) continue; /* uniform across the block */
+        if (a.staged && stageable(a.rpA[pc.i1] - a.rpA[pc.i0], pc.i1 - pc.i0, CAP))
+            continue; /* staged_numeric's */
         const int64_t base = (int64_t)threadIdx.x * ITEMS;
         uint64_t keys[ITEMS];
         double vals[ITEMS];
@@ -509,7 +518,7 @@ __global__ void __launch_bounds__(THREADS) sorted_numeric(GroupArgs a) {
     if ((threadIdx.x & 31) == 0 && zeros) atomicAdd(a.zeros, zeros);
 }
 
-/* Numeric of a row group whose entries stage_entries holds (at most CAP; the others are
+/* Numeric of a row group whose entries stage_entries holds (stageable; the others are
  * sorted_numeric's): each thread takes the products of sorted positions base .. base + ITEMS - 1
  * (the symbolic permutation), one load each of B's column and value from its entry's staged row
  * offset; the values go to shared memory in sorted order, and each run's head sums its run there

@@ -299,6 +299,29 @@ def test_row_groups_of_many_entries_without_products():
         same(p(), scipy_product(A, B))
 
 
+def test_row_group_spanning_more_than_2_16_rows():
+    """A row group whose small rows lie more than 2^16 rows apart (empty rows between: a group is
+    made of consecutive products, whatever the rows between): the staged expansion's 16-bit row
+    indices do not hold it, so it takes the search path; the result is scipy's, bit for bit."""
+    rng = np.random.default_rng(23)
+    k, n = 300, 200
+    B = int_sparse(k, n, 0.02, 29)  # about 4 entries a row
+    m = 140_000
+    rows = np.zeros(m + 1, np.int64)
+    picked = {0: 12, 70_001: 12, 139_990: 11}  # small rows (about 48 products: not tiny), far apart
+    cols, lens = [], np.zeros(m, np.int64)
+    long_rows = np.flatnonzero(np.diff(B.indptr) >= 3)  # 11+ entries of 3+ products: not tiny
+    for i, c in picked.items():
+        cols.append(np.sort(rng.choice(long_rows, c, replace=False)))
+        lens[i] = c
+    rows[1:] = np.cumsum(lens)
+    A = sp.csr_matrix((rng.integers(-2, 3, rows[-1]).astype(np.float64), np.concatenate(cols), rows), shape=(m, k))
+    with accspmm.spgemm_plan(A, B, device="gpu", algorithm="rows") as p:
+        p._poison = True
+        assert p.stats["row_groups"] == 1
+        same(p(), scipy_product(A, B))
+
+
 def test_tiny_rows_past_2_27_columns():
     """Tiny rows whose (column, product) keys need 64 bits (B has more than 2^27 columns); scipy's
     product is taken on B's used columns only (its n-wide mask would take gigabytes)."""
