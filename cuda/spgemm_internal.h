@@ -39,6 +39,15 @@ inline unsigned grid_for(int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                                \
          i += (int64_t)gridDim.x * blockDim.x)
 
+/* The numeric kernels' count of exact zeros written: each warp's sum, one atomic per warp (every lane
+ * of the warp calls it). */
+__device__ __forceinline__ void add_zeros(u64 zeros, u64 *total) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        zeros += __shfl_down_sync(0xFFFFFFFFu, zeros, o);
+    if ((threadIdx.x & 31) == 0 && zeros) atomicAdd(total, zeros);
+}
+
 #define TRY(call)                                                                                            \
     do {                                                                                                     \
         int st_ = (call);                                                                                    \

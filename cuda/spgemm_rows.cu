@@ -444,6 +444,24 @@ __global__ void __launch_bounds__(THREADS, WIDE ? 3 : 1) sorted_symbolic(GroupAr
     }
 }
 
+/* Each run head's place in its row of C: its index among the piece's runs (a block scan of the
+ * heads) less the index of its row's first run (a max-scan of the row starts, which `rowstart`
+ * flags and this overwrites).  Ends with the second scan: `scan` needs a barrier before reuse. */
+template <int ITEMS, typename ScanT>
+__device__ __forceinline__ void run_places(int (&head)[ITEMS], int (&rowstart)[ITEMS], int (&place)[ITEMS],
+                                           typename ScanT::TempStorage &scan) {
+    int h[ITEMS], hs[ITEMS];
+    ScanT(scan).ExclusiveSum(head, h); /* runs before each position */
+    __syncthreads();
+#pragma unroll
+    for (int t = 0; t < ITEMS; t++)
+        rowstart[t] = rowstart[t] ? h[t] : 0;
+    ScanT(scan).InclusiveScan(rowstart, hs, MaxOp()); /* the first run of each position's row */
+#pragma unroll
+    for (int t = 0; t < ITEMS; t++)
+        place[t] = h[t] - hs[t];
+}
+
 /* Numeric, no sort: the products' keys and values (expanded again, in their order) go to shared
  * memory; the symbolic permutation lists them in sorted order with the run heads marked; each head
  * sums its run in that order and writes it at row_offsets[row] + (its index among the piece's runs -
@@ -479,7 +497,7 @@ __global__ void __launch_bounds__(THREADS) sorted_numeric(GroupArgs a) {
             spos[base + t] = base + t < span ? a.perm[pc.pbase + base + t] : (uint16_t)0;
         }
         __syncthreads();
-        int head[ITEMS], rowstart[ITEMS], h[ITEMS], hs[ITEMS];
+        int head[ITEMS], rowstart[ITEMS], place[ITEMS];
         uint64_t key[ITEMS];
 #pragma unroll
         for (int t = 0; t < ITEMS; t++) {
@@ -490,12 +508,7 @@ __global__ void __launch_bounds__(THREADS) sorted_numeric(GroupArgs a) {
             const uint64_t prev = j ? skeys[spos[j - 1] & (HEAD - 1)] : ~0ull;
             rowstart[t] = head[t] && (j == 0 || (key[t] >> a.colbits) != (prev >> a.colbits));
         }
-        Scan(scan).ExclusiveSum(head, h); /* runs before each position */
-        __syncthreads();
-#pragma unroll
-        for (int t = 0; t < ITEMS; t++)
-            rowstart[t] = rowstart[t] ? h[t] : 0;
-        Scan(scan).InclusiveScan(rowstart, hs, MaxOp()); /* the first run of each position's row */
+        run_places<ITEMS, Scan>(head, rowstart, place, scan);
 #pragma unroll
         for (int t = 0; t < ITEMS; t++) {
             if (!head[t]) continue;
@@ -504,7 +517,7 @@ __global__ void __launch_bounds__(THREADS) sorted_numeric(GroupArgs a) {
             for (int64_t u = j + 1; u < span && !(spos[u] & HEAD); u++)
                 sum += svals[spos[u] & (HEAD - 1)];
             const int64_t row = pc.i0 + (int64_t)(key[t] >> a.colbits);
-            const int64_t pos = a.row_ptr[row] + (h[t] - hs[t]);
+            const int64_t pos = a.row_ptr[row] + place[t];
             const OutT v = (OutT)sum;
             cols[pos] = (ColT)(key[t] & colmask);
             out[pos] = v;
@@ -512,10 +525,7 @@ __global__ void __launch_bounds__(THREADS) sorted_numeric(GroupArgs a) {
         }
         __syncthreads();
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        zeros += __shfl_down_sync(0xFFFFFFFFu, zeros, o);
-    if ((threadIdx.x & 31) == 0 && zeros) atomicAdd(a.zeros, zeros);
+    add_zeros(zeros, a.zeros);
 }
 
 /* Numeric of a row group whose entries stage_entries holds (stageable; the others are
@@ -573,18 +583,13 @@ __global__ void __launch_bounds__(kGroupThreads, 4) staged_numeric(GroupArgs a) 
             srow[base + t] = (uint16_t)r[t];
         }
         __syncthreads();
-        int rowstart[ITEMS], h[ITEMS], hs[ITEMS];
+        int rowstart[ITEMS], place[ITEMS];
 #pragma unroll
         for (int t = 0; t < ITEMS; t++) {
             const int64_t j = base + t;
             rowstart[t] = head[t] && (j == 0 || r[t] != srow[j - 1]);
         }
-        Scan(scan).ExclusiveSum(head, h); /* runs before each position */
-        __syncthreads();
-#pragma unroll
-        for (int t = 0; t < ITEMS; t++)
-            rowstart[t] = rowstart[t] ? h[t] : 0;
-        Scan(scan).InclusiveScan(rowstart, hs, MaxOp()); /* the first run of each position's row */
+        run_places<ITEMS, Scan>(head, rowstart, place, scan);
 #pragma unroll
         for (int t = 0; t < ITEMS; t++) {
             if (!head[t]) continue;
@@ -592,7 +597,7 @@ __global__ void __launch_bounds__(kGroupThreads, 4) staged_numeric(GroupArgs a) 
             double sum = sval[j];
             for (int64_t u = j + 1; u < span && !(spos[u] & HEAD); u++)
                 sum += sval[u];
-            const int64_t pos = a.row_ptr[pc.i0 + r[t]] + (h[t] - hs[t]);
+            const int64_t pos = a.row_ptr[pc.i0 + r[t]] + place[t];
             const OutT res = (OutT)sum;
             cols[pos] = (ColT)col[t];
             out[pos] = res;
@@ -600,10 +605,7 @@ __global__ void __launch_bounds__(kGroupThreads, 4) staged_numeric(GroupArgs a) 
         }
         __syncthreads();
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        zeros += __shfl_down_sync(0xFFFFFFFFu, zeros, o);
-    if ((threadIdx.x & 31) == 0 && zeros) atomicAdd(a.zeros, zeros);
+    add_zeros(zeros, a.zeros);
 }
 
 template <int THREADS, int ITEMS> constexpr size_t numeric_smem() {
@@ -824,10 +826,7 @@ __global__ void __launch_bounds__(kTinyWarps * 32, 4) tiny_numeric(TinyArgs a) {
             }
         }
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        zeros += __shfl_down_sync(kFull, zeros, o);
-    if (lane == 0 && zeros) atomicAdd(a.zeros, zeros);
+    add_zeros(zeros, a.zeros);
 }
 
 /* ---- large rows, small n: dense accumulation in shared memory ------------------------------------ */
@@ -966,10 +965,7 @@ __global__ void __launch_bounds__(dense_threads<NUMERIC>(), 1) dense_rows(DenseA
         __syncthreads();
     }
     if (NUMERIC) {
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            zeros += __shfl_down_sync(0xFFFFFFFFu, zeros, o);
-        if ((threadIdx.x & 31) == 0 && zeros) atomicAdd(a.zeros, zeros);
+        add_zeros(zeros, a.zeros);
     }
 }
 

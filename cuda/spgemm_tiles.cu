@@ -465,10 +465,7 @@ __global__ void __launch_bounds__(kNumericWarps * 32) numeric_kernel(NumericArgs
         }
         rb += __popc(byte);
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        zeros += __shfl_down_sync(0xFFFFFFFFu, zeros, o);
-    if (lane == 0 && zeros) atomicAdd(p.zeros, zeros);
+    add_zeros(zeros, p.zeros);
 }
 
 /* ---- host: tiling ----------------------------------------------------------------------------- */
