@@ -621,8 +621,8 @@ int analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu
     A = &p->A_in;
     B = &p->B_in;
     TRY(p->palloc(&p->zeros, 1));
-    TRY(p->palloc(&p->row_ptr,
-                  (size_t)p->m + 2)); /* and the count of row groups stage_entries does not take */
+    /* C's row offsets, and after them the count of row groups that stage_entries does not take */
+    TRY(p->palloc(&p->row_ptr, (size_t)p->m + 2));
     ACC_CUDA_TRY(cudaMemsetAsync(p->row_ptr + p->m + 1, 0, sizeof(int64_t), s));
     if (algo == ACC_SPGEMM_ALGO_TILES) {
         p->path = PATH_TILES;

@@ -19,11 +19,11 @@
  *     products, consecutive in that count.  One block of 256 threads expands them, 8 per thread:
  *     where the group has at most 2048 entries of A and 2^16 rows (stage_entries), the threads
  *     locate the entries' B rows together in shared memory and two block max-scans give each
- *     product its entry and row; else one binary search per thread, then a walk.  The symbolic pass keys the
- *     products (row - first row, column) and sorts them with a stable block radix sort: each
- *     output entry's products end up adjacent, in their expansion order (scipy's order of the
- *     sums); it counts the distinct keys of each row and keeps the permutation (2 bytes a
- *     product).  The numeric pass (staged_numeric) takes the products in that sorted order,
+ *     product its entry and row; else one binary search per thread, then a walk.  The symbolic
+ *     pass keys the products (row - first row, column) and sorts them with a stable block radix
+ *     sort: each output entry's products end up adjacent, in their expansion order (scipy's
+ *     order of the sums); it counts the distinct keys of each row and keeps the permutation (2
+ *     bytes a product).  The numeric pass (staged_numeric) takes the products in that sorted order,
  *     sums each run sequentially and writes it at row_offsets[row] + (its index among the
  *     block's runs - the index of its row's first one), from a block scan of the run heads and a
  *     max-scan of the row starts.  No global memory but the result.
@@ -1125,27 +1125,29 @@ int launch_symbolic(acc_spgemm_gpu *p, bool medium, cudaStream_t s) {
     return launch_sorted_symbolic<kMediumThreads, kMediumItems, false>(tier_args(p, a, 2), s);
 }
 
-template <int THREADS, int ITEMS, typename ColT, typename OutT, typename V>
-int launch_sorted_numeric(const GroupArgs &a, cudaStream_t s) {
-    if (a.count == 0) return ACC_SUCCESS;
-    auto kernel = sorted_numeric<THREADS, ITEMS, ColT, OutT, V>;
-    const size_t bytes = numeric_smem<THREADS, ITEMS>();
+/* kernel<<<grid, threads, bytes, s>>>(args), its dynamic shared memory allowed up to `bytes` first. */
+template <typename Args>
+int launch_with_smem(void (*kernel)(Args), unsigned grid, int threads, size_t bytes, cudaStream_t s,
+                     const Args &args) {
     ACC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    kernel<<<(unsigned)group_grid(a.count), THREADS, bytes, s>>>(a);
+    kernel<<<grid, threads, bytes, s>>>(args);
     LAUNCH_CHECK();
     return ACC_SUCCESS;
 }
 
+template <int THREADS, int ITEMS, typename ColT, typename OutT, typename V>
+int launch_sorted_numeric(const GroupArgs &a, cudaStream_t s) {
+    if (a.count == 0) return ACC_SUCCESS;
+    return launch_with_smem(sorted_numeric<THREADS, ITEMS, ColT, OutT, V>, (unsigned)group_grid(a.count),
+                            THREADS, numeric_smem<THREADS, ITEMS>(), s, a);
+}
+
 template <typename ColT, typename OutT, typename V>
 int launch_staged_numeric(const GroupArgs &a, cudaStream_t s) {
-    auto kernel = staged_numeric<ColT, OutT, V>;
-    const size_t bytes = numeric_smem<kGroupThreads, kGroupItems>();
     static_assert(numeric_smem<kGroupThreads, kGroupItems>() >= (size_t)CAP * 14,
                   "staged_numeric's arrays fit");
-    ACC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    kernel<<<(unsigned)group_grid(a.count), kGroupThreads, bytes, s>>>(a);
-    LAUNCH_CHECK();
-    return ACC_SUCCESS;
+    return launch_with_smem(staged_numeric<ColT, OutT, V>, (unsigned)group_grid(a.count), kGroupThreads,
+                            numeric_smem<kGroupThreads, kGroupItems>(), s, a);
 }
 
 TinyArgs tiny_args(const acc_spgemm_gpu *p, const void *valsA, const void *valsB) {
@@ -1185,11 +1187,9 @@ template <bool NUMERIC, typename ColT, typename OutT, typename V>
 int launch_dense(const DenseArgs &d, cudaStream_t s) {
     const size_t words = (size_t)((d.n + 31) / 32);
     const size_t bytes = (NUMERIC ? (size_t)d.n * sizeof(double) : 0) + words * sizeof(uint32_t);
-    auto kernel = dense_rows<NUMERIC, ColT, OutT, V>;
-    ACC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    kernel<<<(unsigned)std::min<int64_t>(d.nlarge, 1 << 16), dense_threads<NUMERIC>(), bytes, s>>>(d);
-    LAUNCH_CHECK();
-    return ACC_SUCCESS;
+    return launch_with_smem(dense_rows<NUMERIC, ColT, OutT, V>,
+                            (unsigned)std::min<int64_t>(d.nlarge, 1 << 16), dense_threads<NUMERIC>(), bytes,
+                            s, d);
 }
 
 /* The huge rows in batches of at most BATCH products, on the device: symbolic (counts) or numeric. */
