@@ -1,168 +1,146 @@
-/* acc_spgemm.c -- C = A @ B for two sparse CSR matrices on the CPU (Gustavson, row by row).
+/* acc_spgemm.c -- C = A @ B for two sparse CSR matrices on the CPU (Gustavson, row by row, two passes).
  *
- * One accumulation pass.  Rows of C go to threads dynamically (a row's cost, its products plus
- * sorting and writing its entries, is not known before), and each thread appends its rows to its
- * own growing buffer (columns and values), noting where each row went, while acc_spgemm_compute
- * counts them; acc_spgemm_fill then copies every row to its place in the caller's arrays.  The
- * result is the same for any thread count: every row is computed the same way.
+ * acc_spgemm_compute checks both operands and runs the symbolic pass: the structural count of each
+ * row of C (its distinct columns).  The caller allocates C at that size, and acc_spgemm_fill runs
+ * the numeric pass straight into the caller's arrays, each row at its offset, columns ascending.
+ * Entries whose rounded sum is exactly zero are left out inside the row (drop_zeros); when any
+ * were, one sequential pass moves the rows down, and fill reports the kept count.  There is no
+ * intermediate copy of C, and the result is the same for any thread count: every row is computed
+ * the same way.
  *
- * Accumulator per thread: dense (a value and a stamp per column of C) when C has at most
- * ACC_SPGEMM_DENSE_COLS columns, else a hash table of linear probing sized to the row's products
- * (a power of two, at least twice them), so memory stays O(threads * min(n, max row products))
- * whatever n is.  Columns come out ascending (accum_finish: a bitmap or a sort).
+ * Work split: rows cut into pieces of about equal cost (products + entries + 1 per row), handed
+ * out dynamically, so a hub row or a run of empty rows does not stall a thread.
+ *
+ * Accumulator per thread, when C has at most ACC_SPGEMM_DENSE_COLS columns: a bitmap of the row's
+ * columns (n / 8 bytes, cache-resident where a mark per column would not be), set a 64-column word
+ * at a time, with the list of words the row touches; in the numeric pass also a value per column,
+ * zero between rows.  The row comes out in order by sorting its words (fewer than its columns,
+ * often far fewer) and reading each word's bits back.  With more columns: a hash table of linear
+ * probing sized to the row's products (a power of two, at least twice them), so memory stays
+ * O(threads * min(n, max row products)) whatever n is, and the row's columns sorted.  Sorting is
+ * insertion sort for short lists, else an LSD radix sort on the bytes of x - min (linear whatever
+ * the order).  A row of A with one entry, when B is canonical, is B's row scaled: no accumulator.
  *
  * Arithmetic: products and sums in double, in the order of A's row entries and then B's (scipy's
  * order), rounded once to the output type: float64 data gives scipy's sums; float32 data is more
  * accurate than a float32 accumulation (one rounding); integer-valued data is exact either way.
  * No FMA contraction (this file is built for the baseline ISA), so that order is the arithmetic.
- * drop_zeros leaves out entries whose rounded sum is exactly zero (scipy's rule).
  *
- * Cost: O(products + sum over rows of min(r log r, span)) time for a row of r entries. */
+ * Cost: O(products + w + r) per row of r entries in w touched words (dense), or O(products + r)
+ * (hash), for each pass. */
 #include "acc_internal.h"
 
 #define ACC_SPGEMM_DENSE_COLS (1 << 22)
-#define BITMAP_FACTOR 4 /* order a dense row through a bitmap when its span of 64-column words < 4 x its entries */
-
-typedef struct accum {
-    int64_t n;         /* columns of C */
-    int dense;         /* dense arrays (n) or a hash table (cap) */
-    double *val;       /* [n] or [cap] */
-    int64_t *stamp;    /* dense: [n] row + 1 of the last row that touched the column; hash: key + 1 (0 empty) */
-    uint64_t *touched; /* columns of the current row (room for the most products of a row, at most n) */
-    uint64_t *bits;    /* dense: [n / 64 + 1] zero between rows; orders a row's columns */
-    int64_t count, cap, row, cmin, cmax;
-} accum;
-
-typedef struct chunk { /* one thread's rows of C, in row order */
-    int64_t used, room;
-    int32_t *cols;
-    void *vals;
-} chunk;
+#define INSERTION_MAX 32 /* lists this short are sorted by insertion */
+#define PIECES_PER_THREAD 16
 
 struct acc_spgemm_state {
-    int64_t m, nnz;
-    int nchunks;
+    acc_csr A, B;
+    int64_t m, n, nnz, maxp;
+    int b_canonical, drop_zeros, nth;
     acc_dtype out_dtype;
-    int64_t *row_nnz; /* [m] */
-    int64_t *row_at;  /* [m] where row i starts in its thread's chunk */
-    int32_t *row_chunk; /* [m] which chunk holds row i */
-    chunk *chunks;
+    int64_t *work;   /* [m + 1] prefix sums of the row costs: products + A's entries + 1 */
+    int64_t *count;  /* [m] structural entries of each row of C */
+    int64_t *pieces; /* [npieces + 1] first row of each piece */
+    int64_t npieces;
 };
 
+/* One thread's accumulator.  Dense: bits[n / 64 + 1] and val[n] (both zero between rows), list: the
+ * words a row touches.  Hash: keys[cap] (-1 empty) and val[cap], list: a row's columns in order of
+ * appearance.  scratch: the radix sort's second buffer. */
+typedef struct accum {
+    int dense;
+    int64_t n, cap;
+    uint64_t *bits;
+    int32_t *keys;
+    double *val;
+    int32_t *list, *scratch;
+    int64_t scratch_room;
+} accum;
+
 static void accum_free(accum *a) {
-    acc_mem_free(a->val);
-    acc_mem_free(a->stamp);
-    acc_mem_free(a->touched);
     acc_mem_free(a->bits);
+    acc_mem_free(a->keys);
+    acc_mem_free(a->val);
+    acc_mem_free(a->list);
+    acc_mem_free(a->scratch);
     memset(a, 0, sizeof *a);
 }
 
-static acc_status accum_init(accum *a, int64_t n, int64_t max_products) {
+/* values: the numeric pass's sums.  The list has room for a row's columns (at most min(maxp, n),
+ * which also bounds its words) and one more (mark_columns writes before it counts). */
+static acc_status accum_init(accum *a, int64_t n, int64_t maxp, int values) {
     memset(a, 0, sizeof *a);
     a->n = n;
     a->dense = n <= ACC_SPGEMM_DENSE_COLS;
-    const int64_t t = max_products < n ? max_products : n;
-    a->touched = acc_mem_alloc((size_t)(t > 0 ? t : 1), sizeof(uint64_t));
-    if (a->dense && n > 0) {
-        a->val = acc_mem_alloc((size_t)n, sizeof(double));
-        a->stamp = acc_mem_alloc((size_t)n, sizeof(int64_t));
-        a->bits = acc_mem_alloc((size_t)(n / 64 + 1), sizeof(uint64_t));
-        if (!a->val || !a->stamp || !a->bits) return ACC_ERR_OUT_OF_MEMORY;
-        memset(a->stamp, 0, (size_t)n * sizeof(int64_t));
-        memset(a->bits, 0, (size_t)(n / 64 + 1) * sizeof(uint64_t));
+    const int64_t t = maxp < n ? maxp : n;
+    if (!(a->list = acc_mem_alloc((size_t)t + 1, sizeof(int32_t)))) return ACC_ERR_OUT_OF_MEMORY;
+    if (!a->dense) return ACC_SUCCESS;
+    const size_t words = (size_t)(n / 64 + 1);
+    if (!(a->bits = acc_mem_alloc(words, sizeof(uint64_t)))) return ACC_ERR_OUT_OF_MEMORY;
+    memset(a->bits, 0, words * sizeof(uint64_t));
+    if (values) {
+        if (!(a->val = acc_mem_alloc((size_t)(n > 0 ? n : 1), sizeof(double)))) return ACC_ERR_OUT_OF_MEMORY;
+        memset(a->val, 0, (size_t)n * sizeof(double));
     }
-    return a->touched ? ACC_SUCCESS : ACC_ERR_OUT_OF_MEMORY;
-}
-
-/* Room in the hash table for a row of `products` products. */
-static acc_status accum_reserve(accum *a, int64_t products) {
-    if (a->dense) return ACC_SUCCESS;
-    const int64_t want = products < a->n ? products : a->n;
-    if (2 * want <= a->cap) return ACC_SUCCESS;
-    int64_t cap = 16;
-    while (cap < 2 * want)
-        cap <<= 1;
-    acc_mem_free(a->val);
-    acc_mem_free(a->stamp);
-    a->val = acc_mem_alloc((size_t)cap, sizeof(double));
-    a->stamp = acc_mem_alloc((size_t)cap, sizeof(int64_t));
-    if (!a->val || !a->stamp) return ACC_ERR_OUT_OF_MEMORY;
-    memset(a->stamp, 0, (size_t)cap * sizeof(int64_t));
-    a->cap = cap;
     return ACC_SUCCESS;
 }
 
-static inline uint64_t slot_of(int64_t c, int64_t cap) {
-    return ((uint64_t)c * 0x9E3779B97F4A7C15ull >> 20) & ((uint64_t)cap - 1);
+/* Hash mode: an empty table with room for a row of `products` products. */
+static acc_status accum_reserve(accum *a, int64_t products, int values) {
+    const int64_t want = products < a->n ? products : a->n;
+    if (2 * want > a->cap) {
+        int64_t cap = 16;
+        while (cap < 2 * want)
+            cap <<= 1;
+        acc_mem_free(a->keys);
+        acc_mem_free(a->val);
+        a->val = NULL;
+        a->cap = 0;
+        if (!(a->keys = acc_mem_alloc((size_t)cap, sizeof(int32_t)))) return ACC_ERR_OUT_OF_MEMORY;
+        if (values && !(a->val = acc_mem_alloc((size_t)cap, sizeof(double)))) return ACC_ERR_OUT_OF_MEMORY;
+        memset(a->keys, 0xff, (size_t)cap * sizeof(int32_t));
+        a->cap = cap;
+    }
+    return ACC_SUCCESS;
 }
 
-static inline void accum_add(accum *a, int64_t c, double v) {
-    if (a->dense) {
-        if (a->stamp[c] != a->row + 1) {
-            a->stamp[c] = a->row + 1;
-            a->val[c] = v;
-            a->touched[a->count++] = (uint64_t)c;
-            if (c < a->cmin) a->cmin = c;
-            if (c > a->cmax) a->cmax = c;
-        } else {
-            a->val[c] += v;
+static inline uint64_t slot_of(int32_t c, int64_t cap) {
+    return ((uint64_t)(uint32_t)c * 0x9E3779B97F4A7C15ull >> 20) & ((uint64_t)cap - 1);
+}
+
+/* The slot of column c (inserting it when absent: *fresh = 1). */
+static inline uint64_t hash_slot(const accum *a, int32_t c, int *fresh) {
+    const uint64_t mask = (uint64_t)a->cap - 1;
+    for (uint64_t h = slot_of(c, a->cap);; h = (h + 1) & mask) {
+        if (a->keys[h] == c) {
+            *fresh = 0;
+            return h;
         }
+        if (a->keys[h] < 0) {
+            a->keys[h] = c;
+            *fresh = 1;
+            return h;
+        }
+    }
+}
+
+static inline uint64_t hash_find(const accum *a, int32_t c) {
+    const uint64_t mask = (uint64_t)a->cap - 1;
+    uint64_t h = slot_of(c, a->cap);
+    while (a->keys[h] != c)
+        h = (h + 1) & mask;
+    return h;
+}
+
+/* Empties the hash table of the row's r columns (no tombstones needed: every key of the row goes). */
+static void hash_clear(accum *a, const int32_t *cols, int64_t r) {
+    if (4 * r >= a->cap) {
+        memset(a->keys, 0xff, (size_t)a->cap * sizeof(int32_t));
         return;
     }
-    for (uint64_t h = slot_of(c, a->cap);; h = (h + 1) & ((uint64_t)a->cap - 1)) {
-        if (a->stamp[h] == c + 1) {
-            a->val[h] += v;
-            return;
-        }
-        if (a->stamp[h] == 0) {
-            a->stamp[h] = c + 1;
-            a->val[h] = v;
-            a->touched[a->count++] = (uint64_t)c;
-            return;
-        }
-    }
-}
-
-static inline double accum_get(const accum *a, int64_t c) {
-    if (a->dense) return a->val[c];
-    for (uint64_t h = slot_of(c, a->cap);; h = (h + 1) & ((uint64_t)a->cap - 1))
-        if (a->stamp[h] == c + 1) return a->val[h];
-}
-
-/* The row's columns ascending in a->touched, and the hash table emptied for the next row (the dense
- * stamps expire with the row number).  A dense row whose span of 64-column words is at most
- * BITMAP_FACTOR x its entries is ordered through a bitmap (O(entries + span / 64): set a bit per
- * column, read the words back with count-trailing-zeros, clearing them); any other row is sorted. */
-static void accum_finish(accum *a) {
-    if (a->count < 2) return;
-    if (a->dense && (a->cmax >> 6) - (a->cmin >> 6) < BITMAP_FACTOR * a->count) {
-        for (int64_t e = 0; e < a->count; e++)
-            a->bits[a->touched[e] >> 6] |= 1ull << (a->touched[e] & 63);
-        int64_t e = 0;
-        for (int64_t w = a->cmin >> 6; w <= a->cmax >> 6; w++) {
-            uint64_t word = a->bits[w];
-            a->bits[w] = 0;
-            while (word) {
-                a->touched[e++] = (uint64_t)(w * 64 + __builtin_ctzll(word));
-                word &= word - 1;
-            }
-        }
-        return;
-    }
-    acc_sort_u64(a->touched, a->count);
-}
-
-static void accum_clear(accum *a) {
-    if (!a->dense)
-        for (int64_t i = 0; i < a->count; i++) {
-            const int64_t c = (int64_t)a->touched[i];
-            for (uint64_t h = slot_of(c, a->cap);; h = (h + 1) & ((uint64_t)a->cap - 1))
-                if (a->stamp[h] == c + 1) {
-                    a->stamp[h] = 0; /* no tombstones needed: every key of the row goes */
-                    break;
-                }
-        }
-    a->count = 0;
+    for (int64_t e = 0; e < r; e++)
+        a->keys[hash_find(a, cols[e])] = -1;
 }
 
 static inline int64_t row_products(const acc_csr *A, const acc_csr *B, int64_t i) {
@@ -174,134 +152,210 @@ static inline int64_t row_products(const acc_csr *A, const acc_csr *B, int64_t i
     return f;
 }
 
-#define DEFINE_ACCUMULATE(T, NAME)                                                                           \
-    static void NAME(accum *a, const acc_csr *A, const acc_csr *B, int64_t i) {                              \
-        const T *av = A->values, *bv = B->values;                                                            \
-        const int64_t *brp = B->row_offsets;                                                                 \
-        const int32_t *bci = B->column_indices;                                                              \
-        a->row = i;                                                                                          \
-        a->cmin = INT64_MAX;                                                                                 \
-        a->cmax = -1;                                                                                        \
-        for (int64_t p = A->row_offsets[i]; p < A->row_offsets[i + 1]; p++) {                                \
-            const int64_t r = A->column_indices[p];                                                          \
-            const double x = (double)av[p];                                                                  \
-            for (int64_t q = brp[r]; q < brp[r + 1]; q++)                                                    \
-                accum_add(a, bci[q], x * (double)bv[q]);                                                     \
-        }                                                                                                    \
-    }
+/* ---- ordering ------------------------------------------------------------ */
 
-DEFINE_ACCUMULATE(float, accumulate_f32)
-DEFINE_ACCUMULATE(double, accumulate_f64)
-
-/* Appends row i's kept entries to the chunk (growing it); returns them or -1 when out of memory. */
-static int64_t emit_row(accum *a, chunk *ch, int drop_zeros, acc_dtype out) {
-    const size_t vsize = out == ACC_FLOAT64 ? sizeof(double) : sizeof(float);
-    if (ch->used + a->count > ch->room) { /* realloc: large blocks move by remapping, not copying */
-        const int64_t room = ch->room + ch->room / 2 + a->count + 4096;
-        int32_t *cols = acc_mem_realloc(ch->cols, (size_t)room, sizeof(int32_t));
-        if (!cols) return -1;
-        ch->cols = cols;
-        void *vals = acc_mem_realloc(ch->vals, (size_t)room, vsize);
-        if (!vals) return -1;
-        ch->vals = vals;
-        ch->room = room;
-    }
-    int64_t at = ch->used;
-    for (int64_t e = 0; e < a->count; e++) {
-        const int64_t c = (int64_t)a->touched[e];
-        const double s = accum_get(a, c);
-        if (out == ACC_FLOAT64) {
-            if (drop_zeros && s == 0.0) continue;
-            ((double *)ch->vals)[at] = s;
-        } else {
-            const float f = (float)s;
-            if (drop_zeros && f == 0.0f) continue;
-            ((float *)ch->vals)[at] = f;
+static void insertion_sort_i32(int32_t *c, int64_t r) {
+    for (int64_t i = 1; i < r; i++) {
+        const int32_t x = c[i];
+        int64_t j = i - 1;
+        while (j >= 0 && c[j] > x) {
+            c[j + 1] = c[j];
+            j--;
         }
-        ch->cols[at++] = (int32_t)c;
+        c[j + 1] = x;
     }
-    const int64_t kept = at - ch->used;
-    ch->used = at;
-    return kept;
+}
+
+/* Sorts x[0..r) (non-negative) ascending: insertion sort when short, else an LSD radix sort on the
+ * bytes of x - min through the accumulator's scratch buffer (linear whatever the order).  Returns
+ * nonzero when out of memory. */
+static int sort_i32(accum *a, int32_t *x, int64_t r) {
+    if (r <= INSERTION_MAX) {
+        insertion_sort_i32(x, r);
+        return 0;
+    }
+    int32_t lo = x[0], hi = x[0];
+    for (int64_t e = 1; e < r; e++) {
+        lo = x[e] < lo ? x[e] : lo;
+        hi = x[e] > hi ? x[e] : hi;
+    }
+    if (a->scratch_room < r) {
+        acc_mem_free(a->scratch);
+        a->scratch_room = 0;
+        if (!(a->scratch = acc_mem_alloc((size_t)r, sizeof(int32_t)))) return 1;
+        a->scratch_room = r;
+    }
+    int32_t *src = x, *dst = a->scratch;
+    const uint32_t span = (uint32_t)(hi - lo);
+    for (int shift = 0; shift < 32 && (span >> shift) != 0; shift += 8) {
+        int64_t hist[257] = {0};
+        for (int64_t e = 0; e < r; e++)
+            hist[(((uint32_t)(src[e] - lo) >> shift) & 255) + 1]++;
+        for (int d = 0; d < 256; d++)
+            hist[d + 1] += hist[d];
+        for (int64_t e = 0; e < r; e++)
+            dst[hist[((uint32_t)(src[e] - lo) >> shift) & 255]++] = src[e];
+        int32_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != x) memcpy(x, src, (size_t)r * sizeof(int32_t));
+    return 0;
+}
+
+/* ---- the bitmap of a row's columns (dense mode) --------------------------- */
+
+/* Sets the bits of columns bci[q0..q1) a 64-column word at a time (B's rows are usually sorted, so
+ * a run of columns in one word is one read and one write of it: no chain of stores and loads on
+ * one word), and appends each word this row had not touched before to words[*nw]. */
+static inline void mark_columns(uint64_t *bits, int32_t *words, int64_t *nw, const int32_t *bci, int64_t q0,
+                                int64_t q1) {
+    if (q0 == q1) return;
+    int32_t w = bci[q0] >> 6;
+    uint64_t run = 0;
+    int64_t n = *nw;
+    for (int64_t q = q0; q < q1; q++) {
+        const int32_t c = bci[q];
+        if ((c >> 6) != w) {
+            const uint64_t old = bits[w];
+            bits[w] = old | run;
+            words[n] = w;
+            n += old == 0;
+            w = c >> 6;
+            run = 0;
+        }
+        run |= 1ull << (c & 63);
+    }
+    const uint64_t old = bits[w];
+    bits[w] = old | run;
+    words[n] = w;
+    n += old == 0;
+    *nw = n;
+}
+
+static inline int64_t popcount64(uint64_t x) { /* SWAR: this file is built for the baseline ISA */
+    x = x - ((x >> 1) & 0x5555555555555555ull);
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+    return (int64_t)((x * 0x0101010101010101ull) >> 56);
+}
+
+/* ---- the symbolic pass -------------------------------------------------- */
+
+static int64_t row_count(accum *a, const acc_spgemm_state *s, int64_t i) {
+    const acc_csr *A = &s->A, *B = &s->B;
+    const int64_t a0 = A->row_offsets[i], a1 = A->row_offsets[i + 1];
+    const int64_t f = s->work[i + 1] - s->work[i] - (a1 - a0) - 1;
+    if (f <= 1 || (a1 - a0 == 1 && s->b_canonical)) return f;
+    const int64_t *brp = B->row_offsets;
+    const int32_t *bci = B->column_indices;
+    int64_t r = 0;
+    if (a->dense) {
+        int64_t nw = 0;
+        for (int64_t p = a0; p < a1; p++) {
+            const int64_t k = A->column_indices[p];
+            mark_columns(a->bits, a->list, &nw, bci, brp[k], brp[k + 1]);
+        }
+        for (int64_t e = 0; e < nw; e++) {
+            r += popcount64(a->bits[a->list[e]]);
+            a->bits[a->list[e]] = 0;
+        }
+        return r;
+    }
+    if (accum_reserve(a, f, 0) != ACC_SUCCESS) return -1;
+    for (int64_t p = a0; p < a1; p++) {
+        const int64_t k = A->column_indices[p];
+        for (int64_t q = brp[k]; q < brp[k + 1]; q++) {
+            int fresh;
+            hash_slot(a, bci[q], &fresh);
+            if (fresh) a->list[r++] = bci[q];
+        }
+    }
+    hash_clear(a, a->list, r);
+    return r;
 }
 
 void acc_spgemm_free(acc_spgemm_state *s) {
     if (!s) return;
-    for (int c = 0; c < s->nchunks; c++) {
-        acc_mem_free(s->chunks[c].cols);
-        acc_mem_free(s->chunks[c].vals);
-    }
-    acc_mem_free(s->chunks);
-    acc_mem_free(s->row_nnz);
-    acc_mem_free(s->row_at);
-    acc_mem_free(s->row_chunk);
+    acc_mem_free(s->work);
+    acc_mem_free(s->count);
+    acc_mem_free(s->pieces);
     acc_mem_free(s);
 }
 
 acc_status acc_spgemm_compute(const acc_csr *A, const acc_csr *B, int drop_zeros, acc_dtype out_dtype,
                               acc_spgemm_state **state, int64_t *nnz, int64_t *products) {
-    if (!A || !B || !state || !nnz || A->m < 0 || A->k < 0 || B->m != A->k || B->k < 0 || !A->row_offsets ||
-        !B->row_offsets || A->dtype != B->dtype || !acc_dtype_valid(A->dtype) || !acc_dtype_valid(out_dtype))
-        return ACC_ERR_INVALID_ARGUMENT;
-    if ((A->row_offsets[A->m] > 0 && (!A->column_indices || !A->values)) ||
-        (B->row_offsets[B->m] > 0 && (!B->column_indices || !B->values)))
+    if (!A || !B || !state || !nnz || B->m != A->k || A->dtype != B->dtype || !acc_dtype_valid(A->dtype) ||
+        !acc_dtype_valid(out_dtype))
         return ACC_ERR_INVALID_ARGUMENT;
     *state = NULL;
+    int b_canonical = 0;
+    acc_status status = acc_csr_check(A, NULL);
+    if (status == ACC_SUCCESS) status = acc_csr_check(B, &b_canonical);
+    if (status != ACC_SUCCESS) return status;
+    if ((A->row_offsets[A->m] > 0 && !A->values) || (B->row_offsets[B->m] > 0 && !B->values))
+        return ACC_ERR_INVALID_ARGUMENT;
     const int64_t m = A->m;
-    acc_status status = ACC_SUCCESS;
     acc_spgemm_state *s = acc_mem_alloc(1, sizeof *s);
-    int64_t *work = acc_mem_alloc((size_t)m + 1, sizeof(int64_t)); /* prefix sums of products */
-    if (!s || !work) {
-        acc_mem_free(s);
-        acc_mem_free(work);
-        return ACC_ERR_OUT_OF_MEMORY;
-    }
+    if (!s) return ACC_ERR_OUT_OF_MEMORY;
     memset(s, 0, sizeof *s);
+    s->A = *A;
+    s->B = *B;
     s->m = m;
+    s->n = B->k;
+    s->b_canonical = b_canonical;
+    s->drop_zeros = drop_zeros;
     s->out_dtype = out_dtype;
-    s->row_nnz = acc_mem_alloc((size_t)(m > 0 ? m : 1), sizeof(int64_t));
-    s->row_at = acc_mem_alloc((size_t)(m > 0 ? m : 1), sizeof(int64_t));
-    s->row_chunk = acc_mem_alloc((size_t)(m > 0 ? m : 1), sizeof(int32_t));
-    if (!s->row_nnz || !s->row_at || !s->row_chunk) ACC_CHECK(ACC_ERR_OUT_OF_MEMORY);
-    work[0] = 0;
+    s->work = acc_mem_alloc((size_t)m + 1, sizeof(int64_t));
+    s->count = acc_mem_alloc((size_t)(m > 0 ? m : 1), sizeof(int64_t));
+    if (!s->work || !s->count) ACC_CHECK(ACC_ERR_OUT_OF_MEMORY);
+    s->work[0] = 0;
     int64_t maxp = 0;
+#pragma omp parallel for num_threads(acc_threads_for(A->row_offsets[m] + m)) schedule(static)                \
+    reduction(max                                                                                            \
+              : maxp)
     for (int64_t i = 0; i < m; i++) {
         const int64_t f = row_products(A, B, i);
         maxp = f > maxp ? f : maxp;
-        work[i + 1] = work[i] + f;
+        s->work[i + 1] = f + (A->row_offsets[i + 1] - A->row_offsets[i]) + 1;
     }
-    if (products) *products = work[m];
-    const int nth = acc_threads_for(work[m] + A->row_offsets[m] + m);
-    s->chunks = acc_mem_alloc((size_t)nth, sizeof(chunk));
-    if (!s->chunks) ACC_CHECK(ACC_ERR_OUT_OF_MEMORY);
-    memset(s->chunks, 0, (size_t)nth * sizeof(chunk));
-    s->nchunks = nth;
-    int failed = 0;
-#pragma omp parallel num_threads(nth)
-    {
-        chunk *ch = &s->chunks[acc_thread_id()];
-        accum a;
-        int ok = accum_init(&a, B->k, maxp) == ACC_SUCCESS;
-        /* dynamic: a row's cost (its products, sorting and writing its entries) is not known before */
-#pragma omp for schedule(dynamic, 64)
-        for (int64_t i = 0; i < m; i++) {
-            s->row_nnz[i] = 0;
-            s->row_at[i] = ch->used;
-            s->row_chunk[i] = (int32_t)(ch - s->chunks);
-            const int64_t f = work[i + 1] - work[i];
-            if (!ok || f == 0) continue;
-            ok = accum_reserve(&a, f) == ACC_SUCCESS;
-            if (!ok) continue;
-            if (A->dtype == ACC_FLOAT64)
-                accumulate_f64(&a, A, B, i);
+    for (int64_t i = 0; i < m; i++)
+        s->work[i + 1] += s->work[i];
+    s->maxp = maxp;
+    const int64_t total = s->work[m];
+    if (products) *products = total - A->row_offsets[m] - m;
+    s->nth = acc_threads_for(8 * total); /* a product costs several of acc_threads_for's items */
+    /* pieces of about total / npieces cost: piece j starts at the first row whose cost prefix
+     * reaches j * total / npieces (a binary search per piece) */
+    s->npieces =
+        s->nth == 1 ? (m > 0) : (m < (int64_t)s->nth * PIECES_PER_THREAD ? m : s->nth * PIECES_PER_THREAD);
+    s->pieces = acc_mem_alloc((size_t)s->npieces + 1, sizeof(int64_t));
+    if (!s->pieces) ACC_CHECK(ACC_ERR_OUT_OF_MEMORY);
+    for (int64_t j = 0; j <= s->npieces; j++) {
+        const int64_t target =
+            j == s->npieces ? total : (int64_t)((double)total * (double)j / (double)s->npieces);
+        int64_t lo = 0, hi = m; /* first row i with work[i] >= target */
+        while (lo < hi) {
+            const int64_t mid = lo + (hi - lo) / 2;
+            if (s->work[mid] < target)
+                lo = mid + 1;
             else
-                accumulate_f32(&a, A, B, i);
-            accum_finish(&a);
-            const int64_t kept = emit_row(&a, ch, drop_zeros, out_dtype);
-            ok = kept >= 0;
-            s->row_nnz[i] = kept > 0 ? kept : 0;
-            accum_clear(&a);
+                hi = mid;
         }
+        s->pieces[j] = j == s->npieces ? m : lo;
+    }
+    int failed = 0;
+#pragma omp parallel num_threads(s->nth)
+    {
+        accum a;
+        int ok = accum_init(&a, s->n, maxp, 0) == ACC_SUCCESS;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t j = 0; j < s->npieces; j++)
+            for (int64_t i = s->pieces[j]; i < s->pieces[j + 1]; i++) {
+                const int64_t r = ok ? row_count(&a, s, i) : 0;
+                ok = ok && r >= 0;
+                s->count[i] = r > 0 ? r : 0;
+            }
         if (!ok) {
 #pragma omp atomic write
             failed = 1;
@@ -309,31 +363,166 @@ acc_status acc_spgemm_compute(const acc_csr *A, const acc_csr *B, int drop_zeros
         accum_free(&a);
     }
     if (failed) ACC_CHECK(ACC_ERR_OUT_OF_MEMORY);
-    for (int c = 0; c < s->nchunks; c++)
-        s->nnz += s->chunks[c].used;
+    for (int64_t i = 0; i < m; i++)
+        s->nnz += s->count[i];
     *nnz = s->nnz;
     *state = s;
     s = NULL;
 done:
-    acc_mem_free(work);
     acc_spgemm_free(s);
     return status;
 }
 
-acc_status acc_spgemm_fill(const acc_spgemm_state *s, int64_t *row_offsets, int32_t *cols, void *vals) {
-    if (!s || !row_offsets || (s->nnz > 0 && (!cols || !vals))) return ACC_ERR_INVALID_ARGUMENT;
-    row_offsets[0] = 0;
-    for (int64_t i = 0; i < s->m; i++)
-        row_offsets[i + 1] = row_offsets[i] + s->row_nnz[i];
-    const size_t vsize = s->out_dtype == ACC_FLOAT64 ? sizeof(double) : sizeof(float);
-#pragma omp parallel for num_threads(acc_threads_for(s->nnz + s->m)) schedule(static)
-    for (int64_t i = 0; i < s->m; i++) {
-        const int64_t len = s->row_nnz[i];
-        if (!len) continue;
-        const chunk *ch = &s->chunks[s->row_chunk[i]];
-        memcpy(cols + row_offsets[i], ch->cols + s->row_at[i], (size_t)len * sizeof(int32_t));
-        memcpy((char *)vals + (size_t)row_offsets[i] * vsize, (const char *)ch->vals + (size_t)s->row_at[i] * vsize,
-               (size_t)len * vsize);
+/* ---- the numeric pass --------------------------------------------------- */
+
+static inline double value_at(const acc_csr *M, int64_t p) {
+    return M->dtype == ACC_FLOAT64 ? ((const double *)M->values)[p] : (double)((const float *)M->values)[p];
+}
+
+/* Writes `sum`, rounded to `out`, at vals[at] unless drop is set and it rounds to zero; returns 1
+ * if kept. */
+static inline int put(acc_dtype out, int drop, void *vals, int64_t at, double sum) {
+    if (out == ACC_FLOAT64) {
+        if (drop && sum == 0.0) return 0;
+        ((double *)vals)[at] = sum;
+        return 1;
     }
-    return ACC_SUCCESS;
+    const float f = (float)sum;
+    if (drop && f == 0.0f) return 0;
+    ((float *)vals)[at] = f;
+    return 1;
+}
+
+/* Adds row i's products into the accumulator.  Dense: val[] (zero between rows) and the bitmap, the
+ * words the row touches in a->list; returns their count.  Hash: the table, the row's columns in
+ * a->list in order of appearance; returns their count. */
+#define DEFINE_ACCUMULATE(T, NAME)                                                                           \
+    static int64_t NAME(accum *a, const acc_spgemm_state *s, int64_t i) {                                    \
+        const acc_csr *A = &s->A, *B = &s->B;                                                                \
+        const T *av = A->values, *bv = B->values;                                                            \
+        const int64_t *brp = B->row_offsets;                                                                 \
+        const int32_t *bci = B->column_indices;                                                              \
+        double *val = a->val;                                                                                \
+        int64_t r = 0;                                                                                       \
+        for (int64_t p = A->row_offsets[i]; p < A->row_offsets[i + 1]; p++) {                                \
+            const int64_t k = A->column_indices[p], q0 = brp[k], q1 = brp[k + 1];                            \
+            const double x = (double)av[p];                                                                  \
+            if (a->dense) {                                                                                  \
+                for (int64_t q = q0; q < q1; q++)                                                            \
+                    val[bci[q]] += x * (double)bv[q];                                                        \
+                mark_columns(a->bits, a->list, &r, bci, q0, q1);                                             \
+                continue;                                                                                    \
+            }                                                                                                \
+            for (int64_t q = q0; q < q1; q++) {                                                              \
+                int fresh;                                                                                   \
+                const uint64_t h = hash_slot(a, bci[q], &fresh);                                             \
+                const double v = x * (double)bv[q];                                                          \
+                if (fresh) {                                                                                 \
+                    val[h] = v;                                                                              \
+                    a->list[r++] = bci[q];                                                                   \
+                } else {                                                                                     \
+                    val[h] += v;                                                                             \
+                }                                                                                            \
+            }                                                                                                \
+        }                                                                                                    \
+        return r;                                                                                            \
+    }
+
+DEFINE_ACCUMULATE(float, accumulate_f32)
+DEFINE_ACCUMULATE(double, accumulate_f64)
+
+/* Row i of C at cols/vals from offset `at` (room s->count[i]); returns its kept entries, or -1 when
+ * out of memory.  Dense: the touched words sorted, then read back in order (clearing them), each
+ * column's sum written and reset.  Hash: the columns sorted, each looked up. */
+static int64_t row_fill(accum *a, const acc_spgemm_state *s, int64_t i, int64_t at, int32_t *cols,
+                        void *vals) {
+    const acc_csr *A = &s->A, *B = &s->B;
+    const int64_t a0 = A->row_offsets[i], a1 = A->row_offsets[i + 1];
+    const int64_t f = s->work[i + 1] - s->work[i] - (a1 - a0) - 1;
+    const acc_dtype out = s->out_dtype;
+    const int drop = s->drop_zeros;
+    int32_t *c = cols + at;
+    int64_t kept = 0;
+    if (f == 0) return 0;
+    if (a1 - a0 == 1 && s->b_canonical) { /* B's row scaled: already in order, no accumulator */
+        const int64_t k = A->column_indices[a0];
+        const double x = value_at(A, a0);
+        for (int64_t q = B->row_offsets[k]; q < B->row_offsets[k + 1]; q++) {
+            c[kept] = B->column_indices[q];
+            kept += put(out, drop, vals, at + kept, x * value_at(B, q));
+        }
+        return kept;
+    }
+    if (!a->dense && accum_reserve(a, f, 1) != ACC_SUCCESS) return -1;
+    const int64_t r = A->dtype == ACC_FLOAT64 ? accumulate_f64(a, s, i) : accumulate_f32(a, s, i);
+    if (sort_i32(a, a->list, r)) return -1;
+    if (a->dense) {
+        for (int64_t e = 0; e < r; e++) {
+            const int32_t w = a->list[e];
+            uint64_t word = a->bits[w];
+            a->bits[w] = 0;
+            while (word) {
+                const int32_t col = w * 64 + __builtin_ctzll(word);
+                word &= word - 1;
+                c[kept] = col;
+                kept += put(out, drop, vals, at + kept, a->val[col]);
+                a->val[col] = 0.0;
+            }
+        }
+        return kept;
+    }
+    for (int64_t e = 0; e < r; e++) {
+        c[kept] = a->list[e];
+        kept += put(out, drop, vals, at + kept, a->val[hash_find(a, a->list[e])]);
+    }
+    hash_clear(a, a->list, r);
+    return kept;
+}
+
+acc_status acc_spgemm_fill(const acc_spgemm_state *s, int64_t *row_offsets, int32_t *cols, void *vals,
+                           int64_t *nnz) {
+    if (!s || !row_offsets || !nnz || (s->nnz > 0 && (!cols || !vals))) return ACC_ERR_INVALID_ARGUMENT;
+    const int64_t m = s->m;
+    row_offsets[0] = 0;
+    for (int64_t i = 0; i < m; i++)
+        row_offsets[i + 1] = row_offsets[i] + s->count[i];
+    int64_t *kept = acc_mem_alloc((size_t)(m > 0 ? m : 1), sizeof(int64_t));
+    if (!kept) return ACC_ERR_OUT_OF_MEMORY;
+    int failed = 0;
+#pragma omp parallel num_threads(s->nth)
+    {
+        accum a;
+        int ok = accum_init(&a, s->n, s->maxp, 1) == ACC_SUCCESS;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t j = 0; j < s->npieces; j++)
+            for (int64_t i = s->pieces[j]; i < s->pieces[j + 1]; i++) {
+                const int64_t r = ok ? row_fill(&a, s, i, row_offsets[i], cols, vals) : 0;
+                ok = ok && r >= 0;
+                kept[i] = r > 0 ? r : 0;
+            }
+        if (!ok) {
+#pragma omp atomic write
+            failed = 1;
+        }
+        accum_free(&a);
+    }
+    acc_status status = failed ? ACC_ERR_OUT_OF_MEMORY : ACC_SUCCESS;
+    if (status == ACC_SUCCESS) { /* rows with dropped zeros: the rows after them move down */
+        const size_t vsize = s->out_dtype == ACC_FLOAT64 ? sizeof(double) : sizeof(float);
+        int64_t to = 0;
+        for (int64_t i = 0; i < m; i++) {
+            const int64_t from = row_offsets[i];
+            if (to != from && kept[i] > 0) {
+                memmove(cols + to, cols + from, (size_t)kept[i] * sizeof(int32_t));
+                memmove((char *)vals + (size_t)to * vsize, (char *)vals + (size_t)from * vsize,
+                        (size_t)kept[i] * vsize);
+            }
+            row_offsets[i] = to;
+            to += kept[i];
+        }
+        row_offsets[m] = to;
+        *nnz = to;
+    }
+    acc_mem_free(kept);
+    return status;
 }

@@ -383,7 +383,8 @@ static PyObject *py_bsr16_build(PyObject *self, PyObject *args) {
     }
     bo = bsr16_offsets(&a.view, perm);
     if (!bo) goto fail;
-    npy_intp nb = ((int64_t *)PyArray_DATA(bo))[PyArray_DIM(bo, 0) - 1], nv = nb * ACC_BSR * ACC_BSR, nm = 4 * nb;
+    npy_intp nb = ((int64_t *)PyArray_DATA(bo))[PyArray_DIM(bo, 0) - 1], nv = nb * ACC_BSR * ACC_BSR,
+             nm = 4 * nb;
     cols = (PyArrayObject *)PyArray_SimpleNew(1, &nb, NPY_INT32);
     vals = (PyArrayObject *)PyArray_SimpleNew(1, &nv, NPY_UINT16);
     masks = (PyArrayObject *)PyArray_SimpleNew(1, &nm, NPY_UINT64);
@@ -445,7 +446,8 @@ static PyObject *py_spgemm(PyObject *self, PyObject *args) {
     acc_spgemm_state *state = NULL;
     memset(&b, 0, sizeof b);
     (void)self;
-    if (!PyArg_ParseTuple(args, "nnOOOnOOOpp", &m, &k, &ipa, &ixa, &va, &n, &ipb, &ixb, &vb, &drop, &f64)) return NULL;
+    if (!PyArg_ParseTuple(args, "nnOOOnOOOpp", &m, &k, &ipa, &ixa, &va, &n, &ipb, &ixb, &vb, &drop, &f64))
+        return NULL;
     if (csr_args_parse(&a, m, k, ipa, ixa, va) < 0 || csr_args_parse(&b, k, n, ipb, ixb, vb) < 0) goto fail;
     if (!a.data || !b.data || a.view.dtype != b.view.dtype) {
         PyErr_SetString(PyExc_TypeError, "spgemm needs the values of A and B, of one dtype");
@@ -455,9 +457,7 @@ static PyObject *py_spgemm(PyObject *self, PyObject *args) {
     int64_t nnz = 0, products = 0;
     acc_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = acc_csr_check(&a.view, NULL);
-    if (st == ACC_SUCCESS) st = acc_csr_check(&b.view, NULL);
-    if (st == ACC_SUCCESS) st = acc_spgemm_compute(&a.view, &b.view, drop, odt, &state, &nnz, &products);
+    st = acc_spgemm_compute(&a.view, &b.view, drop, odt, &state, &nnz, &products);
     Py_END_ALLOW_THREADS
     if (st != ACC_SUCCESS) {
         acc_py_raise(st, "spgemm");
@@ -468,12 +468,22 @@ static PyObject *py_spgemm(PyObject *self, PyObject *args) {
     cols = (PyArrayObject *)PyArray_SimpleNew(1, &total, NPY_INT32);
     vals = (PyArrayObject *)PyArray_SimpleNew(1, &total, acc_py_npy_type(odt));
     if (!rp || !cols || !vals) goto fail;
+    int64_t kept = 0;
     Py_BEGIN_ALLOW_THREADS
-    st = acc_spgemm_fill(state, PyArray_DATA(rp), PyArray_DATA(cols), PyArray_DATA(vals));
+    st = acc_spgemm_fill(state, PyArray_DATA(rp), PyArray_DATA(cols), PyArray_DATA(vals), &kept);
     Py_END_ALLOW_THREADS
     if (st != ACC_SUCCESS) {
         acc_py_raise(st, "spgemm");
         goto fail;
+    }
+    if (kept < nnz) { /* exact zeros dropped: the arrays shrink to the kept entries */
+        npy_intp len = kept;
+        PyArray_Dims shape = {&len, 1};
+        PyObject *r1 = PyArray_Resize(cols, &shape, 0, NPY_CORDER);
+        Py_XDECREF(r1);
+        PyObject *r2 = r1 ? PyArray_Resize(vals, &shape, 0, NPY_CORDER) : NULL;
+        Py_XDECREF(r2);
+        if (!r2) goto fail;
     }
     acc_spgemm_free(state);
     csr_args_release(&a);

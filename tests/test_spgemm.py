@@ -94,6 +94,28 @@ def test_hash_accumulator_for_wide_results():
     same(accspmm.spgemm(A, B), scipy_product(A, B))
 
 
+def test_long_rows_and_one_entry_rows():
+    # rows touching hundreds of 64-column words (their words radix-sorted), and rows of A with one
+    # entry (B's row scaled when B is canonical, accumulated when B has duplicates)
+    A = int_sparse(60, 300, 0.05, 12)
+    B = int_sparse(300, 100_000, 0.002, 13)
+    same(accspmm.spgemm(A, B), scipy_product(A, B))
+    rng = np.random.default_rng(14)
+    one = sp.csr_matrix((rng.integers(1, 9, 60).astype(np.float64), rng.integers(0, 300, 60), np.arange(61)),
+                        shape=(60, 300))
+    same(accspmm.spgemm(one, B), scipy_product(one, B))
+    idx, val = [], []
+    for r in range(B.shape[0]):  # every row's entries, then again reversed: unsorted, duplicated
+        lo, hi = B.indptr[r], B.indptr[r + 1]
+        idx += [B.indices[lo:hi], B.indices[lo:hi][::-1]]
+        val += [B.data[lo:hi], B.data[lo:hi][::-1]]
+    dup = sp.csr_matrix((np.concatenate(val), np.concatenate(idx), 2 * B.indptr), shape=B.shape)
+    assert not dup.has_canonical_format
+    ref = dup.copy()
+    ref.sum_duplicates()
+    same(accspmm.spgemm(one, dup), scipy_product(one, ref))
+
+
 def test_float32_more_accurate_than_scipy_and_within_one_rounding():
     rng = np.random.default_rng(7)
     A = sp.random(400, 300, density=0.05, format="csr", random_state=7, dtype=np.float32)

@@ -369,10 +369,14 @@ static int bit_at(uint64_t m, int r, int c) { return (int)((m >> (r * 8 + c)) & 
 static uint64_t random_mask(void) {
     uint64_t m = ((uint64_t)rnd() << 32) ^ (uint64_t)rnd() ^ ((uint64_t)rnd() << 11);
     switch (rnd() % 4) {
-    case 0: return m & ((uint64_t)rnd() << 20 | rnd()) & ((uint64_t)rnd() << 7); /* sparse */
-    case 1: return m;
-    case 2: return (uint64_t)1 << (rnd() % 64);
-    default: return rnd() % 2 ? ~(uint64_t)0 : 0;
+    case 0:
+        return m & ((uint64_t)rnd() << 20 | rnd()) & ((uint64_t)rnd() << 7); /* sparse */
+    case 1:
+        return m;
+    case 2:
+        return (uint64_t)1 << (rnd() % 64);
+    default:
+        return rnd() % 2 ? ~(uint64_t)0 : 0;
     }
 }
 
@@ -411,6 +415,85 @@ static void test_tile_masks(void) {
     }
 }
 
+/* One product through acc_spgemm_compute + fill: st, and C (malloc'ed) when it succeeds. */
+static int spgemm(const acc_csr *a, const acc_csr *b, int drop, int64_t **rp, int32_t **ci, float **v,
+                  int64_t *nnz) {
+    acc_spgemm_state *s = NULL;
+    int64_t room = 0, products = 0;
+    *rp = NULL;
+    *ci = NULL;
+    *v = NULL;
+    int st = acc_spgemm_compute(a, b, drop, ACC_FLOAT32, &s, &room, &products);
+    if (st) return st;
+    *rp = malloc((size_t)(a->m + 1) * 8);
+    *ci = malloc((size_t)(room + 1) * 4);
+    *v = malloc((size_t)(room + 1) * 4);
+    st = acc_spgemm_fill(s, *rp, *ci, *v, nnz);
+    acc_spgemm_free(s);
+    return st;
+}
+
+/* C = A @ B on the CPU against a dense reference (integer data: exact), pattern included: ascending
+ * columns, the exact zeros dropped or kept; and every allocation failing in turn.  n > 2^22
+ * takes the hash accumulator. */
+static void test_spgemm(int64_t m, int64_t k, int64_t n, int per_row) {
+    csr_t A = random_csr(m, k, per_row), B = random_csr(k, n, per_row);
+    acc_csr a = view(&A), b = view(&B);
+    /* B's columns moved onto multiples of step, so that the dense reference has at most 4096 */
+    const int64_t cols = n < 4096 ? n : 4096, step = cols ? n / cols : 1;
+    for (int64_t p = 0; p < B.nnz; p++)
+        B.ci[p] = (int32_t)(B.ci[p] % cols * step);
+    double *R = calloc((size_t)(m * cols) + 1, sizeof(double));
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t p = A.rp[i]; p < A.rp[i + 1]; p++)
+            for (int64_t q = B.rp[A.ci[p]]; q < B.rp[A.ci[p] + 1]; q++)
+                R[i * cols + B.ci[q] / step] += (double)A.v[p] * B.v[q];
+    for (int drop = 0; drop < 2; drop++) {
+        int64_t *rp, nnz = -1;
+        int32_t *ci;
+        float *v;
+        EXPECT(spgemm(&a, &b, drop, &rp, &ci, &v, &nnz) == ACC_SUCCESS);
+        int64_t seen = 0;
+        for (int64_t i = 0; i < m; i++) {
+            for (int64_t p = rp[i]; p < rp[i + 1]; p++) {
+                EXPECT(p == rp[i] || ci[p] > ci[p - 1]);
+                EXPECT(ci[p] % step == 0 && (double)v[p] == R[i * cols + ci[p] / step]);
+                EXPECT(!drop || v[p] != 0.0f);
+            }
+            for (int64_t j = 0; j < cols; j++)
+                seen += R[i * cols + j] != 0.0;
+        }
+        EXPECT(rp[m] == nnz && (drop ? nnz == seen : nnz >= seen));
+        free(rp);
+        free(ci);
+        free(v);
+    }
+    int saw_oom = 0, saw_success = 0;
+    for (long countdown = 1; countdown < 24; countdown++) {
+        int64_t *rp, nnz;
+        int32_t *ci;
+        float *v;
+        acc_set_alloc_countdown(countdown);
+        const int st = spgemm(&a, &b, 1, &rp, &ci, &v, &nnz);
+        acc_set_alloc_countdown(0);
+        EXPECT(st == ACC_SUCCESS || st == ACC_ERR_OUT_OF_MEMORY);
+        saw_oom |= st == ACC_ERR_OUT_OF_MEMORY;
+        saw_success |= st == ACC_SUCCESS;
+        free(rp);
+        free(ci);
+        free(v);
+    }
+    EXPECT(saw_oom && saw_success);
+    acc_csr bad = b;
+    bad.m = k + 1;
+    acc_spgemm_state *s = NULL;
+    int64_t room;
+    EXPECT(acc_spgemm_compute(&a, &bad, 1, ACC_FLOAT32, &s, &room, NULL) == ACC_ERR_INVALID_ARGUMENT && !s);
+    free(R);
+    free_csr(&A);
+    free_csr(&B);
+}
+
 int main(void) {
     static const int64_t shapes[][4] = {{0, 0, 0, 3},    {1, 1, 1, 1},     {7, 5, 3, 9},
                                         {8, 8, 8, 8},    {37, 19, 6, 33},  {64, 300, 40, 17},
@@ -427,6 +510,10 @@ int main(void) {
     test_malformed();
     test_out_of_memory();
     test_tile_masks();
+    static const int64_t gshapes[][4] = {
+        {0, 0, 0, 2}, {1, 1, 1, 1}, {37, 19, 23, 6}, {64, 300, 70, 40}, {40, 30, 5000000, 9}};
+    for (size_t t = 0; t < sizeof gshapes / sizeof gshapes[0]; t++)
+        test_spgemm(gshapes[t][0], gshapes[t][1], gshapes[t][2], (int)gshapes[t][3]);
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;
