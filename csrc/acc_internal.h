@@ -69,8 +69,10 @@ static inline int acc_thread_id(void) {
 #endif
 }
 
-/* Sorts keys[0..n) ascending (uint64, introsort-free quicksort + insertion). */
+/* Sorts keys[0..n) ascending (uint64; introsort: O(n log n) whatever the order). */
 void acc_sort_u64(uint64_t *keys, int64_t n);
+/* The same with the quicksort's depth limit given (acc_sort_u64: 2 log2 n; 0: heapsort). */
+void acc_sort_u64_depth(uint64_t *keys, int64_t n, int depth);
 
 /* First row whose work prefix reaches target: the row split of a thread in
  * an nnz-balanced static schedule.  row_offsets[m+1] non-decreasing. */

@@ -1,8 +1,9 @@
 /* acc_sort_u64.c -- in-place ascending sort of uint64 keys.
- * Quicksort (median of three, recursion on the smaller side so the stack
- * stays O(log n)) with insertion sort below 24 elements.  Worst case is
- * quadratic only on adversarial inputs; rows of real matrices are short or
- * already sorted (the sorted case is linear: insertion sort after a check). */
+ * Introsort: quicksort (median of three, recursion on the smaller side so the
+ * stack stays O(log n)) with insertion sort below 24 elements, and heapsort
+ * for a part whose partitions go 2 log2(n) deep (inputs built to defeat the
+ * median of three), so the worst case is O(n log n).  The sorted case is
+ * linear: a check first. */
 #include "acc_internal.h"
 
 static void insertion_sort(uint64_t *a, int64_t n) {
@@ -23,12 +24,32 @@ static inline void swap_u64(uint64_t *a, uint64_t *b) {
     *b = t;
 }
 
-void acc_sort_u64(uint64_t *a, int64_t n) {
-    int sorted = 1;
-    for (int64_t i = 1; i < n && sorted; i++)
-        sorted = a[i - 1] <= a[i];
-    if (sorted) return;
+static void sift_down(uint64_t *a, int64_t i, int64_t n) {
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= n) return;
+        if (c + 1 < n && a[c + 1] > a[c]) c++;
+        if (a[i] >= a[c]) return;
+        swap_u64(&a[i], &a[c]);
+        i = c;
+    }
+}
+
+static void heap_sort(uint64_t *a, int64_t n) {
+    for (int64_t i = n / 2 - 1; i >= 0; i--)
+        sift_down(a, i, n);
+    for (int64_t e = n - 1; e > 0; e--) {
+        swap_u64(&a[0], &a[e]);
+        sift_down(a, 0, e);
+    }
+}
+
+static void intro_sort(uint64_t *a, int64_t n, int depth) {
     while (n > 24) {
+        if (depth-- == 0) {
+            heap_sort(a, n);
+            return;
+        }
         int64_t mid = n / 2;
         if (a[mid] < a[0]) swap_u64(&a[mid], &a[0]);
         if (a[n - 1] < a[0]) swap_u64(&a[n - 1], &a[0]);
@@ -48,13 +69,27 @@ void acc_sort_u64(uint64_t *a, int64_t n) {
         }
         /* [0, j] <= pivot <= [i, n) */
         if (j + 1 < n - i) {
-            acc_sort_u64(a, j + 1);
+            intro_sort(a, j + 1, depth);
             a += i;
             n -= i;
         } else {
-            acc_sort_u64(a + i, n - i);
+            intro_sort(a + i, n - i, depth);
             n = j + 1;
         }
     }
     insertion_sort(a, n);
+}
+
+void acc_sort_u64_depth(uint64_t *a, int64_t n, int depth) {
+    int sorted = 1;
+    for (int64_t i = 1; i < n && sorted; i++)
+        sorted = a[i - 1] <= a[i];
+    if (!sorted) intro_sort(a, n, depth);
+}
+
+void acc_sort_u64(uint64_t *a, int64_t n) {
+    int depth = 0;
+    for (int64_t k = n; k > 1; k >>= 1)
+        depth += 2;
+    acc_sort_u64_depth(a, n, depth);
 }

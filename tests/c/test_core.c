@@ -494,6 +494,39 @@ static void test_spgemm(int64_t m, int64_t k, int64_t n, int per_row) {
     free_csr(&B);
 }
 
+/* acc_sort_u64 on sorted, reversed, equal, organ-pipe, sawtooth and random keys, at the default
+ * depth limit and with the quicksort cut off at once (heapsort) or midway: sorted, the same keys. */
+static void test_sort(void) {
+    for (int64_t n = 0; n < 3000; n = n * 2 + 7)
+        for (int pattern = 0; pattern < 6; pattern++)
+            for (int depth = -1; depth < 3; depth++) {
+                uint64_t *a = malloc((size_t)(n + 1) * 8);
+                for (int64_t i = 0; i < n; i++)
+                    a[i] = pattern == 0   ? (uint64_t)i
+                           : pattern == 1 ? (uint64_t)(n - i)
+                           : pattern == 2 ? 5u
+                           : pattern == 3 ? (uint64_t)(i < n / 2 ? i : n - i)
+                           : pattern == 4 ? (uint64_t)(i % 17)
+                                          : ((uint64_t)rnd() << 32 | rnd());
+                uint64_t sum = 0, xr = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    sum += a[i];
+                    xr ^= a[i] * 0x9E3779B97F4A7C15ull;
+                }
+                if (depth < 0)
+                    acc_sort_u64(a, n);
+                else
+                    acc_sort_u64_depth(a, n, depth);
+                for (int64_t i = 0; i < n; i++) {
+                    EXPECT(i == 0 || a[i - 1] <= a[i]);
+                    sum -= a[i];
+                    xr ^= a[i] * 0x9E3779B97F4A7C15ull;
+                }
+                EXPECT(sum == 0 && xr == 0);
+                free(a);
+            }
+}
+
 int main(void) {
     static const int64_t shapes[][4] = {{0, 0, 0, 3},    {1, 1, 1, 1},     {7, 5, 3, 9},
                                         {8, 8, 8, 8},    {37, 19, 6, 33},  {64, 300, 40, 17},
@@ -510,6 +543,7 @@ int main(void) {
     test_malformed();
     test_out_of_memory();
     test_tile_masks();
+    test_sort();
     static const int64_t gshapes[][4] = {
         {0, 0, 0, 2}, {1, 1, 1, 1}, {37, 19, 23, 6}, {64, 300, 70, 40}, {40, 30, 5000000, 9}};
     for (size_t t = 0; t < sizeof gshapes / sizeof gshapes[0]; t++)
