@@ -1,6 +1,7 @@
 """FP16 against TF32 plans, from Python, at the widths GNN layers use (N = 1 to 96), on real matrices:
 the half BitTCF kernel covers 64 columns per warp step, so widths that are not a multiple of 64 take
-its predicated 16-byte path (N a multiple of 8) or its element path (other N).
+its predicated 16-byte path (N a multiple of 8), copies of B and C padded to 8 columns (N < 8) or
+its element path (other N).
 
     python benchmarks/half_widths.py DATA_DIR [--names G3_circuit cnr-2000 ...]
 """
@@ -31,6 +32,7 @@ def main():
     ap.add_argument("--names", nargs="*", default=NAMES)
     ap.add_argument("--ns", type=int, nargs="*", default=[1, 16, 32, 48, 64, 96])
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--format", default="auto", help="the half plans' format: auto, bsr16 or bittcf")
     args = ap.parse_args()
     print(f"# {accspmm.device_info()['name']}: microseconds per call, default plans; (x) = TF32 time / FP16 time")
     for name in args.names:
@@ -40,7 +42,7 @@ def main():
             continue
         A.data = np.random.default_rng(0).integers(-4, 5, A.nnz).astype(np.float32)
         A.eliminate_zeros()
-        ph = accspmm.plan(A, device="gpu", precision="fp16")
+        ph = accspmm.plan(A, device="gpu", precision="fp16", format=args.format)
         pt = accspmm.plan(A, device="gpu", precision="tf32")
         out = [name, ph.format]
         for n in args.ns:

@@ -1080,10 +1080,11 @@ int dispatch(const acc_tf32_args &p, const acc_tf32_variant &v, int vec, cudaStr
 /* Half formats: cache_l1 = 1, depth 2 or 3 (checked by the caller).  `vec`: 1, every slice full
  * (16-byte loads and stores, no column tests); 2, n a multiple of 8 and B, C 16-byte aligned (a
  * lane's 8 columns are all in range or none is: 16-byte loads and stores under a predicate);
- * 0, the element path, which runs the register pipeline at depth 3 with 64-column slices whatever
- * the variant says (cp.async copies 4 bytes at least; at S = 2, or depth 2, its predicated element
- * loads and stores spill 1.1-2.4 KB of registers).  S never changes a result bit, and the host sizes the
- * split counters for 64-column slices. */
+ * 0, the element path (n > 8 not a multiple of 8; narrower n is padded, see half_padded), which
+ * runs the register pipeline at depth 3 with 64-column slices whatever the variant says (cp.async
+ * copies 4 bytes at least; at S = 2, or depth 2, its predicated element loads and stores spill
+ * 1.1-2.4 KB of registers).  S never changes a result bit, and the host sizes the split counters
+ * for 64-column slices. */
 template <int E, int S, int DEPTH>
 int dispatch_half_vec(const acc_tf32_args &p, const acc_tf32_variant &v, int vec, cudaStream_t s) {
     if (vec == 0) return launch<E, 1, 3, true, 0, false>(p, v.slice_major, s); /* depth 2 spills 1.2 KB */
@@ -1106,6 +1107,63 @@ int dispatch_half(const acc_tf32_args &p, const acc_tf32_variant &v, int vec, cu
     default:
         return dispatch_half_vec<E, 2, 3>(p, v, vec, s);
     }
+}
+
+/* dst[r * ldd + c] = c < ncopy ? src[r * lds + c] : 0 for r < rows, c < ncols: B into the padded
+ * operand, or the padded result into C (ncopy = ncols). */
+template <typename T, typename I>
+__global__ void copy_rows(const T *__restrict__ src, int64_t lds, T *__restrict__ dst, int64_t ldd, I rows,
+                          I ncols, I ncopy) {
+    const I total = rows * ncols;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
+        const I r = i / ncols, c = i - r * ncols;
+        dst[(int64_t)r * ldd + c] = c < ncopy ? src[(int64_t)r * lds + c] : T(0);
+    }
+}
+
+template <typename T>
+int copy_rows_on(const void *src, int64_t lds, void *dst, int64_t ldd, int64_t rows, int64_t ncols,
+                 int64_t ncopy, cudaStream_t s) {
+    const int64_t total = rows * ncols;
+    if (total == 0) return ACC_SUCCESS;
+    const unsigned grid = (unsigned)std::min<int64_t>((total + 255) / 256, 4096);
+    if (total < (1LL << 31))
+        copy_rows<T, int32_t><<<grid, 256, 0, s>>>((const T *)src, lds, (T *)dst, ldd, (int32_t)rows,
+                                                   (int32_t)ncols, (int32_t)ncopy);
+    else
+        copy_rows<T, int64_t><<<grid, 256, 0, s>>>((const T *)src, lds, (T *)dst, ldd, rows, ncols, ncopy);
+    ACC_CUDA_TRY(cudaGetLastError());
+    return ACC_SUCCESS;
+}
+
+/* Half formats at n < 8, or with B or C not 16-byte aligned: B copied into n8 = ceil(n / 8) * 8
+ * zero-padded columns, the product computed there on the 16-byte path, and its n columns copied
+ * into C.  One buffer for both copies from the library's pool, in the stream's order, freed after
+ * the second copy (the pool keeps freed memory: no mapping per call).  The padded columns are zeros
+ * and are dropped, so every result bit is the 16-byte path's.  At n < 8 the element path loads a
+ * 64-column step with predicated 2-byte loads for a few columns, 2x the padded path's time on
+ * large matrices (H100, benchmarks/half_widths.py); at wider odd n the two copies of B and C cost
+ * about what the element path loses, so it stays.  The split workspace is sized for 64-column
+ * slices, which n8 never adds. */
+int half_padded(const acc_tf32_args &p, const acc_tf32_variant &v, cudaStream_t s) {
+    const int64_t n8 = (p.n + 7) / 8 * 8;
+    const size_t cbytes = p.out_f32 ? 4 : 2, bbytes = ((size_t)(p.k * n8) * 2 + 255) / 256 * 256;
+    char *buf = nullptr;
+    int st = acc_pool_alloc((void **)&buf, bbytes + (size_t)(p.m * n8) * cbytes, s);
+    void *bp = buf, *cp = buf + bbytes;
+    if (!st) st = copy_rows_on<uint16_t>(p.B, p.n, bp, n8, p.k, n8, p.n, s);
+    if (!st) {
+        acc_tf32_args q = p;
+        q.B = (const float *)bp;
+        q.C = (float *)cp;
+        q.n = n8;
+        st = acc_tf32_spmm(&q, &v, s);
+    }
+    if (!st)
+        st = cbytes == 4 ? copy_rows_on<uint32_t>(cp, n8, p.C, p.n, p.m, p.n, p.n, s)
+                         : copy_rows_on<uint16_t>(cp, n8, p.C, p.n, p.m, p.n, p.n, s);
+    acc_pool_free(buf, s); /* in stream order, after the copies */
+    return st;
 }
 
 bool variant_ok(const acc_tf32_variant *v) {
@@ -1148,10 +1206,11 @@ extern "C" int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *
     /* the 16-byte path: every column slice full (no column tests in the loop), B and C aligned */
     const bool aligned = (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;
     if (p.elem != ACC_TF32_ELEM_TF32) {
+        if (!aligned || p.n < 8) return half_padded(p, *variant, stream);
         /* S = 1 where the variant's slice is not full; the 16-byte modes (see dispatch_half_vec) */
         acc_tf32_variant v = *variant;
         if (p.n % (64 * v.slice_s) != 0) v.slice_s = 1;
-        const int hvec = !aligned || p.n % 8 != 0 ? 0 : p.n % 64 == 0 ? 1 : 2;
+        const int hvec = p.n % 8 != 0 ? 0 : p.n % 64 == 0 ? 1 : 2;
         return p.elem == ACC_TF32_ELEM_FP16 ? dispatch_half<ACC_TF32_ELEM_FP16>(p, v, hvec, stream)
                                             : dispatch_half<ACC_TF32_ELEM_BF16>(p, v, hvec, stream);
     }

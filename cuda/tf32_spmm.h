@@ -70,8 +70,9 @@ typedef struct acc_tf32_args {
      * per step instead of 32: a column slice is 64 * slice_s columns and the split workspace
      * 8 * 64 * slice_s floats per slot and slice.  Half formats take cache_l1 = 1 and depth 2 or 3.
      * Where the slice is not full they run S = 1; with n a multiple of 8 and B, C 16-byte aligned
-     * with 16-byte loads and stores under a per-lane predicate, else on the element path in the
-     * register pipeline (a staged variant too; the same bits). */
+     * with 16-byte loads and stores under a per-lane predicate; at n < 8 or with B or C not
+     * 16-byte aligned on copies of B and C padded to a multiple of 8 columns (pool memory in the
+     * stream's order); else on the element path in the register pipeline (the same bits). */
     int elem;
     int out_f32;
 } acc_tf32_args;
