@@ -280,7 +280,7 @@ class SpGEMMPlan:
             indptr, indices, data, _ = _core.spgemm(m, a.shape[1], a.indptr, a.indices,
                                                     np.asarray(av).astype(wide, copy=False), n, b.indptr, b.indices,
                                                     np.asarray(bv).astype(wide, copy=False), not self.keep_zeros,
-                                                    self.dtype == np.float64)
+                                                    self.dtype == np.float64, -1)  # the arrays may have changed: checked again
             return self._scipy_result(indptr, indices, data)
         da, db = self._dev
         if self.kind == "scipy":  # the planned values are on the device already
@@ -348,7 +348,7 @@ def spgemm(A, B, *, device="auto", precision=None, keep_zeros=False):
     wide = np.dtype(np.result_type(a.dtype, b.dtype))  # both operands in one width (float32 -> float64 is exact)
     indptr, indices, data, _ = _core.spgemm(m, k, a.indptr, a.indices, a.data.astype(wide, copy=False), n, b.indptr,
                                             b.indices, b.data.astype(wide, copy=False), not keep_zeros,
-                                            dtype == np.float64)
+                                            dtype == np.float64, int(b.canonical))  # both checked by _operand
     array = isinstance(A, getattr(sp, "sparray", ())) or isinstance(B, getattr(sp, "sparray", ()))
     cls = sp.csr_array if array else sp.csr_matrix
     if indices.shape[0] and indptr[-1] <= INT32_MAX:

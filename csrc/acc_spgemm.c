@@ -1,12 +1,11 @@
 /* acc_spgemm.c -- C = A @ B for two sparse CSR matrices on the CPU (Gustavson, row by row, two passes).
  *
- * acc_spgemm_compute checks both operands and runs the symbolic pass: the structural count of each
- * row of C (its distinct columns).  The caller allocates C at that size, and acc_spgemm_fill runs
- * the numeric pass straight into the caller's arrays, each row at its offset, columns ascending.
- * Entries whose rounded sum is exactly zero are left out inside the row (drop_zeros); when any
- * were, one sequential pass moves the rows down, and fill reports the kept count.  There is no
- * intermediate copy of C, and the result is the same for any thread count: every row is computed
- * the same way.
+ * acc_spgemm_compute checks both operands (unless the caller has) and runs the symbolic pass: the structural
+ * count of each row of C (its distinct columns).  The caller allocates C at that size, and acc_spgemm_fill
+ * runs the numeric pass straight into the caller's arrays, each row at its offset, columns ascending. Entries
+ * whose rounded sum is exactly zero are left out inside the row (drop_zeros); when any were, one sequential
+ * pass moves the rows down, and fill reports the kept count.  There is no intermediate copy of C, and the
+ * result is the same for any thread count: every row is computed the same way.
  *
  * Work split: rows cut into pieces of about equal cost (products + entries + 1 per row), handed
  * out dynamically, so a hub row or a run of empty rows does not stall a thread.
@@ -283,16 +282,19 @@ void acc_spgemm_free(acc_spgemm_state *s) {
     acc_mem_free(s);
 }
 
-acc_status acc_spgemm_compute(const acc_csr *A, const acc_csr *B, int drop_zeros, acc_dtype out_dtype,
-                              acc_spgemm_state **state, int64_t *nnz, int64_t *products) {
+acc_status acc_spgemm_compute(const acc_csr *A, const acc_csr *B, int drop_zeros, int b_canonical,
+                              acc_dtype out_dtype, acc_spgemm_state **state, int64_t *nnz,
+                              int64_t *products) {
     if (!A || !B || !state || !nnz || B->m != A->k || A->dtype != B->dtype || !acc_dtype_valid(A->dtype) ||
-        !acc_dtype_valid(out_dtype))
+        !acc_dtype_valid(out_dtype) || b_canonical < -1 || b_canonical > 1)
         return ACC_ERR_INVALID_ARGUMENT;
     *state = NULL;
-    int b_canonical = 0;
-    acc_status status = acc_csr_check(A, NULL);
-    if (status == ACC_SUCCESS) status = acc_csr_check(B, &b_canonical);
-    if (status != ACC_SUCCESS) return status;
+    acc_status status = ACC_SUCCESS;
+    if (b_canonical < 0) { /* else the caller has just checked both */
+        status = acc_csr_check(A, NULL);
+        if (status == ACC_SUCCESS) status = acc_csr_check(B, &b_canonical);
+        if (status != ACC_SUCCESS) return status;
+    }
     if ((A->row_offsets[A->m] > 0 && !A->values) || (B->row_offsets[B->m] > 0 && !B->values))
         return ACC_ERR_INVALID_ARGUMENT;
     const int64_t m = A->m;

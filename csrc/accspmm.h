@@ -253,19 +253,21 @@ acc_status acc_bsr16_fill(const acc_csr *A, const uint16_t *half_values, const i
  * C = A @ B for CSR A (m x k) and B (k x n, B.m == A.k) of the same dtype,
  * any valid CSR (duplicates add up, order does not matter); products and
  * sums in double, rounded once to out_dtype; rows of C with ascending
- * columns.  Two passes: compute checks A and B (acc_csr_check) and counts
- * C's structural entries into a state the library owns until
+ * columns.  Two passes: compute (checking A and B unless the caller has)
+ * counts C's structural entries into a state the library owns until
  * acc_spgemm_free; the caller allocates that many, and fill computes C into
  * its arrays. */
 typedef struct acc_spgemm_state acc_spgemm_state;
 
 /* drop_zeros: leave out entries whose rounded sum is exactly zero (scipy's
- * rule).  *nnz = C's structural entries (the room fill needs; an upper
- * bound of its result), *products (may be NULL) = intermediate products
- * (the sum over A's entries of B's row lengths).  A and B must stay alive
- * and unchanged until fill returns. */
-acc_status acc_spgemm_compute(const acc_csr *A, const acc_csr *B, int drop_zeros, acc_dtype out_dtype,
-                              acc_spgemm_state **state, int64_t *nnz, int64_t *products);
+ * rule).  b_canonical: -1, compute checks A and B (acc_csr_check); 0 or 1,
+ * the caller has just checked both and says whether B is canonical (sorted
+ * rows without duplicates).  *nnz = C's structural entries (the room fill
+ * needs; an upper bound of its result), *products (may be NULL) =
+ * intermediate products (the sum over A's entries of B's row lengths).  A
+ * and B must stay alive and unchanged until fill returns. */
+acc_status acc_spgemm_compute(const acc_csr *A, const acc_csr *B, int drop_zeros, int b_canonical,
+                              acc_dtype out_dtype, acc_spgemm_state **state, int64_t *nnz, int64_t *products);
 
 /* row_offsets[m+1], cols[room], vals[room] (out_dtype) out, room = compute's
  * *nnz; *nnz out: C's entries (the arrays' first *nnz hold them). */

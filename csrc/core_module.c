@@ -435,18 +435,21 @@ fail:
     return NULL;
 }
 
-/* spgemm(mA, kA, indptrA, indicesA, dataA, n, indptrB, indicesB, dataB, drop_zeros, out_float64)
- * -> (indptr, indices, data, products): C = A @ B (A and B of one dtype), columns ascending per row. */
+/* spgemm(mA, kA, indptrA, indicesA, dataA, n, indptrB, indicesB, dataB, drop_zeros, out_float64,
+ *        b_canonical) -> (indptr, indices, data, products): C = A @ B (A and B of one dtype), columns
+ * ascending per row.  b_canonical: -1 checks A and B here; 0/1 only from a caller that has just
+ * validated both (accspmm._validate.as_csr) and knows whether B is canonical. */
 static PyObject *py_spgemm(PyObject *self, PyObject *args) {
     Py_ssize_t m, k, n;
     PyObject *ipa, *ixa, *va, *ipb, *ixb, *vb;
-    int drop, f64;
+    int drop, f64, b_canonical;
     csr_args a, b;
     PyArrayObject *rp = NULL, *cols = NULL, *vals = NULL;
     acc_spgemm_state *state = NULL;
     memset(&b, 0, sizeof b);
     (void)self;
-    if (!PyArg_ParseTuple(args, "nnOOOnOOOpp", &m, &k, &ipa, &ixa, &va, &n, &ipb, &ixb, &vb, &drop, &f64))
+    if (!PyArg_ParseTuple(args, "nnOOOnOOOppi", &m, &k, &ipa, &ixa, &va, &n, &ipb, &ixb, &vb, &drop, &f64,
+                          &b_canonical))
         return NULL;
     if (csr_args_parse(&a, m, k, ipa, ixa, va) < 0 || csr_args_parse(&b, k, n, ipb, ixb, vb) < 0) goto fail;
     if (!a.data || !b.data || a.view.dtype != b.view.dtype) {
@@ -457,7 +460,7 @@ static PyObject *py_spgemm(PyObject *self, PyObject *args) {
     int64_t nnz = 0, products = 0;
     acc_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = acc_spgemm_compute(&a.view, &b.view, drop, odt, &state, &nnz, &products);
+    st = acc_spgemm_compute(&a.view, &b.view, drop, b_canonical, odt, &state, &nnz, &products);
     Py_END_ALLOW_THREADS
     if (st != ACC_SUCCESS) {
         acc_py_raise(st, "spgemm");

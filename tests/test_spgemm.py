@@ -231,3 +231,14 @@ def test_plan_on_the_cpu_recomputes_with_new_values():
         same(p(S.data * -1), scipy_product(-S, -S))
         with pytest.raises(ValueError, match="itself"):
             p(S, S)
+
+
+def test_plan_pattern_changed_in_place_raises():
+    # a CPU plan keeps views of the operands' index arrays; an index made invalid after planning is
+    # caught by the C check at the next product (a one-shot spgemm checks once, in Python)
+    A = int_sparse(50, 50, 0.1, 4)
+    p = accspmm.spgemm_plan(A, A, device="cpu")
+    same(p(), scipy_product(A, A))
+    A.indices[0] = 500
+    with pytest.raises(ValueError, match="column index out of range"):
+        p()

@@ -423,7 +423,7 @@ static int spgemm(const acc_csr *a, const acc_csr *b, int drop, int64_t **rp, in
     *rp = NULL;
     *ci = NULL;
     *v = NULL;
-    int st = acc_spgemm_compute(a, b, drop, ACC_FLOAT32, &s, &room, &products);
+    int st = acc_spgemm_compute(a, b, drop, -1, ACC_FLOAT32, &s, &room, &products);
     if (st) return st;
     *rp = malloc((size_t)(a->m + 1) * 8);
     *ci = malloc((size_t)(room + 1) * 4);
@@ -488,7 +488,8 @@ static void test_spgemm(int64_t m, int64_t k, int64_t n, int per_row) {
     bad.m = k + 1;
     acc_spgemm_state *s = NULL;
     int64_t room;
-    EXPECT(acc_spgemm_compute(&a, &bad, 1, ACC_FLOAT32, &s, &room, NULL) == ACC_ERR_INVALID_ARGUMENT && !s);
+    EXPECT(acc_spgemm_compute(&a, &bad, 1, -1, ACC_FLOAT32, &s, &room, NULL) == ACC_ERR_INVALID_ARGUMENT &&
+           !s);
     free(R);
     free_csr(&A);
     free_csr(&B);
