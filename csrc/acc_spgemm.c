@@ -21,8 +21,10 @@
  * the order).  A row of A with one entry, when B is canonical, is B's row scaled: no accumulator.
  *
  * Arithmetic: products and sums in double, in the order of A's row entries and then B's (scipy's
- * order), rounded once to the output type: float64 data gives scipy's sums; float32 data is more
- * accurate than a float32 accumulation (one rounding); integer-valued data is exact either way.
+ * order), rounded once to the output type: float64 data gives scipy's sums where scipy's build does
+ * not contract them to FMA (the GPU machine's scipy 1.18.1 differs on 2,816 of cnr-2000's 34M
+ * entries, all within 4.5 u x the sum of |products|); float32 data is more accurate than a float32
+ * accumulation (one rounding); integer-valued data is exact either way.
  * No FMA contraction (this file is built for the baseline ISA), so that order is the arithmetic.
  *
  * Cost: O(products + w + r) per row of r entries in w touched words (dense), or O(products + r)
