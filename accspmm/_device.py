@@ -71,6 +71,10 @@ def device_info(device: int | None = None) -> dict:
 # ---- device memory ------------------------------------------------------------------------
 
 _CU = None
+#: Host arrays of at least this many bytes get their pages mapped by the C core's threads before a
+#: device-to-host copy overwrites them (a copy into fresh, unmapped pages ran at 3 GB/s on the GPU
+#: machine, 10 GB/s into mapped ones; mapping 256 MB on 16 threads took 5.5 ms).
+PREFAULT_BYTES = 1 << 22
 
 
 def _cuda_for_arrays():
@@ -107,11 +111,13 @@ class DeviceArray:
         return d
 
     def to_host(self, out: np.ndarray | None = None, stream=None) -> np.ndarray:
-        from . import _cuda
+        from . import _core, _cuda
 
         if out is None:
             out = np.empty(self.shape, self.dtype)
-        _cuda.memcpy_dtoh(out, self.ptr, stream)
+        if out.nbytes >= PREFAULT_BYTES and out.flags.c_contiguous and out.flags.writeable:
+            _core.prefault(out)  # its pages mapped by the core's threads, not one by one by the copy
+        _cuda.memcpy_dtoh(out, self.ptr, stream)  # which overwrites every byte
         return out
 
     def free(self):

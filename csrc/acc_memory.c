@@ -36,3 +36,17 @@ void *acc_mem_realloc(void *p, size_t n, size_t size) {
 }
 
 void acc_mem_free(void *p) { free(p); }
+
+/* A store to every 4 KiB page of buf, the pages split among threads: the kernel maps and zeroes
+ * fresh pages in parallel instead of one by one on the thread that first writes them (a
+ * device-to-host copy into a fresh 256 MB array ran at 3 GB/s on the GPU machine, 10 GB/s into
+ * mapped pages).  The contents are undefined afterwards. */
+void acc_prefault(void *buf, size_t bytes) {
+    const size_t page = 4096;
+    char *c = buf;
+    const int64_t pages = (int64_t)((bytes + page - 1) / page);
+    /* a fault costs about a microsecond: ~1000 of acc_threads_for's items */
+#pragma omp parallel for num_threads(acc_threads_for(pages * 1024)) schedule(static)
+    for (int64_t i = 0; i < pages; i++)
+        c[(size_t)i * page] = 0;
+}

@@ -114,6 +114,10 @@ typedef struct acc_bittcf_stats {
     int64_t csr_bytes;            /* bytes of the same matrix as CSR with int32 indices, int64 offsets */
 } acc_bittcf_stats;
 
+/* Maps every page of a fresh host buffer (a store per 4 KiB page, pages split among threads), so
+ * that a copy into it does not fault page by page; its contents are undefined afterwards. */
+void acc_prefault(void *buf, size_t bytes);
+
 /* ---- CSR checks and canonicalisation ---------------------------------- */
 
 /* Validates a CSR: sizes, row_offsets, column range.

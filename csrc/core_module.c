@@ -898,6 +898,24 @@ fail:
     return NULL;
 }
 
+/* prefault(array): maps every page of a fresh (np.empty) writeable C-contiguous array in parallel;
+ * its contents are undefined afterwards.  For large device-to-host copies. */
+static PyObject *py_prefault(PyObject *self, PyObject *arg) {
+    (void)self;
+    if (!PyArray_Check(arg) || !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)arg) ||
+        !PyArray_ISWRITEABLE((PyArrayObject *)arg)) {
+        PyErr_SetString(PyExc_TypeError, "prefault needs a writeable C-contiguous ndarray");
+        return NULL;
+    }
+    PyArrayObject *a = (PyArrayObject *)arg;
+    void *data = PyArray_DATA(a);
+    const size_t bytes = (size_t)PyArray_NBYTES(a);
+    Py_BEGIN_ALLOW_THREADS
+    acc_prefault(data, bytes);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_num_threads(PyObject *self, PyObject *noargs) {
     (void)self;
     (void)noargs;
@@ -952,6 +970,8 @@ static PyMethodDef core_methods[] = {
     {"bittcf_count_stats", py_bittcf_count_stats, METH_VARARGS,
      "bittcf_count_stats(m, k, indptr, indices, perm, float64) -> stats dict (no format built)"},
     {"num_threads", py_num_threads, METH_NOARGS, "OpenMP threads the core uses"},
+    {"prefault", py_prefault, METH_O,
+     "prefault(array): map a fresh array's pages in parallel (contents undefined)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef core_module = {

@@ -174,6 +174,15 @@ def test_glue_rejects_wrong_arrays():
         _core.csr_check(1, 1, np.array([0, 5], np.int64), indices)  # indptr[-1] beyond indices
     with pytest.raises(ValueError):
         _core.csr_check(-1, 1, indptr, indices)
+    fresh = np.empty((1 << 20) + 3, np.uint8)  # pages mapped by threads before a device-to-host copy
+    _core.prefault(fresh)
+    fresh[:] = 7
+    assert (fresh == 7).all()
+    ro = np.empty(8)
+    ro.flags.writeable = False
+    for bad in (ro, np.empty(8)[::2], [0.0]):
+        with pytest.raises(TypeError):
+            _core.prefault(bad)
 
 
 def test_corrupted_format_rejected(A, B):
