@@ -116,10 +116,11 @@ __global__ void narrow_columns(int64_t n, const int64_t *__restrict__ in, int32_
     GRID_STRIDE(i, n) out[i] = (int32_t)in[i];
 }
 
-/* key (row, column) and index of every entry (rows by binary search). */
+/* key (row, column) = row << cb | column and index of every entry (rows by binary search); cb: the
+ * columns' bits, so that the sort runs over the bits of rows and columns only. */
 template <typename IdxT>
 __global__ void row_keys(int64_t m, int64_t nnz, const IdxT *__restrict__ rp, const IdxT *__restrict__ ci,
-                         uint64_t *__restrict__ keys, uint32_t *__restrict__ src) {
+                         int cb, uint64_t *__restrict__ keys, uint32_t *__restrict__ src) {
     GRID_STRIDE(e, nnz) {
         int64_t lo = 0, hi = m - 1;
         while (lo < hi) {
@@ -129,7 +130,7 @@ __global__ void row_keys(int64_t m, int64_t nnz, const IdxT *__restrict__ rp, co
             else
                 hi = mid - 1;
         }
-        keys[e] = ((uint64_t)lo << 32) | (uint64_t)ci[e];
+        keys[e] = ((uint64_t)lo << cb) | (uint64_t)ci[e];
         src[e] = (uint32_t)e;
     }
 }
@@ -138,14 +139,14 @@ __global__ void key_heads(int64_t nnz, const uint64_t *__restrict__ keys, int64_
     GRID_STRIDE(j, nnz) slot[j] = j == 0 || keys[j] != keys[j - 1];
 }
 
-__global__ void canonical_fill(int64_t nnz, const uint64_t *__restrict__ keys,
+__global__ void canonical_fill(int64_t nnz, const uint64_t *__restrict__ keys, int cb,
                                const int64_t *__restrict__ slot, int32_t *__restrict__ ci,
                                int64_t *__restrict__ rows, int64_t *__restrict__ run) {
     GRID_STRIDE(j, nnz) {
         if (j == 0 || keys[j] != keys[j - 1]) {
             const int64_t s = slot[j] - 1;
-            ci[s] = (int32_t)(keys[j] & 0xFFFFFFFFull);
-            rows[s] = (int64_t)(keys[j] >> 32);
+            ci[s] = (int32_t)(keys[j] & ((1ull << cb) - 1));
+            rows[s] = (int64_t)(keys[j] >> cb);
             if (run) run[s] = j;
         }
     }
@@ -295,12 +296,13 @@ int canonicalize(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *in, RowMat *out, c
     TRY(k1.alloc((size_t)nnz, s, &p->tr));
     TRY(s0.alloc((size_t)nnz, s, &p->tr));
     TRY(s1.alloc((size_t)nnz, s, &p->tr));
+    const int cb = std::max(1, bits_for(in->k)); /* k < 2^31, m < 2^32: the key fits 63 bits */
     row_keys<IdxT><<<grid_for(nnz), kThreads, 0, s>>>(m, nnz, (const IdxT *)in->d_row_offsets,
-                                                      (const IdxT *)in->d_column_indices, k0.p, s0.p);
+                                                      (const IdxT *)in->d_column_indices, cb, k0.p, s0.p);
     LAUNCH_CHECK();
     cub::DoubleBuffer<uint64_t> kb(k0.p, k1.p);
     cub::DoubleBuffer<uint32_t> vb(s0.p, s1.p);
-    const int end_bit = 32 + std::max(1, bits_for(m));
+    const int end_bit = cb + std::max(1, bits_for(m)); /* the bits of rows and columns only (was 32 + rows) */
     size_t sort_bytes = 0, scan_bytes = 0;
     ACC_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, kb, vb, nnz, 0, end_bit, s));
     ACC_CUDA_TRY(
@@ -323,7 +325,7 @@ int canonicalize(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *in, RowMat *out, c
     TRY(p->palloc(&rp, (size_t)m + 1));
     TRY(rows.alloc((size_t)nv, s, &p->tr));
     if (nv < nnz) TRY(p->palloc(&run, (size_t)nv + 1));
-    canonical_fill<<<grid_for(nnz), kThreads, 0, s>>>(nnz, kb.Current(), slot.p, ci, rows.p, run);
+    canonical_fill<<<grid_for(nnz), kThreads, 0, s>>>(nnz, kb.Current(), cb, slot.p, ci, rows.p, run);
     LAUNCH_CHECK();
     if (run) {
         set_value<int64_t><<<1, 1, 0, s>>>(run + nv, nnz);

@@ -488,6 +488,30 @@ def test_duplicates_unsorted_int64_and_empty_rows(algorithm):
     assert A.indices.tolist() == [5, 1, 5, 0, 0, 3]  # the input is not modified
 
 
+def test_unsorted_operand_of_many_rows_and_columns():
+    """The row path's canonical copy sorts keys row << bits(k) | column: B of 70,000 rows (17 bits)
+    and 2^21 + 5 columns (22 bits), every row reversed and one entry doubled, the top columns used."""
+    rng = np.random.default_rng(21)
+    n, nnz = (1 << 21) + 5, 300_000
+    cols = rng.integers(0, n, nnz)
+    cols[:50] = n - 1 - rng.integers(0, 3, 50)
+    B = sp.csr_matrix((rng.integers(-8, 9, nnz).astype(np.float64), (rng.integers(0, 70_000, nnz), cols)),
+                      shape=(70_000, n))
+    rows, idx, val = [], [], []
+    for r in range(B.shape[0]):
+        lo, hi = B.indptr[r], B.indptr[r + 1]
+        rows.append(hi - lo + (hi > lo))
+        idx += [B.indices[lo:hi][::-1], B.indices[lo:hi][:1]]
+        val += [B.data[lo:hi][::-1], B.data[lo:hi][:1]]
+    U = sp.csr_matrix((np.concatenate(val), np.concatenate(idx), np.concatenate([[0], np.cumsum(rows)])),
+                      shape=B.shape)
+    assert not U.has_canonical_format
+    Uc = U.copy()
+    Uc.sum_duplicates()
+    A = int_sparse(300, 70_000, 2e-3, 23)
+    same(gpu_product(A, U, algorithm="rows"), scipy_product(A, Uc))
+
+
 @pytest.mark.parametrize("shapes", [((1, 1), (1, 1)), ((1, 500), (500, 1)), ((500, 1), (1, 500)),
                                     ((5000, 3), (3, 7)), ((3, 5000), (5000, 2)), ((17, 9), (9, 0)),
                                     ((0, 9), (9, 4))])
