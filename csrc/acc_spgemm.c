@@ -37,7 +37,7 @@
 
 struct acc_spgemm_state {
     acc_csr A, B;
-    int64_t m, n, nnz, maxp;
+    int64_t nnz, maxp; /* C is A.m x B.k */
     int b_canonical, drop_zeros, nth;
     acc_dtype out_dtype;
     int64_t *work;   /* [m + 1] prefix sums of the row costs: products + A's entries + 1 */
@@ -234,19 +234,17 @@ static inline void mark_columns(uint64_t *bits, int32_t *words, int64_t *nw, con
     *nw = n;
 }
 
-static inline int64_t popcount64(uint64_t x) { /* SWAR: this file is built for the baseline ISA */
-    x = x - ((x >> 1) & 0x5555555555555555ull);
-    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
-    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
-    return (int64_t)((x * 0x0101010101010101ull) >> 56);
-}
-
 /* ---- the symbolic pass -------------------------------------------------- */
+
+/* Row i's products: its cost in s->work less its entries and the 1 per row. */
+static inline int64_t products_of(const acc_spgemm_state *s, int64_t i) {
+    return s->work[i + 1] - s->work[i] - (s->A.row_offsets[i + 1] - s->A.row_offsets[i]) - 1;
+}
 
 static int64_t row_count(accum *a, const acc_spgemm_state *s, int64_t i) {
     const acc_csr *A = &s->A, *B = &s->B;
     const int64_t a0 = A->row_offsets[i], a1 = A->row_offsets[i + 1];
-    const int64_t f = s->work[i + 1] - s->work[i] - (a1 - a0) - 1;
+    const int64_t f = products_of(s, i);
     if (f <= 1 || (a1 - a0 == 1 && s->b_canonical)) return f;
     const int64_t *brp = B->row_offsets;
     const int32_t *bci = B->column_indices;
@@ -258,7 +256,7 @@ static int64_t row_count(accum *a, const acc_spgemm_state *s, int64_t i) {
             mark_columns(a->bits, a->list, &nw, bci, brp[k], brp[k + 1]);
         }
         for (int64_t e = 0; e < nw; e++) {
-            r += popcount64(a->bits[a->list[e]]);
+            r += __builtin_popcountll(a->bits[a->list[e]]);
             a->bits[a->list[e]] = 0;
         }
         return r;
@@ -305,8 +303,6 @@ acc_status acc_spgemm_compute(const acc_csr *A, const acc_csr *B, int drop_zeros
     memset(s, 0, sizeof *s);
     s->A = *A;
     s->B = *B;
-    s->m = m;
-    s->n = B->k;
     s->b_canonical = b_canonical;
     s->drop_zeros = drop_zeros;
     s->out_dtype = out_dtype;
@@ -352,7 +348,7 @@ acc_status acc_spgemm_compute(const acc_csr *A, const acc_csr *B, int drop_zeros
 #pragma omp parallel num_threads(s->nth)
     {
         accum a;
-        int ok = accum_init(&a, s->n, maxp, 0) == ACC_SUCCESS;
+        int ok = accum_init(&a, s->B.k, maxp, 0) == ACC_SUCCESS;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t j = 0; j < s->npieces; j++)
             for (int64_t i = s->pieces[j]; i < s->pieces[j + 1]; i++) {
@@ -442,7 +438,7 @@ static int64_t row_fill(accum *a, const acc_spgemm_state *s, int64_t i, int64_t 
                         void *vals) {
     const acc_csr *A = &s->A, *B = &s->B;
     const int64_t a0 = A->row_offsets[i], a1 = A->row_offsets[i + 1];
-    const int64_t f = s->work[i + 1] - s->work[i] - (a1 - a0) - 1;
+    const int64_t f = products_of(s, i);
     const acc_dtype out = s->out_dtype;
     const int drop = s->drop_zeros;
     int32_t *c = cols + at;
@@ -486,7 +482,7 @@ static int64_t row_fill(accum *a, const acc_spgemm_state *s, int64_t i, int64_t 
 acc_status acc_spgemm_fill(const acc_spgemm_state *s, int64_t *row_offsets, int32_t *cols, void *vals,
                            int64_t *nnz) {
     if (!s || !row_offsets || !nnz || (s->nnz > 0 && (!cols || !vals))) return ACC_ERR_INVALID_ARGUMENT;
-    const int64_t m = s->m;
+    const int64_t m = s->A.m;
     row_offsets[0] = 0;
     for (int64_t i = 0; i < m; i++)
         row_offsets[i + 1] = row_offsets[i] + s->count[i];
@@ -496,7 +492,7 @@ acc_status acc_spgemm_fill(const acc_spgemm_state *s, int64_t *row_offsets, int3
 #pragma omp parallel num_threads(s->nth)
     {
         accum a;
-        int ok = accum_init(&a, s->n, s->maxp, 1) == ACC_SUCCESS;
+        int ok = accum_init(&a, s->B.k, s->maxp, 1) == ACC_SUCCESS;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t j = 0; j < s->npieces; j++)
             for (int64_t i = s->pieces[j]; i < s->pieces[j + 1]; i++) {
