@@ -341,7 +341,8 @@ def spgemm(A, B, *, device="auto", precision=None, keep_zeros=False):
     if dev == "gpu":
         with SpGEMMPlan(A, B, device=dev, precision=precision, keep_zeros=keep_zeros, keep_pairs=False) as p:
             return p()
-    a, b = _operand(A, "A"), _operand(B, "B")
+    a = _operand(A, "A")
+    b = a if B is A else _operand(B, "B")  # A @ A: one check, as SpGEMMPlan does
     _check_shapes(a.shape, b.shape)
     dtype = _result_dtype(a.dtype, b.dtype, precision)
     (m, k), n = a.shape, b.shape[1]
