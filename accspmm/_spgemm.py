@@ -177,13 +177,16 @@ class SpGEMMPlan:
         fast reuse; costs 8 bytes per pair of device memory).
     path : tiles: "model" (default: the model of cuda/spgemm_tiles.cu picks Tensor Cores or CUDA
         cores per tile pair), "tensor" or "scalar" (experiments; the same bits on integer data).
+    row_hash : rows: True (default) sums each row of at most 256 products (and entries) that is not
+        tiny in a warp's hash table in shared memory; False sorts them in row groups like the other
+        small rows (experiments; the same bits, the sums in the same order).
     CuPy operands run on CuPy's current stream of their device.
     """
 
     _poison = False  # tests: fill GPU results with -1/NaN before the numeric phase writes them
 
     def __init__(self, A, B, *, device="auto", precision=None, keep_zeros=False, algorithm="auto", chunk_pairs=None,
-                 keep_pairs=True, path="model"):
+                 keep_pairs=True, path="model", row_hash=True):
         t0 = time.perf_counter()
         self.kind = _kinds(A, B)
         self.device = _resolve_device(device, self.kind)
@@ -227,7 +230,7 @@ class SpGEMMPlan:
             self._dev = (da, db)
             self._product = DeviceProduct(da, db, self.same, self._stream, chunk_pairs=chunk_pairs or 0,
                                           keep_pairs=keep_pairs, path=path, check=self.kind == "cupy",
-                                          algorithm=algorithm)
+                                          algorithm=algorithm, row_hash=row_hash)
             self.stats["seconds"].update(self._product.seconds)
             self.stats.update(self._product.stats())
         self.stats["seconds"]["plan"] = time.perf_counter() - t0

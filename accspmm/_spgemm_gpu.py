@@ -86,7 +86,7 @@ class DeviceProduct:
     """The symbolic phase of ``A @ B`` on the GPU (a capsule of cuda/spgemm.cu) and its numeric calls."""
 
     def __init__(self, a: DeviceOperand, b: DeviceOperand, same: bool, stream=None, chunk_pairs=0,
-                 keep_pairs=True, path="model", check=True, algorithm="auto"):
+                 keep_pairs=True, path="model", check=True, algorithm="auto", row_hash=True):
         cu = require_cuda()
         if path not in PATHS:
             raise ValueError(f"path must be one of {tuple(PATHS)}, got {path!r}")
@@ -99,7 +99,7 @@ class DeviceProduct:
         # `check`: device operands are validated first (a clear ValueError, never a fault) and found
         # canonical or not, in the same synchronisation as the model's samples
         self._cap = cu.spgemm_analyse(a.csr6(), b.csr6(), int(chunk_pairs or 0), bool(keep_pairs), PATHS[path],
-                                      bool(same), ALGORITHMS[algorithm], bool(check), stream)
+                                      bool(same), ALGORITHMS[algorithm], bool(check), not row_hash, stream)
         self.seconds = {"symbolic": time.perf_counter() - t}
         self.info = cu.spgemm_info(self._cap)
 

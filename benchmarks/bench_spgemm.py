@@ -233,7 +233,7 @@ def main():
         st = plan.stats
         for key in ("algorithm", "density_a", "density_b", "nnz_per_tile_a", "products", "nnz_structural",
                     "large_rows", "max_row_products", "plan_bytes", "large_products", "large_entries",
-                    "tiny_products", "model_ms_tiles", "model_ms_rows"):
+                    "tiny_products", "hashed_products", "model_ms_tiles", "model_ms_rows"):
             row[key] = st[key]
         C = plan()
         row["nnz_c"] = int(C.nnz)
@@ -246,14 +246,15 @@ def main():
             row["peak_bytes_ours"] = p2.stats["peak_bytes"]
         # ours, fresh (analysis + numeric + the result): the model's choice and each algorithm forced,
         # timed interleaved with CuPy (below), so that drifts of clocks or pools hit all alike
-        def fresh(algo):
+        def fresh(algo, **kw):
             def call():
-                with accspmm.spgemm_plan(Ag, Bg, algorithm=algo, keep_pairs=False) as q:
+                with accspmm.spgemm_plan(Ag, Bg, algorithm=algo, keep_pairs=False, **kw) as q:
                     return q()
             return call
 
+        # rows_sorted: the rows with no hash tables (every small row sorted in row groups)
         timed = {"ours": lambda: accspmm.spgemm(Ag, Bg), "tiles": fresh("tiles"), "rows": fresh("rows"),
-                 "reuse": lambda: plan(Ag.data)}
+                 "rows_sorted": fresh("rows", row_hash=False), "reuse": lambda: plan(Ag.data)}
         for algo in ("tiles", "rows"):
             os.environ["ACCSPMM_SPGEMM_PROFILE"] = "1"  # every phase synchronised and timed
             try:
@@ -345,7 +346,8 @@ def main():
         row["seconds"] = time.perf_counter() - t_case
         rows.append(row)
         print(f"{name:16s} {prod:6s} d {row['density_a']:4.1f}/{row['density_b']:4.1f} P {row['products']:.2g} "
-              f"{row['algorithm']:5s} ours {row['ms_ours']:7.3f} (tiles {row['ms_tiles']:7.3f} rows {row['ms_rows']:7.3f}) "
+              f"{row['algorithm']:5s} ours {row['ms_ours']:7.3f} (tiles {row['ms_tiles']:7.3f} rows {row['ms_rows']:7.3f} "
+              f"sorted {row.get('ms_rows_sorted') or 0:7.3f}) "
               f"reuse {row['ms_reuse']:7.3f} cupy {row.get('ms_cupy') or float('nan'):7.3f} "
               f"x{row.get('speedup_vs_cupy', float('nan')):.2f} err {row['err_ours']:.0e} pat {row['pattern_equal']} "
               f"({row['seconds']:.1f}s)\n    model tiles {row['model_ms_tiles']:.2f} rows {row['model_ms_rows']:.2f}"
@@ -399,6 +401,12 @@ def summarise(rows):
                           ms(r, other_algorithm(r["algorithm"])), 2)) for r in rows
                          if ms(r, r["algorithm"]) > 1.1 * ms(r, other_algorithm(r["algorithm"]))],
         "model_time_lost": geomean([ms(r, r["algorithm"]) / min(r["ms_tiles"], r["ms_rows"]) for r in rows]),
+        # the rows algorithm with every small row sorted over the same with hashed rows, both fresh
+        # (above 1: the hash tables are faster)
+        "geomean_sorted_over_hashed_rows": geomean([r["ms_rows_sorted"] / r["ms_rows"] for r in rows
+                                                    if r.get("ms_rows_sorted")]),
+        "sorted_over_hashed_rows": sorted((round(r["ms_rows_sorted"] / r["ms_rows"], 2),
+                                           f"{r['matrix']} {r['product']}") for r in rows if r.get("ms_rows_sorted")),
         "all_patterns_equal": all(r["pattern_equal"] for r in rows),
         "max_err_ours": max((r["err_ours"] for r in rows), default=0.0),
         "max_err_cupy": max((r.get("err_cupy", 0.0) for r in rows), default=0.0),

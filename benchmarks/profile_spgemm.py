@@ -5,7 +5,7 @@
     python benchmarks/profile_spgemm.py DATA_DIR --python NAME ...             # the host side: cProfile
 
 --kernels: for each NAME:ALGO (a matrix of DATA_DIR, kron_poisson_bB or amg_{poisson,elasticity}_{RA,RAP};
-ALGO tiles or rows), one warm-up
+ALGO tiles, rows or rows-sorted: no hash tables), one warm-up
 call, then one call inside cudaProfilerStart/Stop, so ncu sees exactly the kernels of one product
 (run with --profile-from-start off).  --python: 200 one-shot products of each matrix under cProfile,
 the functions by their own time, and the wall time per call.
@@ -81,7 +81,8 @@ def main():
             cupy.cuda.runtime.deviceSynchronize()
             if profiled:
                 cupy.cuda.profiler.start()
-            with accspmm.spgemm_plan(Ag, Bg, algorithm=algo, keep_pairs=False) as p:
+            kw = {"algorithm": "rows", "row_hash": False} if algo == "rows-sorted" else {"algorithm": algo}
+            with accspmm.spgemm_plan(Ag, Bg, keep_pairs=False, **kw) as p:
                 p()
             cupy.cuda.runtime.deviceSynchronize()
             if profiled:

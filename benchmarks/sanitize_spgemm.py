@@ -1,6 +1,6 @@
 """Small GPU SpGEMM workload for compute-sanitizer (`bash benchmarks/sanitize_gpu.sh
 benchmarks/sanitize_spgemm.py`): the tile algorithm (both numeric paths and the model, one and
-several chunks, kept and re-sorted pairs) and the row algorithm (row groups, large rows dense in
+several chunks, kept and re-sorted pairs) and the row algorithm (hashed rows, row groups, large rows dense in
 shared memory and sorted in batches, tiny rows a warp each with 32- and 64-bit keys, a canonicalised
 operand), CuPy and scipy operands,
 duplicates, NaN/inf, exact cancellations (the compaction), dense 8x8 tiles, empty rows and
@@ -73,9 +73,10 @@ Bx.data[::5] = np.inf
 Bx.data[2::7] = np.nan
 M = ints(60, 60, 0.1, 5, 1, 3)
 P, Q = sp.hstack([M, -M, sp.identity(60)]).tocsr(), sp.vstack([M, M, M]).tocsr()
-for algorithm in ("tiles", "rows"):
+for algorithm in ("tiles", "rows", "rows-sorted"):  # rows: small rows hashed; rows-sorted: in row groups
     def spgemm(X, Y, **kw):
-        with accspmm.spgemm_plan(X, Y, device="gpu", algorithm=algorithm, **kw) as p:
+        kw.update({"algorithm": "rows", "row_hash": False} if algorithm == "rows-sorted" else {"algorithm": algorithm})
+        with accspmm.spgemm_plan(X, Y, device="gpu", **kw) as p:
             return p()
 
     check(spgemm(T, T), T @ T, f"{algorithm} dense tiles")

@@ -359,7 +359,8 @@ int enqueue_sample(const acc_spgemm_gpu_csr *in, unsigned long long *out, cudaSt
  * entries), its products (the sum of B's row lengths at its columns); out[0] += the products of
  * small rows (at most ROWS_SMALL_MAX), out[1] += those of the others, out[2] += their entries,
  * out[3] += their count, out[4] += the products of rows of more than ROWS_MEDIUM_MAX, out[5] += the
- * products of tiny rows (at most ROWS_TINY_MAX entries and products: a warp each).  Offsets
+ * products of tiny rows (at most ROWS_TINY_MAX entries and products: a warp each), out[6] += the
+ * products of the other rows of at most hash_max entries and products (hashed: a warp each).  Offsets
  * (to ci's length, lengthA) and columns are clamped (this runs before the checks' verdict):
  * invalid operands give wrong statistics, never a fault.  One set of atomics per block: same-address atomics
  * of every warp cost about 100 us on the H100. */
@@ -368,7 +369,7 @@ constexpr int kRowStatsThreads = 256;
 template <typename IA, typename IB>
 __global__ void __launch_bounds__(kRowStatsThreads)
     row_stats(int64_t m, int64_t k, const IA *__restrict__ rpA, const IA *__restrict__ ciA, int64_t lengthA,
-              const IB *__restrict__ rpB, unsigned long long *__restrict__ out) {
+              const IB *__restrict__ rpB, int64_t hash_max, unsigned long long *__restrict__ out) {
     const int lane = threadIdx.x & 31;
     const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
@@ -382,7 +383,7 @@ __global__ void __launch_bounds__(kRowStatsThreads)
                                                          return (unsigned long long)max(
                                                              (int64_t)0, min((int64_t)rpB[c + 1], nnzB) - lo);
     };
-    unsigned long long small = 0, large = 0, entries = 0, rows = 0, huge = 0, tiny = 0;
+    unsigned long long small = 0, large = 0, entries = 0, rows = 0, huge = 0, tiny = 0, hashed = 0;
     /* 32 rows per warp at a time, a lane each; rows of more than 32 entries by the whole warp */
     for (int64_t base = warp * 32; base < m; base += warps * 32) {
         const int64_t i = base + lane;
@@ -410,7 +411,10 @@ __global__ void __launch_bounds__(kRowStatsThreads)
         if (i >= m) continue;
         if (prod <= (unsigned long long)ROWS_SMALL_MAX) {
             small += prod;
-            if (e1 - e0 <= ROWS_TINY_MAX && prod <= (unsigned long long)ROWS_TINY_MAX) tiny += prod;
+            if (e1 - e0 <= ROWS_TINY_MAX && prod <= (unsigned long long)ROWS_TINY_MAX)
+                tiny += prod;
+            else if (e1 - e0 <= hash_max && prod <= (unsigned long long)hash_max)
+                hashed += prod;
         } else {
             large += prod;
             entries += (unsigned long long)(e1 - e0);
@@ -426,8 +430,9 @@ __global__ void __launch_bounds__(kRowStatsThreads)
         rows += __shfl_xor_sync(0xFFFFFFFFu, rows, o);
         huge += __shfl_xor_sync(0xFFFFFFFFu, huge, o);
         tiny += __shfl_xor_sync(0xFFFFFFFFu, tiny, o);
+        hashed += __shfl_xor_sync(0xFFFFFFFFu, hashed, o);
     }
-    __shared__ unsigned long long part[kRowStatsThreads / 32][6];
+    __shared__ unsigned long long part[kRowStatsThreads / 32][7];
     if (lane == 0) {
         part[threadIdx.x >> 5][0] = small;
         part[threadIdx.x >> 5][1] = large;
@@ -435,9 +440,10 @@ __global__ void __launch_bounds__(kRowStatsThreads)
         part[threadIdx.x >> 5][3] = rows;
         part[threadIdx.x >> 5][4] = huge;
         part[threadIdx.x >> 5][5] = tiny;
+        part[threadIdx.x >> 5][6] = hashed;
     }
     __syncthreads();
-    if (threadIdx.x < 6) {
+    if (threadIdx.x < 7) {
         unsigned long long sum = 0;
         for (int w = 0; w < kRowStatsThreads / 32; w++)
             sum += part[w][threadIdx.x];
@@ -446,24 +452,24 @@ __global__ void __launch_bounds__(kRowStatsThreads)
 }
 
 template <typename IA, typename IB>
-int enqueue_row_stats_typed(const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu_csr *B, unsigned long long *out,
-                            cudaStream_t s) {
+int enqueue_row_stats_typed(const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu_csr *B, int64_t hash_max,
+                            unsigned long long *out, cudaStream_t s) {
     const int64_t blocks = std::min<int64_t>((A->m + kRowStatsThreads - 1) / kRowStatsThreads, 1024);
-    row_stats<IA, IB><<<(unsigned)blocks, kRowStatsThreads, 0, s>>>(A->m, B->m, (const IA *)A->d_row_offsets,
-                                                                    (const IA *)A->d_column_indices, A->nnz,
-                                                                    (const IB *)B->d_row_offsets, out);
+    row_stats<IA, IB><<<(unsigned)blocks, kRowStatsThreads, 0, s>>>(
+        A->m, B->m, (const IA *)A->d_row_offsets, (const IA *)A->d_column_indices, A->nnz,
+        (const IB *)B->d_row_offsets, hash_max, out);
     LAUNCH_CHECK();
     return ACC_SUCCESS;
 }
 
-int enqueue_row_stats(const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu_csr *B, unsigned long long *out,
-                      cudaStream_t s) {
+int enqueue_row_stats(const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu_csr *B, int64_t hash_max,
+                      unsigned long long *out, cudaStream_t s) {
     if (A->m == 0) return ACC_SUCCESS;
     if (A->index_bits == 32)
-        return B->index_bits == 32 ? enqueue_row_stats_typed<int32_t, int32_t>(A, B, out, s)
-                                   : enqueue_row_stats_typed<int32_t, int64_t>(A, B, out, s);
-    return B->index_bits == 32 ? enqueue_row_stats_typed<int64_t, int32_t>(A, B, out, s)
-                               : enqueue_row_stats_typed<int64_t, int64_t>(A, B, out, s);
+        return B->index_bits == 32 ? enqueue_row_stats_typed<int32_t, int32_t>(A, B, hash_max, out, s)
+                                   : enqueue_row_stats_typed<int32_t, int64_t>(A, B, hash_max, out, s);
+    return B->index_bits == 32 ? enqueue_row_stats_typed<int64_t, int32_t>(A, B, hash_max, out, s)
+                               : enqueue_row_stats_typed<int64_t, int64_t>(A, B, hash_max, out, s);
 }
 
 /* Sampled entries and nonempty tiles of A and B (B may be NULL) into out [4], enqueued. */
@@ -480,13 +486,15 @@ int enqueue_densities(const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu_csr *B, 
 /* The model: each algorithm's time (ms, whole call) as a linear function of statistics known before
  * either runs, fitted on the H100 (benchmarks/NOTES.md, "SpGEMM model"): the tiles by their tile
  * pairs, estimated as products / (dA dB / 8), and the operands' entries they tile; the rows by their small
- * rows' products, plus, for the large rows, their entries, products and n-wide dense rows (n <=
- * rows_dense_cols()), or their products (sorted, larger n: one block per row, or in batches for
- * rows of more than ROWS_MEDIUM_MAX products).  Only the comparison matters: a wrong
- * choice costs time, never correctness. */
+ * rows' products (tiny, hash candidates and the others at their own rates: the candidates' fitted on
+ * kron b2 and b3, whose rows all stay hashed), plus, for the large rows, their entries, products and n-wide
+ * dense rows (n <= rows_dense_cols()), or their products (sorted, larger n: one block per row, or in batches
+ * for rows of more than ROWS_MEDIUM_MAX products).  Only the comparison matters: a wrong choice costs time,
+ * never correctness. */
 struct Model {
     double tiles_ms0 = 1.05, tiles_ms_per_mpair = 0.086, tiles_ms_per_mentry = 0.14;
-    double rows_ms0 = 0.45, small_ms_per_mproduct = 0.065, tiny_ms_per_mproduct = 0.04;
+    double rows_ms0 = 0.45, small_ms_per_mproduct = 0.065, tiny_ms_per_mproduct = 0.04,
+           hashed_ms_per_mproduct = 0.02;
     double dense_ms0 = 0.085, dense_ms_per_mentry = 0.15, dense_ms_per_mproduct = 0.0059,
            dense_ms_per_gcell = 7.1;
     double medium_ms_per_mproduct = 0.08, huge_ms_per_mproduct = 0.22;
@@ -508,8 +516,10 @@ void predict(acc_spgemm_gpu *p, int64_t operand_entries) {
     else
         large = M.medium_ms_per_mproduct * (double)(p->rs_large - p->rs_huge) * mega +
                 M.huge_ms_per_mproduct * (double)p->rs_huge * mega;
-    p->est_ms_rows = M.rows_ms0 + M.small_ms_per_mproduct * (double)(p->rs_small - p->rs_tiny) * mega +
-                     M.tiny_ms_per_mproduct * (double)p->rs_tiny * mega + large;
+    p->est_ms_rows = M.rows_ms0 +
+                     M.small_ms_per_mproduct * (double)(p->rs_small - p->rs_tiny - p->rs_hashed) * mega +
+                     M.tiny_ms_per_mproduct * (double)p->rs_tiny * mega +
+                     M.hashed_ms_per_mproduct * (double)p->rs_hashed * mega + large;
 }
 
 template <typename IdxT, typename V>
@@ -590,13 +600,13 @@ int analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu
         const int nops = p->same ? 1 : 2;
         if (p->opt.validate) TRY(checks.enqueue(ops, nops, true, s));
         if (algo == ACC_SPGEMM_ALGO_AUTO) {
-            TRY(samples.alloc(10, s, &p->tr));
+            TRY(samples.alloc(11, s, &p->tr));
             TRY(enqueue_densities(A, p->same ? nullptr : B, samples.p, s));
         }
-        unsigned long long h[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+        unsigned long long h[11] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
         if (algo == ACC_SPGEMM_ALGO_AUTO) {
-            ACC_CUDA_TRY(cudaMemsetAsync(samples.p + 4, 0, 6 * sizeof(unsigned long long), s));
-            TRY(enqueue_row_stats(A, B, samples.p + 4, s));
+            ACC_CUDA_TRY(cudaMemsetAsync(samples.p + 4, 0, 7 * sizeof(unsigned long long), s));
+            TRY(enqueue_row_stats(A, B, rows_hash_max(p), samples.p + 4, s));
             ACC_CUDA_TRY(cudaMemcpyAsync(h, samples.p, sizeof h, cudaMemcpyDeviceToHost, s));
         }
         if (p->opt.validate || algo == ACC_SPGEMM_ALGO_AUTO) ACC_CUDA_TRY(cudaStreamSynchronize(s));
@@ -615,6 +625,7 @@ int analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu
             p->rs_large_rows = (int64_t)h[7];
             p->rs_huge = (int64_t)h[8];
             p->rs_tiny = (int64_t)h[9];
+            p->rs_hashed = (int64_t)h[10];
             p->rs_known = true;
             predict(p, A->nnz + (p->same ? 0 : B->nnz));
             algo = p->est_ms_tiles < p->est_ms_rows ? ACC_SPGEMM_ALGO_TILES : ACC_SPGEMM_ALGO_ROWS;
@@ -623,9 +634,10 @@ int analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu
     A = &p->A_in;
     B = &p->B_in;
     TRY(p->palloc(&p->zeros, 1));
-    /* C's row offsets, and after them the count of row groups that stage_entries does not take */
-    TRY(p->palloc(&p->row_ptr, (size_t)p->m + 2));
-    ACC_CUDA_TRY(cudaMemsetAsync(p->row_ptr + p->m + 1, 0, sizeof(int64_t), s));
+    /* C's row offsets, and after them the count of row groups that stage_entries does not take and the
+     * count of hashed rows (spgemm_rows.cu) */
+    TRY(p->palloc(&p->row_ptr, (size_t)p->m + 3));
+    ACC_CUDA_TRY(cudaMemsetAsync(p->row_ptr + p->m + 1, 0, 2 * sizeof(int64_t), s));
     if (algo == ACC_SPGEMM_ALGO_TILES) {
         p->path = PATH_TILES;
         if (p->opt.algorithm == ACC_SPGEMM_ALGO_AUTO) /* the model counted them */
@@ -653,11 +665,12 @@ int analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu
         }
         TRY(rows_analyse(p, s));
     }
-    int64_t h[2] = {0, 0};
+    int64_t h[3] = {0, 0, 0};
     ACC_CUDA_TRY(cudaMemcpyAsync(h, p->row_ptr + p->m, sizeof h, cudaMemcpyDeviceToHost, s));
     ACC_CUDA_TRY(cudaStreamSynchronize(s));
     p->nnz_s = h[0];
     p->wide_groups = h[1];
+    p->hashed_rows = h[2];
     return ACC_SUCCESS;
 }
 
@@ -782,6 +795,8 @@ extern "C" int acc_spgemm_gpu_get_info(const acc_spgemm_gpu *p, acc_spgemm_gpu_i
     info->large_products = p->rs_large;
     info->large_entries = p->rs_large_entries;
     info->tiny_products = p->rs_tiny;
+    info->hashed_products = p->rs_hashed;
+    info->hashed_rows = p->hashed_rows;
     info->large_rows = p->nlarge;
     info->row_groups = p->ngroups;
     for (int64_t u : p->large_products) /* (copied before analyse's last synchronisation) */

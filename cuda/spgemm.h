@@ -61,6 +61,8 @@ typedef struct acc_spgemm_gpu_options {
     int algorithm;       /* ACC_SPGEMM_ALGO_* */
     int validate;        /* check both operands first (acc_spgemm_gpu_check_csr's checks; canonical
                           * fields found on the device), in the synchronisation of the model's samples */
+    int sort_small_rows; /* rows: 1 sorts every small row in row groups, none in hash tables (experiments:
+                          * the same bits) */
 } acc_spgemm_gpu_options;
 
 typedef struct acc_spgemm_gpu acc_spgemm_gpu;
@@ -86,8 +88,12 @@ typedef struct acc_spgemm_gpu_info {
     int64_t max_row_products;    /* rows: the most products of one row */
     int64_t large_products;      /* auto: products of rows with more than 1024 of them (the model's input) */
     int64_t large_entries;       /* auto: A's entries in those rows */
-    int64_t tiny_products; /* auto: products of tiny rows (at most 32 entries and products: a warp each) */
-    double model_ms_tiles; /* auto: the model's predicted times of the whole call (ms, H100) */
+    int64_t tiny_products;   /* auto: products of tiny rows (at most 32 entries and products: a warp each) */
+    int64_t hashed_products; /* auto: products of the hash candidates (other rows of at most 256 entries and
+                              * products) */
+    int64_t hashed_rows;     /* rows: rows summed in hash tables (candidates of at most 64 entries of C from
+                              * at least twice as many products) */
+    double model_ms_tiles;   /* auto: the model's predicted times of the whole call (ms, H100) */
     double model_ms_rows;
     double phase_ms[9]; /* with ACCSPMM_SPGEMM_PROFILE set: check, tile, pairs, structure, values,
                          * numeric (tiles), rows count, small rows, large rows (synchronised) */

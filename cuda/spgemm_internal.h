@@ -219,6 +219,13 @@ constexpr int64_t ROWS_MEDIUM_MAX = 8192;
 /* A small row is tiny (one warp sorts it in registers) with at most this many entries of A and
  * this many products, one per lane. */
 constexpr int64_t ROWS_TINY_MAX = 32;
+/* A small row that is not tiny is hashed (one warp sums it in a hash table in shared memory, no sort)
+ * with at most this many entries of A and this many products, unless the plan sorts every small row
+ * (acc_spgemm_gpu_options.sort_small_rows). */
+constexpr int64_t ROWS_HASH_MAX = 256;
+/* ... and stays hashed when it makes at most this many entries of C, from at least twice as many
+ * products (its symbolic pass, spgemm_rows.cu, gives the others to the row groups). */
+constexpr int64_t ROWS_HASH_NNZ = 64;
 
 } // namespace acc_spgemm
 
@@ -232,12 +239,14 @@ struct acc_spgemm_gpu {
     acc_spgemm::Tracker tr;
     size_t plan_bytes = 0;
     int64_t products = 0;
-    int64_t *row_ptr = nullptr; /* [m+1] structural row offsets of C; [m+1]: wide_groups (device) */
+    int64_t *row_ptr =
+        nullptr; /* [m+1] structural row offsets of C; [m+1]: wide_groups, [m+2]: hashed rows (device) */
     int64_t nnz_s = 0;
     acc_spgemm::u64 *zeros = nullptr;            /* [1] counter of the numeric phase */
     double est_density_a = 0, est_density_b = 0; /* sampled entries per nonempty 8x8 tile */
     int64_t rs_small = 0, rs_large = 0, rs_large_entries = 0, rs_large_rows = 0, rs_huge = 0; /* row stats */
     int64_t rs_tiny = 0;                      /* of rs_small, the tiny rows' products */
+    int64_t rs_hashed = 0;                    /* of rs_small, the hashed rows' products */
     bool rs_known = false;                    /* the row statistics above were computed (algorithm "auto") */
     double est_ms_tiles = 0, est_ms_rows = 0; /* its predictions */
     bool profile = false;
@@ -263,20 +272,25 @@ struct acc_spgemm_gpu {
 
     /* row path */
     acc_spgemm::RowMat RA, RB;
-    int64_t *pe = nullptr;               /* [nnz(A)+1] products before each entry of A (every row; the large
-                                          * rows' paths read it: without large rows it becomes ps) */
-    int64_t *ps = nullptr;               /* [nnz(A)+1] the same over the row groups' rows only (tiny and large
-                                          * rows count 0) */
-    uint32_t *ps32 = nullptr;            /* ps in 32 bits, instead, where the products' total fits */
-    uint32_t *tiny_bits = nullptr;       /* [ceil(m/32)] bit i: row i is tiny (NULL: every row may be) */
-    int64_t small_total = 0;             /* products of the row groups' rows */
-    int64_t small_max = 0;               /* the most products of one of those rows */
-    int64_t ngroups = 0;                 /* blocks of the small-row kernels */
-    int64_t wide_groups = 0;             /* of them, groups that a block does not stage (spgemm_rows.cu) */
-    int64_t *gstart = nullptr;           /* [ngroups+1] their first rows */
-    int64_t nlarge = 0;                  /* rows with more than SMALL_MAX products */
-    int64_t *large = nullptr;            /* [nlarge] those rows */
-    int64_t *large_prefix = nullptr;     /* [nlarge+1] products before each of them */
+    int64_t *pe = nullptr;         /* [nnz(A)+1] products before each entry of A (every row; the large
+                                    * rows' paths read it: without large rows it becomes ps) */
+    int64_t *ps = nullptr;         /* [nnz(A)+1] the same over the row groups' rows only (tiny and large
+                                    * rows count 0) */
+    uint32_t *ps32 = nullptr;      /* ps in 32 bits, instead, where the products' total fits */
+    uint32_t *tiny_bits = nullptr; /* [ceil(m/32)] bit i: row i is tiny (NULL: every row may be) */
+    uint32_t *hash_list = nullptr; /* [m] the hash candidates (kDemoted: given to the row groups) */
+    acc_spgemm::u64 *hash_count =
+        nullptr;                     /* [4] their count, (unused), the sample's kept and counted (device) */
+    int64_t nhashed = 0;             /* the candidates' count (host) */
+    int64_t hashed_rows = 0;         /* the rows kept hashed (host, after analyse) */
+    int64_t small_total = 0;         /* products of the row groups' rows */
+    int64_t small_max = 0;           /* the most products of one of those rows */
+    int64_t ngroups = 0;             /* blocks of the small-row kernels */
+    int64_t wide_groups = 0;         /* of them, groups that a block does not stage (spgemm_rows.cu) */
+    int64_t *gstart = nullptr;       /* [ngroups+1] their first rows */
+    int64_t nlarge = 0;              /* rows with more than SMALL_MAX products */
+    int64_t *large = nullptr;        /* [nlarge] those rows */
+    int64_t *large_prefix = nullptr; /* [nlarge+1] products before each of them */
     std::vector<int64_t> large_products; /* their products (host) */
     int dense_large = 0; /* large rows accumulate densely in shared memory (n small, B's rows made canonical
                           * where needed: analyse); else every large row sorts */
@@ -303,6 +317,9 @@ struct acc_spgemm_gpu {
 };
 
 namespace acc_spgemm {
+
+/* The most entries and products of a hashed row in plan p (0: no row is hashed). */
+inline int64_t rows_hash_max(const acc_spgemm_gpu *p) { return p->opt.sort_small_rows ? 0 : ROWS_HASH_MAX; }
 
 /* Phase timer: with plan->profile, synchronises the plan's stream and adds the host time since
  * the start to the phase (at next() and at the end of the scope). */

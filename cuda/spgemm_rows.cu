@@ -13,6 +13,15 @@
  *     sort in registers (shuffles: equal columns keep their expansion order), sums each run left
  *     to right and writes it at row_offsets[row] + the runs before it.  No permutation is kept,
  *     nothing but the result touches global memory; a warp holds TINY_ROWS rows at once.
+ *   - hashed rows (other rows of at most ROWS_HASH_MAX = 256 entries and products that make at most
+ *     ROWS_HASH_NNZ = 64 entries of C from at least twice as many products): a warp per row.  The
+ *     symbolic pass inserts the row's products, 32 at a time, in a hash table in shared memory and
+ *     counts the insertions that took a free slot; the numeric pass inserts them again with their
+ *     values, summed in expansion order (lanes of one slot add in lane order), then writes each entry
+ *     at its place among the row's sorted columns.  The candidates are counted in a sample first; where
+ *     fewer than half of the sampled ones qualify (rows that share few columns), all stay in the row
+ *     groups.  No sort: kron b2's rows (100 products, 26 entries) take 0.27 + 0.47 ms where the row
+ *     groups took 0.63 + 0.53 (benchmarks/NOTES.md).
  *   - other small rows (at most SMALL_MAX = 1024 products): row groups.  Group g holds the small rows
  *     whose first product, counted over small rows only (ps, 32 bits where the total fits), lies in
  *     [g stride, (g+1) stride), stride = 2049 - the largest small row: at most CAP = 2048
@@ -619,36 +628,52 @@ constexpr unsigned kFull = 0xFFFFFFFFu;
 constexpr int kTinyWarps = 8; /* warps per block of the tiny-row kernels */
 static_assert(TINY_MAX == 32, "a tiny row holds one product per lane");
 
-/* The tiny rows' entries count no products in c (entry_products' counts, before the scan into ps:
- * they are in no row group), and bit i of `tiny` is set for a tiny row i (the tiny kernels skip the
- * others).  Row i is tiny with at most TINY_MAX entries of A and 1..TINY_MAX products, counted here
- * from B's row offsets (c may be pe's own array, overwritten).  A warp takes 32 rows: one word. */
+/* The tiny rows' entries count no products in c (entry_products' counts, before the scan into ps: they
+ * are in no row group; the hashed rows' are zeroed by their symbolic pass); bit i of `tiny` is set for a
+ * tiny row i (the tiny kernels skip the others), and the hash candidates are appended to `list`
+ * (*count of them, in any order).
+ * Row i is tiny with at most TINY_MAX entries of A and 1..TINY_MAX products, else a candidate with at
+ * most hash_max entries and 1..hash_max products (list NULL: none), summed from its entries' counts in
+ * c (consecutive; the large rows' are zero already), which may be pe's own array (overwritten).  A warp
+ * takes 32 rows: one word of the bits. */
 template <typename T>
-__global__ void zero_tiny_rows(int64_t m, const int64_t *__restrict__ rpA, const int32_t *__restrict__ ciA,
-                               const int64_t *__restrict__ rpB, T *__restrict__ c,
-                               uint32_t *__restrict__ tiny) {
+__global__ void classify_small_rows(int64_t m, const int64_t *__restrict__ rpA, int64_t hash_max,
+                                    T *__restrict__ c, uint32_t *__restrict__ tiny,
+                                    uint32_t *__restrict__ list, u64 *__restrict__ count) {
+    const int64_t most = max(TINY_MAX, hash_max);
     GRID_STRIDE(i, (m + 31) / 32 * 32) { /* whole warps, aligned to 32 rows: the ballot below */
-        bool is_tiny = false;
+        int64_t e0 = 0, e1 = 0, P = 0;
         if (i < m) {
-            const int64_t e0 = rpA[i], e1 = rpA[i + 1];
-            if (e1 - e0 <= TINY_MAX) {
-                int64_t P = 0;
-                for (int64_t e = e0; e < e1; e++)
-                    P += rpB[ciA[e] + 1] - rpB[ciA[e]];
-                is_tiny = P > 0 && P <= TINY_MAX;
-                if (is_tiny)
-                    for (int64_t e = e0; e < e1; e++)
-                        c[e + 1] = 0;
-            }
+            e0 = rpA[i];
+            e1 = rpA[i + 1];
         }
-        const unsigned word = __ballot_sync(kFull, is_tiny);
-        if ((threadIdx.x & 31) == 0) tiny[i >> 5] = word;
+        /* a lane per row (its counts are consecutive: loads unrolled, independent) */
+        const bool candidate = i < m && e1 - e0 <= most;
+        if (candidate) {
+#pragma unroll 4
+            for (int64_t e = e0; e < e1; e++)
+                P += (int64_t)c[e + 1];
+        }
+        const bool is_tiny = candidate && e1 - e0 <= TINY_MAX && P > 0 && P <= TINY_MAX;
+        const bool is_hashed = candidate && !is_tiny && P > 0 && P <= hash_max;
+        if (is_tiny)
+            for (int64_t e = e0; e < e1; e++)
+                c[e + 1] = 0;
+        const unsigned word = __ballot_sync(kFull, is_tiny), hword = __ballot_sync(kFull, is_hashed);
+        const int lane = threadIdx.x & 31;
+        if (lane == 0) tiny[i >> 5] = word;
+        if (hword) { /* list != NULL */
+            u64 at = 0;
+            if (lane == 0) at = atomicAdd(count, (u64)__popc(hword));
+            at = __shfl_sync(kFull, at, 0);
+            if (is_hashed) list[at + __popc(hword & ((1u << lane) - 1u))] = (uint32_t)i;
+        }
     }
 }
 
 struct TinyArgs : RowOperands {
     int64_t m, n;         /* rows of A, columns of B */
-    const uint32_t *tiny; /* bit i: row i is tiny (zero_tiny_rows); NULL: every row may be */
+    const uint32_t *tiny; /* bit i: row i is tiny (classify_small_rows); NULL: every row may be */
 };
 
 /* A warp takes TINY_ROWS consecutive rows at a time and runs each step for all of them before the
@@ -827,6 +852,244 @@ __global__ void __launch_bounds__(kTinyWarps * 32, 4) tiny_numeric(TinyArgs a) {
         }
     }
     add_zeros(zeros, a.zeros);
+}
+
+/* ---- hashed rows: a warp per row, summed in a hash table in shared memory ------------------------- */
+
+constexpr int kHashWarps = 8;                    /* warps per block of the hashed-row kernels */
+constexpr int HASH_SLOTS = 2 * ROWS_HASH_MAX;    /* symbolic: a warp's table, at most half full */
+constexpr int HASH_NNZ = ROWS_HASH_NNZ;          /* a hashed row makes at most this many entries of C ... */
+constexpr int HASH_NUMERIC_SLOTS = 2 * HASH_NNZ; /* ... in numeric's tables of this many slots */
+constexpr uint32_t kEmpty = 0xFFFFFFFFu;         /* a free slot (columns are below 2^31) */
+constexpr uint32_t kDemoted = 0xFFFFFFFFu;       /* a row of the list that symbolic gave to the row groups */
+static_assert((HASH_SLOTS & (HASH_SLOTS - 1)) == 0 && (HASH_NUMERIC_SLOTS & (HASH_NUMERIC_SLOTS - 1)) == 0 &&
+                  HASH_NUMERIC_SLOTS >= 32,
+              "tables of 2^b slots");
+
+struct HashArgs : RowOperands {
+    uint32_t *list;   /* [*count] the candidate rows (classify_small_rows, in any order); symbolic sets a
+                       * row it gives to the row groups to kDemoted */
+    const u64 *count; /* device: [0] the list's length, [2] and [3] the sample's kept and counted rows
+                       * (symbolic; the full pass counts the rows kept hashed in row_ptr[m + 2]) */
+    int64_t m;
+    void *c; /* symbolic: entry_products' counts before the scan (int64, c_wide, or uint32): a
+              * hashed row's are zeroed */
+    int c_wide;
+    int mode; /* HASH_NUMERIC, or symbolic's HASH_SAMPLE then HASH_FULL */
+};
+
+/* Row i's products, 32 at a time in their expansion order (A's entries in CSR order, each one's B row
+ * in its order: lane l takes product q0 + l, its entry staged in st), each inserted in the warp's table of T
+ * = 2^tb slots (linear probing from a multiplicative hash of the column; its keys start free).  visit(active,
+ * slot, fresh, value) runs for every step on all lanes: `fresh` where this lane's insertion took a
+ * free slot; value = A's value x B's value (VALUES, rounded once: no fused multiply-add). */
+/* A warp's staging of 32 entries of A (hash_products): the product -> entry map of their products
+ * (at most ROWS_HASH_MAX: the row's), and per entry its first product's position in B's arrays less its
+ * first product in the chunk, and its value. */
+struct HashStage {
+    uint8_t owner[ROWS_HASH_MAX];
+    int64_t fbase[32];
+    double av[32];
+};
+
+template <bool VALUES, typename V, typename F>
+__device__ __forceinline__ void hash_products(const HashArgs &a, int64_t e0, int64_t e1, int lane,
+                                              uint32_t *keys, int tb, HashStage &st, F visit) {
+    volatile uint32_t *vkeys = keys;
+    const unsigned mask = (1u << tb) - 1u;
+    for (int64_t c = e0; c < e1; c += 32) {
+        const int64_t e = c + lane;
+        int64_t fb = 0;
+        int len = 0;
+        double av = 0.0;
+        if (e < e1) {
+            const int32_t k = a.ciA[e];
+            fb = a.rpB[k];
+            len = (int)(a.rpB[k + 1] - fb); /* the row has at most ROWS_HASH_MAX products */
+            if (VALUES) av = value<V>(a.valsA, e);
+        }
+        int incl = len;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int y = __shfl_up_sync(kFull, incl, o);
+            if (lane >= o) incl += y;
+        }
+        const int excl = incl - len, total = min(__shfl_sync(kFull, incl, 31), (int)ROWS_HASH_MAX);
+        /* each entry marks its products with its lane: a product is then one byte read from its entry */
+        for (int t = excl; t < min(incl, (int)ROWS_HASH_MAX); t++)
+            st.owner[t] = (uint8_t)lane;
+        st.fbase[lane] = fb - excl;
+        if (VALUES) st.av[lane] = av;
+        __syncwarp();
+        for (int q0 = 0; q0 < total; q0 += 32) {
+            const int q = q0 + lane;
+            const bool active = q < total;
+            int slot = 0;
+            bool fresh = false;
+            double v = 0.0;
+            if (active) {
+                const int j = st.owner[q];
+                const int64_t f = st.fbase[j] + q;
+                const uint32_t col = (uint32_t)a.ciB[f];
+                if (VALUES) v = __dmul_rn(st.av[j], value<V>(a.valsB, f));
+                uint32_t h = (col * 0x9E3779B1u) >> (32 - tb);
+                for (;;) {
+                    uint32_t old = vkeys[h];
+                    if (old == kEmpty) {
+                        old = atomicCAS(&keys[h], kEmpty, col);
+                        fresh = old == kEmpty;
+                    }
+                    if (fresh || old == col) break;
+                    h = (h + 1) & mask;
+                }
+                slot = (int)h;
+            }
+            visit(active, slot, fresh, v);
+        }
+        __syncwarp(); /* the stage is read: the next chunk rewrites it */
+    }
+}
+
+enum { HASH_NUMERIC = 0, HASH_SAMPLE = 1, HASH_FULL = 2 };
+constexpr int64_t HASH_SAMPLE_EVERY = 16;      /* symbolic's sample: every 16th candidate */
+constexpr int64_t HASH_MIN_PRODUCTS = 1 << 19; /* algorithm "auto": fewer candidates' products hash none */
+
+/* Row i (entries e0..e1) stays hashed: its entries count no products for the row groups (c). */
+__device__ __forceinline__ void leave_groups(const HashArgs &a, int64_t e0, int64_t e1, int lane) {
+    for (int64_t e = e0 + lane; e < e1; e += 32) {
+        if (a.c_wide)
+            static_cast<int64_t *>(a.c)[e + 1] = 0;
+        else
+            static_cast<uint32_t *>(a.c)[e + 1] = 0;
+    }
+}
+
+/* Symbolic, first a sample (every HASH_SAMPLE_EVERY-th candidate: counted, nothing written), then every
+ * candidate row (a warp per row): its distinct columns counted in a table of
+ * HASH_SLOTS (its P <= ROWS_HASH_MAX products fill at most half).  A row of at most HASH_NNZ entries of C
+ * whose products are at least twice its entries stays hashed (row_nnz written, its entries' counts in c
+ * zeroed); any other goes to the row groups (its list entry kDemoted, row_nnz left 0 for the groups'
+ * count): where few products share a column the sorted groups' numeric pass is faster (see
+ * benchmarks/NOTES.md).  Where fewer than half of the sampled candidates would stay, the full pass
+ * does nothing and every candidate stays with the row groups (graphs whose rows share few columns: the
+ * hashing would be wasted; the plan then has no hashed row and numeric does not run).
+ * Numeric, every hashed row: a table of 2^tb >= 2 x its entries of C (at least 32 slots).  The sums
+ * run in the products' expansion order, scipy's: within a step the lanes of one slot (__match_any_sync)
+ * add in lane order, one rank at a time, and the first product of a slot assigns instead of adding (a
+ * product of -0 stays -0, as in the sorted paths); then the occupied slots are compacted and each entry's
+ * place in the row is the count of smaller columns. */
+template <bool VALUES, typename ColT, typename OutT, typename V>
+__global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(HashArgs a) {
+    constexpr int SLOTS = VALUES ? HASH_NUMERIC_SLOTS : HASH_SLOTS;
+    __shared__ uint32_t key_table[kHashWarps][SLOTS];
+    __shared__ double val_table[VALUES ? kHashWarps : 1][VALUES ? SLOTS : 1];
+    __shared__ HashStage stage[kHashWarps];
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    uint32_t *keys = key_table[w];
+    double *vals = val_table[VALUES ? w : 0];
+    const unsigned below = (1u << lane) - 1u;
+    ColT *cols = static_cast<ColT *>(a.cols);
+    OutT *out = static_cast<OutT *>(a.vals);
+    u64 zeros = 0;
+    u64 *counters = const_cast<u64 *>(a.count);
+    const int64_t count = (int64_t)counters[0];
+    /* symbolic, full pass: hash the candidates only where at least half of the sampled ones stayed
+     * (else the row groups take them all, as classify_small_rows left them) */
+    if (!VALUES && a.mode == HASH_FULL && 2 * counters[2] < counters[3]) return;
+    const int64_t step = a.mode == HASH_SAMPLE ? HASH_SAMPLE_EVERY : 1;
+    u64 kept = 0, sampled = 0; /* this warp's (lane 0) */
+    for (int64_t x = ((int64_t)blockIdx.x * kHashWarps + w) * step; x < count;
+         x += (int64_t)gridDim.x * kHashWarps * step) {
+        const uint32_t row = a.list[x];
+        if (VALUES && row == kDemoted) continue; /* uniform across the warp */
+        const int64_t i = row, e0 = a.rpA[i], e1 = a.rpA[i + 1];
+        int tb = __ffs(SLOTS) - 1;
+        int64_t base = 0;
+        if constexpr (VALUES) {
+            base = a.row_ptr[i];
+            const int nnz = (int)(a.row_ptr[i + 1] - base); /* at most HASH_NNZ (symbolic) */
+            tb = min(max(5, 33 - __clz(max(nnz, 1) - 1)), tb);
+        }
+        const int T = 1 << tb;
+        for (int t = lane; t < T; t += 32)
+            keys[t] = kEmpty;
+        __syncwarp();
+        if constexpr (!VALUES) {
+            int fresh_count = 0, products = 0;
+            hash_products<false, double>(a, e0, e1, lane, keys, tb, stage[w],
+                                         [&](bool active, int, bool fresh, double) {
+                                             fresh_count += fresh;
+                                             products += active;
+                                         });
+            fresh_count = __reduce_add_sync(kFull, fresh_count);
+            products = __reduce_add_sync(kFull, products);
+            const bool keep = fresh_count <= HASH_NNZ && 2 * fresh_count <= products;
+            kept += keep;
+            sampled++;
+            if (a.mode == HASH_FULL) {
+                if (keep) {
+                    if (lane == 0) a.row_nnz[i] = fresh_count;
+                    leave_groups(a, e0, e1, lane);
+                } else if (lane == 0) {
+                    a.list[x] = kDemoted;
+                }
+            }
+        } else {
+            hash_products<true, V>(
+                a, e0, e1, lane, keys, tb, stage[w], [&](bool active, int slot, bool fresh, double v) {
+                    const unsigned peers =
+                        __match_any_sync(kFull, active ? (unsigned)slot : 0x80000000u | lane);
+                    const bool created = (__ballot_sync(kFull, fresh) & peers) != 0;
+                    const int rank = __popc(peers & below);
+                    const int most = __reduce_max_sync(kFull, active ? (unsigned)rank : 0u);
+                    for (int r = 0; r <= most; r++) {
+                        if (active && rank == r)
+                            vals[slot] = r == 0 && created ? v : __dadd_rn(vals[slot], v);
+                        __syncwarp();
+                    }
+                });
+            /* compact the occupied slots to the front (each chunk read before any is written) */
+            int nnz = 0;
+            for (int t0 = 0; t0 < T; t0 += 32) {
+                const uint32_t k = keys[t0 + lane];
+                const double y = k != kEmpty ? vals[t0 + lane] : 0.0;
+                const unsigned occ = __ballot_sync(kFull, k != kEmpty);
+                __syncwarp();
+                if (k != kEmpty) {
+                    keys[nnz + __popc(occ & below)] = k;
+                    vals[nnz + __popc(occ & below)] = y;
+                }
+                nnz += __popc(occ);
+            }
+            if (lane < 4) keys[nnz + lane] = kEmpty; /* the rank loop reads 4 keys at a time */
+            __syncwarp();
+            const uint4 *k4 = reinterpret_cast<const uint4 *>(keys);
+            for (int t = lane; t < nnz; t += 32) {
+                const uint32_t k = keys[t];
+                int place = 0;
+                for (int u = 0; u < (nnz + 3) / 4; u++) {
+                    const uint4 g = k4[u];
+                    place += (g.x < k) + (g.y < k) + (g.z < k) + (g.w < k);
+                }
+                const OutT res = (OutT)vals[t];
+                cols[base + place] = (ColT)k;
+                out[base + place] = res;
+                zeros += res == (OutT)0;
+            }
+        }
+        __syncwarp(); /* the table is read: the next row may clear it */
+    }
+    if (VALUES) {
+        add_zeros(zeros, a.zeros);
+    } else if (lane == 0 && sampled) {
+        if (a.mode == HASH_SAMPLE) {
+            atomicAdd(counters + 2, kept);
+            atomicAdd(counters + 3, sampled);
+        } else {
+            atomicAdd(reinterpret_cast<u64 *>(const_cast<int64_t *>(a.row_ptr) + a.m + 2),
+                      kept); /* analyse reads it */
+        }
+    }
 }
 
 /* ---- large rows, small n: dense accumulation in shared memory ------------------------------------ */
@@ -1174,6 +1437,29 @@ int launch_tiny(const TinyArgs &t, cudaStream_t s) {
     return ACC_SUCCESS;
 }
 
+HashArgs hash_args(const acc_spgemm_gpu *p, const void *valsA, const void *valsB) {
+    HashArgs h;
+    static_cast<RowOperands &>(h) = row_operands(p, valsA, valsB);
+    h.list = p->hash_list;
+    h.count = p->hash_count;
+    h.c = nullptr;
+    h.c_wide = 0;
+    h.mode = HASH_NUMERIC;
+    h.m = p->m;
+    return h;
+}
+
+/* rows: an upper bound of the list's length (symbolic runs before the host knows it): at most about a
+ * wave of warps (they stride over the list), fewer where the rows are few. */
+template <bool NUMERIC, typename ColT, typename OutT, typename V>
+int launch_hashed(const HashArgs &h, int64_t rows, cudaStream_t s) {
+    if (!h.list || rows == 0) return ACC_SUCCESS;
+    const unsigned blocks = (unsigned)std::min<int64_t>((rows + kHashWarps - 1) / kHashWarps, 1024);
+    hashed_rows<NUMERIC, ColT, OutT, V><<<blocks, kHashWarps * 32, 0, s>>>(h);
+    LAUNCH_CHECK();
+    return ACC_SUCCESS;
+}
+
 DenseArgs dense_args(acc_spgemm_gpu *p, const void *valsA, const void *valsB) {
     DenseArgs d;
     static_cast<RowOperands &>(d) = row_operands(p, valsA, valsB);
@@ -1267,6 +1553,10 @@ int numeric_typed(acc_spgemm_gpu *p, const void *valsA, const void *valsB, void 
             t.cols = cols;
             t.vals = vals;
             TRY((launch_tiny<true, ColT, OutT, V>(t, s)));
+            HashArgs h = hash_args(p, valsA, valsB);
+            h.cols = cols;
+            h.vals = vals;
+            if (p->hashed_rows > 0) TRY((launch_hashed<true, ColT, OutT, V>(h, p->nhashed, s)));
         }
         if (p->ngroups > 0) {
             GroupArgs a = sorted_args(p, false, valsA, valsB);
@@ -1417,9 +1707,30 @@ int fill_group_prefix(acc_spgemm_gpu *p, T *c, const Temp<int64_t> &rows, const 
         zero_large_rows<T><<<1024, kThreads, 0, s>>>(num.p, rows.p, A.rp, c);
         LAUNCH_CHECK();
     }
+    /* hash candidates (row indices in 32 bits), then the hashed symbolic pass, which gives some back;
+     * none where the model's statistics show too few candidates' products to pay for its two launches
+     * (about 20 us: benchmarks/NOTES.md) */
+    const bool few = p->rs_known && p->rs_hashed < HASH_MIN_PRODUCTS;
+    const int64_t hash_max = m < (int64_t)kDemoted && !few ? rows_hash_max(p) : 0;
     TRY(p->palloc(&p->tiny_bits, (size_t)(m + 31) / 32));
-    zero_tiny_rows<T><<<grid_for((m + 31) / 32 * 32), kThreads, 0, s>>>(m, A.rp, A.ci, B.rp, c, p->tiny_bits);
+    if (hash_max > 0) {
+        TRY(p->palloc(&p->hash_list, (size_t)m));
+        TRY(p->palloc(&p->hash_count, 4));
+        ACC_CUDA_TRY(cudaMemsetAsync(p->hash_count, 0, 4 * sizeof(u64), s));
+    }
+    classify_small_rows<T><<<grid_for((m + 31) / 32 * 32), kThreads, 0, s>>>(
+        m, A.rp, hash_max, c, p->tiny_bits, p->hash_list, p->hash_count);
     LAUNCH_CHECK();
+    if (hash_max > 0) {
+        HashArgs h = hash_args(p, nullptr, nullptr);
+        h.c = c;
+        h.c_wide = sizeof(T) == sizeof(int64_t);
+        h.mode = HASH_SAMPLE;
+        TRY((launch_hashed<false, int32_t, float, double>(h, (m + HASH_SAMPLE_EVERY - 1) / HASH_SAMPLE_EVERY,
+                                                          s)));
+        h.mode = HASH_FULL;
+        TRY((launch_hashed<false, int32_t, float, double>(h, m, s)));
+    }
     return scan_in_place(c + 1, nnz, true, s, &p->tr);
 }
 
@@ -1453,6 +1764,8 @@ int group_products(acc_spgemm_gpu *p, bool pe_complete, const Temp<int64_t> &row
         ACC_CUDA_TRY(
             cudaMemcpyAsync(&p->small_total, p->ps + nnz, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
     ACC_CUDA_TRY(cudaMemcpyAsync(&h, most.p, sizeof(u64), cudaMemcpyDeviceToHost, s));
+    if (p->hash_count)
+        ACC_CUDA_TRY(cudaMemcpyAsync(&p->nhashed, p->hash_count, sizeof(u64), cudaMemcpyDeviceToHost, s));
     ACC_CUDA_TRY(cudaStreamSynchronize(s));
     if (p->ps32) p->small_total = h32;
     p->small_max = (int64_t)h;
@@ -1468,6 +1781,8 @@ int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
      * are the rows' own.  Then the first prefix (pe: read by the large rows' paths only) and its
      * synchronisation, or both prefixes, are not needed. */
     Temp<int64_t> rows, num; /* the large rows and their count */
+    /* C's row lengths (the hashed rows' from group_products on), then offsets */
+    ACC_CUDA_TRY(cudaMemsetAsync(p->row_ptr, 0, (size_t)(m + 1) * sizeof(int64_t), s));
     const bool known = p->rs_known && A.nnz == A.nnz_in && B.nnz == B.nnz_in && p->rs_large_rows == 0;
     if (known) {
         p->nlarge = 0;
@@ -1518,8 +1833,6 @@ int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
         }
     }
     rows.release();
-    /* C's row lengths, then offsets */
-    ACC_CUDA_TRY(cudaMemsetAsync(p->row_ptr, 0, (size_t)(m + 1) * sizeof(int64_t), s));
     timer.next(PH_ROWS_SMALL);
     TRY(p->palloc(&p->gstart, (size_t)p->ngroups + 1));
     TRY(p->palloc(&p->perm_small, (size_t)p->small_total));

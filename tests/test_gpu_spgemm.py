@@ -52,14 +52,26 @@ def int_sparse(m, k, density, seed, dtype=np.float64, low=-8, high=9):
     return M
 
 
-def gpu_product(A, B, **kw):
+def algo(algorithm):
+    """spgemm_plan's arguments for an algorithm of ALGORITHMS: "rows-sorted" is the rows with every
+    small row sorted in row groups (none in hash tables)."""
+    if algorithm == "rows-sorted":
+        return {"algorithm": "rows", "row_hash": False}
+    return {"algorithm": algorithm}
+
+
+def gpu_plan(A, B, algorithm="auto", **kw):
+    return accspmm.spgemm_plan(A, B, device="gpu", **algo(algorithm), **kw)
+
+
+def gpu_product(A, B, algorithm="auto", **kw):
     """spgemm through a plan with poisoned results."""
-    with accspmm.spgemm_plan(A, B, device="gpu", **kw) as p:
+    with gpu_plan(A, B, algorithm, **kw) as p:
         p._poison = True
         return p()
 
 
-ALGORITHMS = ["tiles", "rows"]
+ALGORITHMS = ["tiles", "rows", "rows-sorted"]
 
 
 @settings(max_examples=40, deadline=None)
@@ -123,14 +135,16 @@ def with_duplicates(M, seed):
     return sp.csr_matrix((np.concatenate(vals), np.concatenate(cols), indptr), shape=M.shape)
 
 
+@pytest.mark.parametrize("algorithm", ["rows", "rows-sorted"])
 @pytest.mark.parametrize("dups", [False, True])
 @pytest.mark.parametrize("n", [500, 30000])
-def test_row_algorithm_every_row_class(n, dups):
+def test_row_algorithm_every_row_class(n, dups, algorithm):
     A, B = row_classes_matrix(n, 3)
     Bd = with_duplicates(B, 4) if dups else B
-    with accspmm.spgemm_plan(A, Bd, device="gpu", algorithm="rows") as p:
+    with gpu_plan(A, Bd, algorithm) as p:
         p._poison = True
-        assert p.stats["algorithm"] == "rows" and p.stats["large_rows"] == 4 and p.stats["row_groups"] >= 1
+        assert p.stats["algorithm"] == "rows" and p.stats["large_rows"] == 4
+        assert p.stats["row_groups"] >= (algorithm == "rows-sorted")
         same(p(), scipy_product(A, B))
         A2 = A.copy()
         A2.data = -A2.data
@@ -186,7 +200,8 @@ print("ok")
 def test_tiny_rows_at_their_limits(dups):
     """Rows around the tiny rows' limits (32 entries and 32 products: a warp sorts them in
     registers): rows of exactly 32 products, of 33, of 32 entries, of 33 entries whose B rows are
-    mostly empty (few products: not tiny), rows of 64-140 products in few entries (row groups),
+    mostly empty (few products: not tiny), rows of 64-140 products in few entries (hashed, or row
+    groups),
     repeated columns that cancel to exact zeros, and B rows with duplicate columns; the result is
     scipy's, bit for bit."""
     rng = np.random.default_rng(7)
@@ -222,13 +237,125 @@ def test_tiny_rows_at_their_limits(dups):
     with accspmm.spgemm_plan(A, Bd, device="gpu") as p:  # auto: the model's statistics (the operands as given)
         assert p.stats["tiny_products"] == Pd[(Pd > 0) & (Pd <= 32) & (L <= 32)].sum()
     assert ((P == 32) & (L <= 32)).any() and ((P > 32) & (P <= 40)).any() and ((P <= 32) & (L > 32)).any()
-    for algorithm in ("rows", "tiles"):
-        with accspmm.spgemm_plan(A, Bd, device="gpu", algorithm=algorithm) as p:
+    for algorithm in ALGORITHMS:
+        with gpu_plan(A, Bd, algorithm) as p:
             p._poison = True
             same(p(), scipy_product(A, B))
             A2 = A.copy()
             A2.data = A2.data * 3 - 1
             same(p(A2), scipy_product(A2, B))
+
+
+def hashed_rows_case(seed, dups):
+    """Rows around the hash candidates' limits (256 entries and 256 products: a warp's table of 512
+    slots) and the hashed rows' (at most 64 entries of C from at least twice as many products; the
+    other candidates go to the row groups): 33-300 products, exactly 256 and 257, 256 and 257 entries
+    of one product each, entries into empty B rows, A's rows unsorted with repeated columns, and
+    (dups) B's rows with duplicate columns; B's rows up to 40 long (a step of 32 products spans
+    entries), those from 350 on within 48 columns (rows of A over them make few entries of C from
+    many products).  Returns A, B (as given to the product), B canonical, and each row's products."""
+    rng = np.random.default_rng(seed)
+    k, n = 600, 700
+    blen = rng.integers(0, 41, k)
+    blen[:50] = 0
+    blen[50:150] = 1
+    Brows = [np.sort(rng.choice(n if r < 350 else 48, size=b, replace=False)) for r, b in enumerate(blen)]
+    B = sp.csr_matrix((rng.integers(-3, 4, blen.sum()).astype(np.float64), np.concatenate(Brows),
+                       np.r_[0, np.cumsum(blen)]), shape=(k, n))
+    # B's rows from 150 on with a duplicate of their first column (dups): B as given
+    Bd = sp.csr_matrix(sp.vstack([B[:150], with_duplicates(B[150:], seed + 1)])) if dups else B
+    glen = np.diff(Bd.indptr)
+    ones = np.arange(50, 150)
+    rows = []
+    for target, pool in zip([33, 40, 64, 100, 127, 128, 129, 200, 255, 256, 257, 300] * 4,
+                            [np.arange(150, 350)] * 12 + [np.arange(350, k)] * 12 + [np.arange(150, k)] * 24):
+        cols, total = [], 0
+        for c in rng.permutation(pool):  # unsorted, then a repeated column
+            if total + glen[c] <= target:
+                cols.append(c)
+                total += glen[c]
+            if total == target:
+                break
+        cols += list(rng.choice(ones, target - total, replace=True)) if total < target else []
+        rows.append(np.array(cols, np.int64))
+    rows.append(np.r_[rng.choice(ones, 100), rng.choice(ones, 100), rng.choice(ones, 56)])  # 256 entries
+    rows.append(np.r_[rng.choice(ones, 100), rng.choice(ones, 100), rng.choice(ones, 57)])  # 257: groups
+    rows.append(np.r_[np.arange(50), np.arange(150, 160)])  # entries into empty B rows
+    rows.append(np.zeros(0, np.int64))
+    rows.append(np.r_[np.arange(20), rng.choice(np.arange(150, k), 6, replace=False)])
+    lens = [len(r) for r in rows]
+    A = sp.csr_matrix((rng.integers(-2, 3, sum(lens)).astype(np.float64), np.concatenate(rows),
+                       np.r_[0, np.cumsum(lens)]), shape=(len(rows), k))
+    A.has_sorted_indices = False
+    return A, Bd, B, row_products(A, Bd)
+
+
+@pytest.mark.parametrize("dups", [False, True])
+def test_hashed_rows_at_their_limits(dups):
+    """Rows of up to 256 entries and products that are not tiny sum in a warp's hash table: scipy's
+    pattern and values bit for bit on integer data, and on random values the same bits as the sorted
+    row groups (the sums in the same order, scipy's); the model counts their products."""
+    A, Bd, B, P = hashed_rows_case(11, dups)
+    L = np.diff(A.indptr)
+    tiny = (P > 0) & (P <= 32) & (L <= 32)
+    hashed = ~tiny & (P > 0) & (P <= 256) & (L <= 256)
+    assert hashed.sum() > 40 and ((P == 256) & hashed).any() and (P == 257).any() and ((L == 257) & ~hashed).any()
+    with gpu_plan(A, Bd) as p:  # auto: the model's statistics
+        assert p.stats["hashed_products"] == P[hashed].sum()
+    ref = scipy_product(A, B)
+    # kept: at most 64 structural entries from twice as many products, all or none (the sample's
+    # verdict), counted over B as given or its canonical copy (made for the dense large rows' path)
+    ones = lambda M: sp.csr_matrix((np.ones(M.nnz), M.indices, M.indptr), shape=M.shape)  # noqa: E731
+    nnz = np.diff(sp.csr_matrix(ones(A) @ ones(Bd)).indptr)  # structural entries of C
+    kept = {int((hashed & (nnz <= 64) & (2 * nnz <= Q)).sum()) for Q in (P, row_products(A, B))}
+    assert all(5 < k < hashed.sum() for k in kept)
+    for algorithm in ("rows", "rows-sorted"):
+        with gpu_plan(A, Bd, algorithm) as p:
+            p._poison = True
+            assert p.stats["hashed_rows"] in (kept | {0} if algorithm == "rows" else {0})
+            same(p(), ref)
+            A2 = A.copy()
+            A2.data = A2.data * 3 - 1
+            same(p(A2), scipy_product(A2, B))
+    rng = np.random.default_rng(3)
+    for dt in (np.float32, np.float64):
+        Af, Bf = A.astype(dt), Bd.astype(dt)
+        Af.data = rng.standard_normal(Af.nnz).astype(dt)
+        Bf.data = rng.standard_normal(Bf.nnz).astype(dt)
+        Af.data[::7] = -0.0  # products of -0: a sum of only those keeps the sign in both
+        Ch = gpu_product(Af, Bf, algorithm="rows", keep_zeros=True)
+        Cs = gpu_product(Af, Bf, algorithm="rows-sorted", keep_zeros=True)
+        same(Ch, Cs)
+        assert np.array_equal(np.signbit(Ch.data), np.signbit(Cs.data))
+        assert np.signbit(Ch.data).any()
+
+
+@pytest.mark.parametrize("dups", [False, True])
+def test_hashed_rows_of_a_blocky_product(dups):
+    """kron(2-D Poisson, 2x2 ones) squared: every row of about 100 products makes at most 26 entries of
+    C, so every row is hashed (the numeric pass sums in the warps' tables, collisions within a step of
+    32 products included): scipy's product bit for bit on integers, and on random values the same
+    bits as the sorted row groups, the sign of zero sums included."""
+    T = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(30, 30))
+    A = sp.csr_matrix(sp.kron(sp.kronsum(T, T), np.ones((2, 2))))
+    rng = np.random.default_rng(4)
+    A.data = rng.integers(-3, 4, A.nnz).astype(np.float64)
+    B = with_duplicates(A, 5) if dups else A
+    with gpu_plan(A, B, "rows") as p:
+        p._poison = True
+        assert p.stats["hashed_rows"] == A.shape[0]
+        same(p(), scipy_product(A, A))
+    for dt in (np.float32, np.float64):
+        Af, Bf = A.astype(dt), B.astype(dt)
+        Af.data = rng.standard_normal(Af.nnz).astype(dt)
+        Bf.data = rng.standard_normal(Bf.nnz).astype(dt)
+        Af.data[::5] = -0.0
+        Ch = gpu_product(Af, Bf, algorithm="rows", keep_zeros=True)
+        Cs = gpu_product(Af, Bf, algorithm="rows-sorted", keep_zeros=True)
+        same(Ch, Cs)
+        assert np.array_equal(np.signbit(Ch.data), np.signbit(Cs.data))
+        ref = scipy_product(Af.astype(np.float64), Bf.astype(np.float64))
+        assert np.allclose(Ch.toarray(), ref.toarray(), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("bits", [32, 64])
@@ -293,10 +420,11 @@ def test_row_groups_of_many_entries_without_products():
     lens = [len(r) for r in rows]
     A = sp.csr_matrix((rng.integers(-2, 3, sum(lens)).astype(np.float64), np.concatenate(rows),
                        np.r_[0, np.cumsum(lens)]), shape=(len(rows), k))
-    with accspmm.spgemm_plan(A, B, device="gpu", algorithm="rows") as p:
-        p._poison = True
-        assert p.stats["row_groups"] > 1 and p.stats["large_rows"] == 0
-        same(p(), scipy_product(A, B))
+    for row_hash in (False, True):  # the rows of 36-60 products in groups, or hashed
+        with accspmm.spgemm_plan(A, B, device="gpu", algorithm="rows", row_hash=row_hash) as p:
+            p._poison = True
+            assert p.stats["row_groups"] > 1 and p.stats["large_rows"] == 0
+            same(p(), scipy_product(A, B))
 
 
 def test_row_group_spanning_more_than_2_16_rows():
@@ -316,10 +444,11 @@ def test_row_group_spanning_more_than_2_16_rows():
         lens[i] = c
     rows[1:] = np.cumsum(lens)
     A = sp.csr_matrix((rng.integers(-2, 3, rows[-1]).astype(np.float64), np.concatenate(cols), rows), shape=(m, k))
-    with accspmm.spgemm_plan(A, B, device="gpu", algorithm="rows") as p:
+    with accspmm.spgemm_plan(A, B, device="gpu", algorithm="rows", row_hash=False) as p:
         p._poison = True
         assert p.stats["row_groups"] == 1
         same(p(), scipy_product(A, B))
+    same(gpu_product(A, B, algorithm="rows"), scipy_product(A, B))  # hashed: a warp per row, far apart
 
 
 def test_tiny_rows_past_2_27_columns():
@@ -420,7 +549,7 @@ def test_cupy_operands_give_cupy_results():
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_reuse_with_new_values(algorithm):
     A, B = int_sparse(250, 260, 0.05, 6), int_sparse(260, 240, 0.05, 7)
-    with accspmm.spgemm_plan(A, B, device="gpu", algorithm=algorithm) as p:
+    with gpu_plan(A, B, algorithm) as p:
         p._poison = True
         same(p(), scipy_product(A, B))
         assert p.stats["pairs_kept"] == (algorithm == "tiles")
@@ -436,7 +565,7 @@ def test_reuse_with_new_values(algorithm):
             p(np.ones(3))
     # A @ A: one operand's values
     S = int_sparse(200, 200, 0.05, 8)
-    with accspmm.spgemm_plan(S, S, device="gpu", algorithm=algorithm) as p:
+    with gpu_plan(S, S, algorithm) as p:
         S2 = S.copy()
         S2.data = -S2.data
         same(p(S2), scipy_product(S2, S2))
