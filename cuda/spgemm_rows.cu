@@ -951,7 +951,7 @@ __device__ __forceinline__ void hash_products(const HashArgs &a, int64_t e0, int
 }
 
 enum { HASH_NUMERIC = 0, HASH_SAMPLE = 1, HASH_FULL = 2 };
-constexpr int64_t HASH_SAMPLE_EVERY = 16;      /* symbolic's sample: every 16th candidate */
+constexpr int64_t HASH_SAMPLE_EVERY = 16;      /* symbolic's sample: candidates of rows 0 mod 16 */
 constexpr int64_t HASH_MIN_PRODUCTS = 1 << 19; /* algorithm "auto": fewer candidates' products hash none */
 
 /* Row i (entries e0..e1) stays hashed: its entries count no products for the row groups (c). */
@@ -964,7 +964,8 @@ __device__ __forceinline__ void leave_groups(const HashArgs &a, int64_t e0, int6
     }
 }
 
-/* Symbolic, first a sample (every HASH_SAMPLE_EVERY-th candidate: counted, nothing written), then every
+/* Symbolic, first a sample (the candidates of rows i = 0 mod HASH_SAMPLE_EVERY: counted, nothing
+ * written), then every
  * candidate row (a warp per row): its distinct columns counted in a table of
  * HASH_SLOTS (its P <= ROWS_HASH_MAX products fill at most half).  A row of at most HASH_NNZ entries of C
  * whose products are at least twice its entries stays hashed (row_nnz written, its entries' counts in c
@@ -996,12 +997,13 @@ __global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(H
     /* symbolic, full pass: hash the candidates only where at least half of the sampled ones stayed
      * (else the row groups take them all, as classify_small_rows left them) */
     if (!VALUES && a.mode == HASH_FULL && 2 * counters[2] < counters[3]) return;
-    const int64_t step = a.mode == HASH_SAMPLE ? HASH_SAMPLE_EVERY : 1;
     u64 kept = 0, sampled = 0; /* this warp's (lane 0) */
-    for (int64_t x = ((int64_t)blockIdx.x * kHashWarps + w) * step; x < count;
-         x += (int64_t)gridDim.x * kHashWarps * step) {
+    for (int64_t x = (int64_t)blockIdx.x * kHashWarps + w; x < count; x += (int64_t)gridDim.x * kHashWarps) {
         const uint32_t row = a.list[x];
         if (VALUES && row == kDemoted) continue; /* uniform across the warp */
+        /* the sample: the candidates whose index is a multiple of HASH_SAMPLE_EVERY (the list's order
+         * varies between runs; the sample, and so the verdict, does not) */
+        if (a.mode == HASH_SAMPLE && row % HASH_SAMPLE_EVERY != 0) continue;
         const int64_t i = row, e0 = a.rpA[i], e1 = a.rpA[i + 1];
         int tb = __ffs(SLOTS) - 1;
         int64_t base = 0;
@@ -1726,8 +1728,7 @@ int fill_group_prefix(acc_spgemm_gpu *p, T *c, const Temp<int64_t> &rows, const 
         h.c = c;
         h.c_wide = sizeof(T) == sizeof(int64_t);
         h.mode = HASH_SAMPLE;
-        TRY((launch_hashed<false, int32_t, float, double>(h, (m + HASH_SAMPLE_EVERY - 1) / HASH_SAMPLE_EVERY,
-                                                          s)));
+        TRY((launch_hashed<false, int32_t, float, double>(h, m, s)));
         h.mode = HASH_FULL;
         TRY((launch_hashed<false, int32_t, float, double>(h, m, s)));
     }
