@@ -11,7 +11,8 @@ Values: standard normal, --dtype (float32 by default).
 
 Timing: wall clock around the whole call with the stream synchronised before and after (every
 phase included: analysis, allocations, the result), median of --reps after one warm-up, the
-memory pools warm; ours (the model's choice, each algorithm forced, the plan's reuse) and CuPy
+memory pools warm; ours (the model's choice, each algorithm forced, the rows with every small row
+sorted (``row_hash=False``: "rows_sorted"), the plan's reuse) and CuPy
 are timed interleaved, one call of each per round, after a warm-up on a random product before the first
 matrix.  "accspmm" is ``accspmm.spgemm`` on CuPy operands; "reuse" is a
 ``spgemm_plan``'s call with new values (numeric only); "cupy" is ``A @ B`` of cupyx.scipy.sparse
