@@ -965,10 +965,9 @@ __device__ __forceinline__ void leave_groups(const HashArgs &a, int64_t e0, int6
 }
 
 /* Symbolic, first a sample (the candidates of rows i = 0 mod HASH_SAMPLE_EVERY: counted, nothing
- * written), then every
- * candidate row (a warp per row): its distinct columns counted in a table of
- * HASH_SLOTS (its P <= ROWS_HASH_MAX products fill at most half).  A row of at most HASH_NNZ entries of C
- * whose products are at least twice its entries stays hashed (row_nnz written, its entries' counts in c
+ * written), then every candidate row (a warp per row): its distinct columns counted in a table of
+ * HASH_SLOTS (its P <= ROWS_HASH_MAX products fill at most half).  A row of at most HASH_NNZ entries of
+ * C whose products are at least twice its entries stays hashed (row_nnz written, its entries' counts in c
  * zeroed); any other goes to the row groups (its list entry kDemoted, row_nnz left 0 for the groups'
  * count): where few products share a column the sorted groups' numeric pass is faster (see
  * benchmarks/NOTES.md).  Where fewer than half of the sampled candidates would stay, the full pass
