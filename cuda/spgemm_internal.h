@@ -246,7 +246,7 @@ struct acc_spgemm_gpu {
     double est_density_a = 0, est_density_b = 0; /* sampled entries per nonempty 8x8 tile */
     int64_t rs_small = 0, rs_large = 0, rs_large_entries = 0, rs_large_rows = 0, rs_huge = 0; /* row stats */
     int64_t rs_tiny = 0;                      /* of rs_small, the tiny rows' products */
-    int64_t rs_hashed = 0;                    /* of rs_small, the hashed rows' products */
+    int64_t rs_hashed = 0;                    /* of rs_small, the hash candidates' products */
     bool rs_known = false;                    /* the row statistics above were computed (algorithm "auto") */
     double est_ms_tiles = 0, est_ms_rows = 0; /* its predictions */
     bool profile = false;
@@ -279,19 +279,18 @@ struct acc_spgemm_gpu {
     uint32_t *ps32 = nullptr;      /* ps in 32 bits, instead, where the products' total fits */
     uint32_t *tiny_bits = nullptr; /* [ceil(m/32)] bit i: row i is tiny (NULL: every row may be) */
     uint32_t *hash_list = nullptr; /* [m] the hash candidates (kDemoted: given to the row groups) */
-    acc_spgemm::u64 *hash_count =
-        nullptr;                     /* [4] their count, (unused), the sample's kept and counted (device) */
-    int64_t nhashed = 0;             /* the candidates' count (host) */
-    int64_t hashed_rows = 0;         /* the rows kept hashed (host, after analyse) */
-    int64_t small_total = 0;         /* products of the row groups' rows */
-    int64_t small_max = 0;           /* the most products of one of those rows */
-    int64_t ngroups = 0;             /* blocks of the small-row kernels */
-    int64_t wide_groups = 0;         /* of them, groups that a block does not stage (spgemm_rows.cu) */
-    int64_t *gstart = nullptr;       /* [ngroups+1] their first rows */
-    int64_t nlarge = 0;              /* rows with more than SMALL_MAX products */
-    int64_t *large = nullptr;        /* [nlarge] those rows */
-    int64_t *large_prefix = nullptr; /* [nlarge+1] products before each of them */
-    std::vector<int64_t> large_products; /* their products (host) */
+    acc_spgemm::u64 *hash_count = nullptr; /* [3] their count, the sample's kept and counted (device) */
+    int64_t nhashed = 0;                   /* the candidates' count (host) */
+    int64_t hashed_rows = 0;               /* the rows kept hashed (host, after analyse) */
+    int64_t small_total = 0;               /* products of the row groups' rows */
+    int64_t small_max = 0;                 /* the most products of one of those rows */
+    int64_t ngroups = 0;                   /* blocks of the small-row kernels */
+    int64_t wide_groups = 0;               /* of them, groups that a block does not stage (spgemm_rows.cu) */
+    int64_t *gstart = nullptr;             /* [ngroups+1] their first rows */
+    int64_t nlarge = 0;                    /* rows with more than SMALL_MAX products */
+    int64_t *large = nullptr;              /* [nlarge] those rows */
+    int64_t *large_prefix = nullptr;       /* [nlarge+1] products before each of them */
+    std::vector<int64_t> large_products;   /* their products (host) */
     int dense_large = 0; /* large rows accumulate densely in shared memory (n small, B's rows made canonical
                           * where needed: analyse); else every large row sorts */
     uint16_t *perm_small = nullptr;     /* [small_total] the small rows' products in sorted order */

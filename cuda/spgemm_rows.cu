@@ -856,12 +856,11 @@ __global__ void __launch_bounds__(kTinyWarps * 32, 4) tiny_numeric(TinyArgs a) {
 
 /* ---- hashed rows: a warp per row, summed in a hash table in shared memory ------------------------- */
 
-constexpr int kHashWarps = 8;                    /* warps per block of the hashed-row kernels */
-constexpr int HASH_SLOTS = 2 * ROWS_HASH_MAX;    /* symbolic: a warp's table, at most half full */
-constexpr int HASH_NNZ = ROWS_HASH_NNZ;          /* a hashed row makes at most this many entries of C ... */
-constexpr int HASH_NUMERIC_SLOTS = 2 * HASH_NNZ; /* ... in numeric's tables of this many slots */
-constexpr uint32_t kEmpty = 0xFFFFFFFFu;         /* a free slot (columns are below 2^31) */
-constexpr uint32_t kDemoted = 0xFFFFFFFFu;       /* a row of the list that symbolic gave to the row groups */
+constexpr int kHashWarps = 8;                         /* warps per block of the hashed-row kernels */
+constexpr int HASH_SLOTS = 2 * ROWS_HASH_MAX;         /* symbolic: a warp's table, at most half full */
+constexpr int HASH_NUMERIC_SLOTS = 2 * ROWS_HASH_NNZ; /* numeric: a warp's table, at most half full */
+constexpr uint32_t kEmpty = 0xFFFFFFFFu;              /* a free slot (columns are below 2^31) */
+constexpr uint32_t kDemoted = 0xFFFFFFFFu; /* a row of the list that symbolic gave to the row groups */
 static_assert((HASH_SLOTS & (HASH_SLOTS - 1)) == 0 && (HASH_NUMERIC_SLOTS & (HASH_NUMERIC_SLOTS - 1)) == 0 &&
                   HASH_NUMERIC_SLOTS >= 32,
               "tables of 2^b slots");
@@ -869,7 +868,7 @@ static_assert((HASH_SLOTS & (HASH_SLOTS - 1)) == 0 && (HASH_NUMERIC_SLOTS & (HAS
 struct HashArgs : RowOperands {
     uint32_t *list;   /* [*count] the candidate rows (classify_small_rows, in any order); symbolic sets a
                        * row it gives to the row groups to kDemoted */
-    const u64 *count; /* device: [0] the list's length, [2] and [3] the sample's kept and counted rows
+    const u64 *count; /* device: [0] the list's length, [1] and [2] the sample's kept and counted rows
                        * (symbolic; the full pass counts the rows kept hashed in row_ptr[m + 2]) */
     int64_t m;
     void *c; /* symbolic: entry_products' counts before the scan (int64, c_wide, or uint32): a
@@ -878,11 +877,6 @@ struct HashArgs : RowOperands {
     int mode; /* HASH_NUMERIC, or symbolic's HASH_SAMPLE then HASH_FULL */
 };
 
-/* Row i's products, 32 at a time in their expansion order (A's entries in CSR order, each one's B row
- * in its order: lane l takes product q0 + l, its entry staged in st), each inserted in the warp's table of T
- * = 2^tb slots (linear probing from a multiplicative hash of the column; its keys start free).  visit(active,
- * slot, fresh, value) runs for every step on all lanes: `fresh` where this lane's insertion took a
- * free slot; value = A's value x B's value (VALUES, rounded once: no fused multiply-add). */
 /* A warp's staging of 32 entries of A (hash_products): the product -> entry map of their products
  * (at most ROWS_HASH_MAX: the row's), and per entry its first product's position in B's arrays less its
  * first product in the chunk, and its value. */
@@ -892,6 +886,11 @@ struct HashStage {
     double av[32];
 };
 
+/* Row i's products, 32 at a time in their expansion order (A's entries in CSR order, each one's B row
+ * in its order: lane l takes product q0 + l, its entry staged in st), each inserted in the warp's table of T
+ * = 2^tb slots (linear probing from a multiplicative hash of the column; its keys start free).  visit(active,
+ * slot, fresh, value) runs for every step on all lanes: `fresh` where this lane's insertion took a
+ * free slot; value = A's value x B's value (VALUES, rounded once: no fused multiply-add). */
 template <bool VALUES, typename V, typename F>
 __device__ __forceinline__ void hash_products(const HashArgs &a, int64_t e0, int64_t e1, int lane,
                                               uint32_t *keys, int tb, HashStage &st, F visit) {
@@ -966,7 +965,7 @@ __device__ __forceinline__ void leave_groups(const HashArgs &a, int64_t e0, int6
 
 /* Symbolic, first a sample (the candidates of rows i = 0 mod HASH_SAMPLE_EVERY: counted, nothing
  * written), then every candidate row (a warp per row): its distinct columns counted in a table of
- * HASH_SLOTS (its P <= ROWS_HASH_MAX products fill at most half).  A row of at most HASH_NNZ entries of
+ * HASH_SLOTS (its P <= ROWS_HASH_MAX products fill at most half).  A row of at most ROWS_HASH_NNZ entries of
  * C whose products are at least twice its entries stays hashed (row_nnz written, its entries' counts in c
  * zeroed); any other goes to the row groups (its list entry kDemoted, row_nnz left 0 for the groups'
  * count): where few products share a column the sorted groups' numeric pass is faster (see
@@ -995,7 +994,7 @@ __global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(H
     const int64_t count = (int64_t)counters[0];
     /* symbolic, full pass: hash the candidates only where at least half of the sampled ones stayed
      * (else the row groups take them all, as classify_small_rows left them) */
-    if (!VALUES && a.mode == HASH_FULL && 2 * counters[2] < counters[3]) return;
+    if (!VALUES && a.mode == HASH_FULL && 2 * counters[1] < counters[2]) return;
     u64 kept = 0, sampled = 0; /* this warp's (lane 0) */
     for (int64_t x = (int64_t)blockIdx.x * kHashWarps + w; x < count; x += (int64_t)gridDim.x * kHashWarps) {
         const uint32_t row = a.list[x];
@@ -1008,7 +1007,7 @@ __global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(H
         int64_t base = 0;
         if constexpr (VALUES) {
             base = a.row_ptr[i];
-            const int nnz = (int)(a.row_ptr[i + 1] - base); /* at most HASH_NNZ (symbolic) */
+            const int nnz = (int)(a.row_ptr[i + 1] - base); /* at most ROWS_HASH_NNZ (symbolic) */
             tb = min(max(5, 33 - __clz(max(nnz, 1) - 1)), tb);
         }
         const int T = 1 << tb;
@@ -1024,7 +1023,7 @@ __global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(H
                                          });
             fresh_count = __reduce_add_sync(kFull, fresh_count);
             products = __reduce_add_sync(kFull, products);
-            const bool keep = fresh_count <= HASH_NNZ && 2 * fresh_count <= products;
+            const bool keep = fresh_count <= ROWS_HASH_NNZ && 2 * fresh_count <= products;
             kept += keep;
             sampled++;
             if (a.mode == HASH_FULL) {
@@ -1084,8 +1083,8 @@ __global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(H
         add_zeros(zeros, a.zeros);
     } else if (lane == 0 && sampled) {
         if (a.mode == HASH_SAMPLE) {
-            atomicAdd(counters + 2, kept);
-            atomicAdd(counters + 3, sampled);
+            atomicAdd(counters + 1, kept);
+            atomicAdd(counters + 2, sampled);
         } else {
             atomicAdd(reinterpret_cast<u64 *>(const_cast<int64_t *>(a.row_ptr) + a.m + 2),
                       kept); /* analyse reads it */
@@ -1716,8 +1715,8 @@ int fill_group_prefix(acc_spgemm_gpu *p, T *c, const Temp<int64_t> &rows, const 
     TRY(p->palloc(&p->tiny_bits, (size_t)(m + 31) / 32));
     if (hash_max > 0) {
         TRY(p->palloc(&p->hash_list, (size_t)m));
-        TRY(p->palloc(&p->hash_count, 4));
-        ACC_CUDA_TRY(cudaMemsetAsync(p->hash_count, 0, 4 * sizeof(u64), s));
+        TRY(p->palloc(&p->hash_count, 3));
+        ACC_CUDA_TRY(cudaMemsetAsync(p->hash_count, 0, 3 * sizeof(u64), s));
     }
     classify_small_rows<T><<<grid_for((m + 31) / 32 * 32), kThreads, 0, s>>>(
         m, A.rp, hash_max, c, p->tiny_bits, p->hash_list, p->hash_count);
