@@ -794,7 +794,8 @@ __global__ void __launch_bounds__(kTinyWarps * 32, 4) tiny_symbolic(TinyArgs a) 
         tiny_expand<false, uint64_t, double>(a, i0, lane, owners[threadIdx.x >> 5], e0, P, key, unused);
 #pragma unroll
         for (int r = 0; r < TINY_ROWS; r++) {
-            const unsigned same = __match_any_sync(kFull, (unsigned long long)(key[r] >> 5));
+            /* a column is an int32: matched as 32 bits (a 64-bit match costs about twice as much) */
+            const unsigned same = __match_any_sync(kFull, (unsigned)(key[r] >> 5));
             const unsigned first = __ballot_sync(kFull, lane < P[r] && !(same & below));
             if (lane == r && P[r] > 0) a.row_nnz[i0 + r] = __popc(first);
         }
@@ -802,7 +803,8 @@ __global__ void __launch_bounds__(kTinyWarps * 32, 4) tiny_symbolic(TinyArgs a) 
 }
 
 /* Numeric: sorted as above (equal columns keep their expansion order, scipy's order of the sums);
- * each run's head sums it left to right and writes it at row_ptr[i] + the heads before it. */
+ * each run's head sums it left to right (its length from the heads' ballot) and writes it at
+ * row_ptr[i] + the heads before it. */
 template <typename K, typename ColT, typename OutT, typename V>
 __global__ void __launch_bounds__(kTinyWarps * 32, 4) tiny_numeric(TinyArgs a) {
     __shared__ uint8_t owners[kTinyWarps][TINY_ROWS][32];
@@ -830,17 +832,14 @@ __global__ void __launch_bounds__(kTinyWarps * 32, 4) tiny_numeric(TinyArgs a) {
             const K prev = __shfl_up_sync(kFull, col, 1);
             const bool head = lane < P[r] && (lane == 0 || col != prev);
             const unsigned heads = __ballot_sync(kFull, head);
+            /* a run ends at the next head or at P ((2u << 31) - 1 is all ones) */
+            const unsigned later = heads & ~((2u << lane) - 1u);
+            const int len = head ? (later ? __ffs(later) - 1 : P[r]) - lane : 0;
+            const int longest = __reduce_max_sync(kFull, (unsigned)len);
             double sum = v;
-            bool open = head;
-            for (int t = 1; t < 32 && __any_sync(kFull, open); t++) {
+            for (int t = 1; t < longest; t++) {
                 const double w = __shfl_down_sync(kFull, v, t);
-                const K c = __shfl_down_sync(kFull, col, t);
-                if (open) {
-                    if (lane + t < P[r] && c == col)
-                        sum += w;
-                    else
-                        open = false;
-                }
+                if (t < len) sum += w;
             }
             if (head) {
                 const int64_t pos = base[r] + __popc(heads & ((1u << lane) - 1u));
