@@ -5,7 +5,7 @@
     python benchmarks/profile_spgemm.py DATA_DIR --python NAME ...             # the host side: cProfile
 
 --kernels: for each NAME:ALGO (a matrix of DATA_DIR, kron_poisson_bB or amg_{poisson,elasticity}_{RA,RAP};
-ALGO tiles, rows or rows-sorted: no hash tables), one warm-up
+ALGO tiles, rows or rows-sorted: no hash tables; ALGO+reuse: a plan's product with new values), one warm-up
 call, then one call inside cudaProfilerStart/Stop, so ncu sees exactly the kernels of one product
 (run with --profile-from-start off).  --python: 200 one-shot products of each matrix under cProfile,
 the functions by their own time, and the wall time per call.
@@ -77,16 +77,27 @@ def main():
         A, B = operand(args.data_dir, name)
         Ag = csp.csr_matrix(A)
         Bg = Ag if B is A else csp.csr_matrix(B)
+        algo, _, reuse = algo.partition("+")
+        kw = {"algorithm": "rows", "row_hash": False} if algo == "rows-sorted" else {"algorithm": algo}
+        if reuse:  # the plan made and used once, then its product with new values profiled
+            p = accspmm.spgemm_plan(Ag, Bg, **kw)
+            p()
+            new_a = Ag.data * 2
+            new_b = None if B is A else Bg.data * 2
         for profiled in (False, True):
             cupy.cuda.runtime.deviceSynchronize()
             if profiled:
                 cupy.cuda.profiler.start()
-            kw = {"algorithm": "rows", "row_hash": False} if algo == "rows-sorted" else {"algorithm": algo}
-            with accspmm.spgemm_plan(Ag, Bg, keep_pairs=False, **kw) as p:
-                p()
+            if reuse:
+                p(new_a, new_b)
+            else:
+                with accspmm.spgemm_plan(Ag, Bg, keep_pairs=False, **kw) as p:
+                    p()
             cupy.cuda.runtime.deviceSynchronize()
             if profiled:
                 cupy.cuda.profiler.stop()
+        if reuse:
+            p.close()
         print(f"profiled {name} {algo}", flush=True)
     for name in args.python:
         A, B = operand(args.data_dir, name)
