@@ -206,13 +206,16 @@ __device__ __forceinline__ Piece piece_of(const GroupArgs &a, int64_t g) {
 }
 
 /* The first row of group g: the first row whose first product (numbered over small rows) is at or
- * after g stride (one past the last row starting before it); ngroups + 1 entries. */
+ * after g stride, or m; ngroups + 1 entries.  A thread per row i <= m writes the groups whose start
+ * S(i-1) < g stride <= S(i) falls on it (S(i) = ps[rpA[i]], non-decreasing; S(-1) = -1), and row m
+ * also the groups past S(m): every group once, without a search. */
 __global__ void group_starts(int64_t m, int64_t ngroups, int64_t stride, const int64_t *__restrict__ rpA,
                              Prefix ps, int64_t *__restrict__ gstart) {
-    GRID_STRIDE(g, ngroups + 1) {
-        const int64_t x = g * stride;
-        auto start = [&](int64_t i) { return ps[rpA[i]]; };
-        gstart[g] = start(0) >= x ? 0 : min(last_le(0, m, x - 1, start) + 1, m);
+    GRID_STRIDE(i, m + 1) {
+        const int64_t lo = i == 0 ? -1 : ps[rpA[i - 1]], hi = ps[rpA[i]];
+        const int64_t g1 = i == m ? ngroups : min(hi / stride, ngroups); /* the last g with g stride <= hi */
+        for (int64_t g = lo < 0 ? 0 : lo / stride + 1; g <= g1; g++) /* from the first g with g stride > lo */
+            gstart[g] = i;
     }
 }
 
@@ -1111,8 +1114,9 @@ template <bool NUMERIC> constexpr int dense_threads() { return NUMERIC ? 128 : 5
  * lanes), counted.  Numeric: the sums in n doubles, A's entries in order with a barrier between them,
  * each entry's B row over the threads (distinct columns), then written in column order.  The
  * entries' B rows and values are staged in shared memory kDenseStage at a time, and each thread
- * loads its products of kDenseAhead entries before adding the first: the barriers, not chains of
- * global loads, are the cost of an entry. */
+ * loads and multiplies its products of kDenseAhead entries and sets their bits before adding the
+ * first: an entry's step is its adds and its barrier (a row of many entries runs its steps one after
+ * another, and at the end alone). */
 template <bool NUMERIC, typename ColT, typename OutT, typename V>
 __global__ void __launch_bounds__(dense_threads<NUMERIC>(), 1) dense_rows(DenseArgs a) {
     constexpr int T = dense_threads<NUMERIC>();
@@ -1163,35 +1167,39 @@ __global__ void __launch_bounds__(dense_threads<NUMERIC>(), 1) dense_rows(DenseA
                 }
                 __syncthreads();
                 for (int t0 = 0; t0 < cnt; t0 += kDenseAhead) {
-                    /* the loads only: nothing waits for them before the first add */
+                    /* the loads and products only (product, then sum: two roundings, as scipy's, no
+                     * fused multiply-add): an entry's step is its adds and its barrier */
                     int col[kDenseAhead];
-                    double bv[kDenseAhead];
+                    double prod[kDenseAhead];
+                    unsigned longer = 0; /* bit u: entry t0 + u's B row is longer than the block */
 #pragma unroll
                     for (int u = 0; u < kDenseAhead; u++) {
                         col[u] = -1;
-                        bv[u] = 0.0;
-                        if (t0 + u < cnt && (int)threadIdx.x < s_len[t0 + u]) {
+                        prod[u] = 0.0;
+                        const int len = t0 + u < cnt ? s_len[t0 + u] : 0;
+                        if ((int)threadIdx.x < len) {
                             const int64_t f = s_start[t0 + u] + threadIdx.x;
                             col[u] = a.ciB[f];
-                            bv[u] = value<V>(a.valsB, f);
+                            prod[u] = __dmul_rn(s_av[t0 + u], value<V>(a.valsB, f));
                         }
+                        longer |= (len > T ? 1u : 0u) << u;
                     }
-                    /* product, then sum: two roundings, as scipy's (no fused multiply-add) */
+#pragma unroll
+                    for (int u = 0; u < kDenseAhead; u++) /* the pattern's bits in any order */
+                        if (col[u] >= 0) atomicOr(&bits[col[u] >> 5], 1u << (col[u] & 31));
 #pragma unroll
                     for (int u = 0; u < kDenseAhead; u++) {
                         if (t0 + u < cnt) { /* uniform across the block */
-                            const double av = s_av[t0 + u];
-                            if (col[u] >= 0) {
-                                acc[col[u]] += __dmul_rn(av, bv[u]);
-                                atomicOr(&bits[col[u] >> 5], 1u << (col[u] & 31));
-                            }
-                            /* a B row longer than the block: its other products (distinct columns) */
-                            const int len = s_len[t0 + u];
-                            for (int x = threadIdx.x + T; x < len; x += T) {
-                                const int64_t f = s_start[t0 + u] + x;
-                                const int64_t c = a.ciB[f];
-                                acc[c] += __dmul_rn(av, value<V>(a.valsB, f));
-                                atomicOr(&bits[c >> 5], 1u << (c & 31));
+                            if (col[u] >= 0) acc[col[u]] += prod[u];
+                            if ((longer >> u) & 1u) { /* the B row's other products (distinct columns) */
+                                const int len = s_len[t0 + u];
+                                const double av = s_av[t0 + u];
+                                for (int x = threadIdx.x + T; x < len; x += T) {
+                                    const int64_t f = s_start[t0 + u] + x;
+                                    const int64_t c = a.ciB[f];
+                                    acc[c] += __dmul_rn(av, value<V>(a.valsB, f));
+                                    atomicOr(&bits[c >> 5], 1u << (c & 31));
+                                }
                             }
                             __syncthreads();
                         }
@@ -1836,8 +1844,8 @@ int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
     TRY(p->palloc(&p->perm_small, (size_t)p->small_total));
     if (nnz > 0) TRY((launch_tiny<false, int32_t, float, double>(tiny_args(p, nullptr, nullptr), s)));
     if (p->ngroups > 0) {
-        group_starts<<<grid_for(p->ngroups + 1), kThreads, 0, s>>>(m, p->ngroups, stride, A.rp,
-                                                                   small_prefix(p), p->gstart);
+        group_starts<<<grid_for(m + 1), kThreads, 0, s>>>(m, p->ngroups, stride, A.rp, small_prefix(p),
+                                                          p->gstart);
         LAUNCH_CHECK();
         count_wide_groups<<<grid_for(p->ngroups), kThreads, 0, s>>>(p->ngroups, p->gstart, A.rp,
                                                                     p->row_ptr + m + 1);
