@@ -455,8 +455,9 @@ class HalfPlan:
                 d_B, d_C, _FMT[self.precision], int(out_f32))
 
     def workspace_floats(self, n: int) -> int:
-        """Floats of split-row workspace a call of width n needs (0 without split rows)."""
-        return self._slots * 16 * n if self._num_splits else 0
+        """Floats of split-row workspace a call of width n needs (0 without split rows); widths
+        under 8 run padded to 8 columns (cuda/half_spmm.h)."""
+        return self._slots * 16 * max(n, 8) if self._num_splits else 0
 
     def _launch(self, d_B: int, d_C: int, n: int, out_f32: bool, stream, workspace):
         from . import _cuda

@@ -5,8 +5,8 @@ width, register and cp.async-staged pipelines, several depths, both grid orders,
 cuSPARSE path; B with inf/NaN (the kernels' exact recompute of non-finite tiles, PACK, GROUP and
 SPLIT writers) against scipy's pattern; and the C steady-state call with CuPy arrays.  Half
 precision: both layouts (BSR16, BitTCF) in fp16 and bf16 on a matrix with a split hub row, packed
-rows and empty ones, N tails (element copies), inf/NaN, the C call with CuPy float16.  Exits 1 on
-any wrong result."""
+rows and empty ones, N tails (element copies), inf/NaN, the C call with CuPy float16, and BSR16 at
+N = 3 on 4096 block rows (copies padded to 8 columns).  Exits 1 on any wrong result."""
 
 import cupy as cp
 import numpy as np
@@ -73,5 +73,14 @@ for n in (1, 5, 37, 64, 96, 130):
                     p(Bg, out=Cg)
                     check(np.array_equal(cp.asnumpy(Cg).astype(np.float64), ref.astype(np.float16).astype(np.float64)),
                           f"n={n} {fmt} C call fp16")
+# BSR16 at n < 8 on >= 4096 block rows: computed in copies of B and C padded to 8 columns
+A3 = sp.random(16 * 4096 + 5, 700, density=0.0005, format="lil", random_state=1)
+A3[60000, :] = rng.integers(1, 9, size=700)  # a split block row: the workspace at 8 columns
+A3 = sp.csr_matrix(A3)
+A3.data = rng.integers(-8, 9, size=A3.nnz).astype(np.float32)
+B3 = rng.integers(-8, 9, size=(700, 3)).astype(np.float32)
+p = accspmm.plan(A3, device="gpu", precision="fp16", format="bsr16")
+check(p.stats["schedule"]["split_rows"] >= 1, "padded bsr16: no split row")
+check(np.array_equal(p(B3), A3 @ B3), "n=3 bsr16 padded")
 print("sanitize workload:", "OK" if ok else "WRONG")
 raise SystemExit(0 if ok else 1)

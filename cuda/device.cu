@@ -232,3 +232,45 @@ extern "C" int acc_cuda_stream_capturing(void *stream, int *capturing) {
     *capturing = status != cudaStreamCaptureStatusNone;
     return st;
 }
+
+namespace {
+
+/* dst[r * ldd + c] = c < ncopy ? src[r * lds + c] : 0 for r < rows, c < ncols. */
+template <typename T, typename I>
+__global__ void copy_rows(const T *__restrict__ src, int64_t lds, T *__restrict__ dst, int64_t ldd, I rows,
+                          I ncols, I ncopy) {
+    const I total = rows * ncols;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
+        const I r = i / ncols, c = i - r * ncols;
+        dst[(int64_t)r * ldd + c] = c < ncopy ? src[(int64_t)r * lds + c] : T(0);
+    }
+}
+
+template <typename T>
+int copy_rows_on(const void *src, int64_t lds, void *dst, int64_t ldd, int64_t rows, int64_t ncols,
+                 int64_t ncopy, cudaStream_t s) {
+    const int64_t total = rows * ncols;
+    if (total == 0) return ACC_SUCCESS;
+    const unsigned grid = (unsigned)(total / 256 + 1 < 4096 ? total / 256 + 1 : 4096);
+    if (total < (1LL << 31))
+        copy_rows<T, int32_t><<<grid, 256, 0, s>>>((const T *)src, lds, (T *)dst, ldd, (int32_t)rows,
+                                                   (int32_t)ncols, (int32_t)ncopy);
+    else
+        copy_rows<T, int64_t><<<grid, 256, 0, s>>>((const T *)src, lds, (T *)dst, ldd, rows, ncols, ncopy);
+    ACC_CUDA_TRY(cudaGetLastError());
+    return ACC_SUCCESS;
+}
+
+} // namespace
+
+extern "C" int acc_copy_rows(const void *src, int64_t lds, void *dst, int64_t ldd, int64_t rows,
+                             int64_t ncols, int64_t ncopy, int elem_bytes, cudaStream_t s) {
+    switch (elem_bytes) {
+    case 2:
+        return copy_rows_on<uint16_t>(src, lds, dst, ldd, rows, ncols, ncopy, s);
+    case 4:
+        return copy_rows_on<uint32_t>(src, lds, dst, ldd, rows, ncols, ncopy, s);
+    default:
+        return ACC_ERR_INVALID_ARGUMENT;
+    }
+}

@@ -406,6 +406,36 @@ template <int FMT> __global__ void round_kernel(const float *src, uint16_t *dst,
                                       : __half_as_ushort(__float2half_rn(src[i]));
 }
 
+/* n < 8 on at least kPadMinBrows block rows: B copied into 8 zero-padded columns, the product
+ * computed there on the 16-byte path and its n columns copied into C, as the BitTCF kernel's
+ * half_padded (tf32_spmm.cu) does.  The padded columns are zeros and are dropped, so every result
+ * bit is the 16-byte path's; the element path loads each 64-column step with predicated 2-byte loads
+ * for a few columns.  H100, n = 1 (benchmarks/half_widths.py --format bsr16): G3_circuit (98,700
+ * block rows) 1,090 -> 630 us, cnr-2000 (20,300) 430 -> 320 us; on bcsstk16 (306) the copies' two
+ * launches cost more than they save (25-30 -> 37-48 us), hence the threshold.  One buffer from the
+ * library's pool for both copies, freed in stream order; the caller's split workspace holds 8
+ * columns (acc_half_args.workspace). */
+constexpr int64_t kPadMinBrows = 4096;
+
+int bsr16_padded(const acc_half_args &p, cudaStream_t s) {
+    constexpr int64_t n8 = 8;
+    const size_t cbytes = p.out_f32 ? 4 : 2, bbytes = ((size_t)(p.k * n8) * 2 + 255) / 256 * 256;
+    char *buf = nullptr;
+    int st = acc_pool_alloc((void **)&buf, bbytes + (size_t)(p.m * n8) * cbytes, s);
+    if (st) return st;
+    st = acc_copy_rows(p.B, p.n, buf, n8, p.k, n8, p.n, 2, s);
+    if (!st) {
+        acc_half_args q = p;
+        q.B = reinterpret_cast<const uint16_t *>(buf);
+        q.C = buf + bbytes;
+        q.n = n8;
+        st = acc_half_spmm(&q, s);
+    }
+    if (!st) st = acc_copy_rows(buf + bbytes, n8, p.C, p.n, p.m, p.n, p.n, (int)cbytes, s);
+    acc_pool_free(buf, s); /* in stream order, after the copies */
+    return st;
+}
+
 } // namespace
 
 extern "C" int acc_half_spmm(const acc_half_args *args, void *stream_ptr) {
@@ -420,6 +450,7 @@ extern "C" int acc_half_spmm(const acc_half_args *args, void *stream_ptr) {
     if (!p.C || !p.B || !p.perm || !p.brow_offsets || !p.tasks || p.num_tasks == 0 || !p.block_values ||
         !p.block_cols || !p.block_masks || (p.num_splits > 0 && (!p.splits || !p.workspace)))
         return ACC_ERR_INVALID_ARGUMENT;
+    if (p.n < 8 && p.num_brows >= kPadMinBrows) return bsr16_padded(p, s);
     /* 16-byte copies of B: every row 16-byte aligned (n a multiple of 8) */
     const bool vec = p.n % 8 == 0 && (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;
     if (p.fmt == ACC_HALF_BF16)

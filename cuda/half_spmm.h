@@ -36,7 +36,7 @@ typedef struct acc_half_args {
     int64_t num_tasks;
     const int64_t *splits; /* [3 num_splits]: block row, first slot, parts (consecutive slots) */
     int64_t num_splits;
-    float *workspace;  /* [slots * 16 * n], NULL when num_splits == 0 */
+    float *workspace;  /* [slots * 16 * max(n, 8)], NULL when num_splits == 0 */
     const uint16_t *B; /* [k * n] half bits of `fmt` */
     void *C;           /* [m * n] half bits of `fmt`, or float32 when out_f32 */
     int fmt;           /* ACC_HALF_FP16 or ACC_HALF_BF16 */
@@ -44,7 +44,9 @@ typedef struct acc_half_args {
 } acc_half_args;
 
 /* Launches C = A @ B on `stream` (cudaStream_t, NULL = default); asynchronous.  Deterministic:
- * the schedule fixes every sum's order.  ACC_ERR_INVALID_ARGUMENT for inconsistent sizes. */
+ * the schedule fixes every sum's order.  At n < 8 on a large A it computes into copies of B and C
+ * padded to 8 columns, from the library's pool (the same bits).  ACC_ERR_INVALID_ARGUMENT for
+ * inconsistent sizes. */
 int acc_half_spmm(const acc_half_args *args, void *stream);
 
 /* BITTCF tiles: tiles[64 b + bit] = the half bits of block b's value at `bit` (values[nnz], float32

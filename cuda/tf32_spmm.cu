@@ -1109,33 +1109,6 @@ int dispatch_half(const acc_tf32_args &p, const acc_tf32_variant &v, int vec, cu
     }
 }
 
-/* dst[r * ldd + c] = c < ncopy ? src[r * lds + c] : 0 for r < rows, c < ncols: B into the padded
- * operand, or the padded result into C (ncopy = ncols). */
-template <typename T, typename I>
-__global__ void copy_rows(const T *__restrict__ src, int64_t lds, T *__restrict__ dst, int64_t ldd, I rows,
-                          I ncols, I ncopy) {
-    const I total = rows * ncols;
-    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
-        const I r = i / ncols, c = i - r * ncols;
-        dst[(int64_t)r * ldd + c] = c < ncopy ? src[(int64_t)r * lds + c] : T(0);
-    }
-}
-
-template <typename T>
-int copy_rows_on(const void *src, int64_t lds, void *dst, int64_t ldd, int64_t rows, int64_t ncols,
-                 int64_t ncopy, cudaStream_t s) {
-    const int64_t total = rows * ncols;
-    if (total == 0) return ACC_SUCCESS;
-    const unsigned grid = (unsigned)std::min<int64_t>((total + 255) / 256, 4096);
-    if (total < (1LL << 31))
-        copy_rows<T, int32_t><<<grid, 256, 0, s>>>((const T *)src, lds, (T *)dst, ldd, (int32_t)rows,
-                                                   (int32_t)ncols, (int32_t)ncopy);
-    else
-        copy_rows<T, int64_t><<<grid, 256, 0, s>>>((const T *)src, lds, (T *)dst, ldd, rows, ncols, ncopy);
-    ACC_CUDA_TRY(cudaGetLastError());
-    return ACC_SUCCESS;
-}
-
 /* Half formats at n < 8, or with B or C not 16-byte aligned: B copied into n8 = ceil(n / 8) * 8
  * zero-padded columns, the product computed there on the 16-byte path, and its n columns copied
  * into C.  One buffer for both copies from the library's pool, in the stream's order, freed after
@@ -1151,7 +1124,7 @@ int half_padded(const acc_tf32_args &p, const acc_tf32_variant &v, cudaStream_t 
     char *buf = nullptr;
     int st = acc_pool_alloc((void **)&buf, bbytes + (size_t)(p.m * n8) * cbytes, s);
     void *bp = buf, *cp = buf + bbytes;
-    if (!st) st = copy_rows_on<uint16_t>(p.B, p.n, bp, n8, p.k, n8, p.n, s);
+    if (!st) st = acc_copy_rows(p.B, p.n, bp, n8, p.k, n8, p.n, 2, s);
     if (!st) {
         acc_tf32_args q = p;
         q.B = (const float *)bp;
@@ -1159,9 +1132,7 @@ int half_padded(const acc_tf32_args &p, const acc_tf32_variant &v, cudaStream_t 
         q.n = n8;
         st = acc_tf32_spmm(&q, &v, s);
     }
-    if (!st)
-        st = cbytes == 4 ? copy_rows_on<uint32_t>(cp, n8, p.C, p.n, p.m, p.n, p.n, s)
-                         : copy_rows_on<uint16_t>(cp, n8, p.C, p.n, p.m, p.n, p.n, s);
+    if (!st) st = acc_copy_rows(cp, n8, p.C, p.n, p.m, p.n, p.n, (int)cbytes, s);
     acc_pool_free(buf, s); /* in stream order, after the copies */
     return st;
 }

@@ -375,6 +375,34 @@ def test_gpu_integer_bit_exact(prec, n, mat, fmt):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("prec", PRECS)
+def test_gpu_bsr16_narrow_b_on_many_block_rows(prec):
+    """n < 8 on at least 4096 block rows runs BSR16 in copies of B and C padded to 8 columns
+    (cuda/half_spmm.cu): bit-exact, a split hub block row included (its workspace at 8 columns),
+    a misaligned C, nothing written around C, B untouched."""
+    rng = np.random.default_rng(11)
+    m, k = 16 * 4096 + 5, 3000
+    A = sp.random(m, k, density=0.0004, format="lil", random_state=12)
+    A[60000, :] = rng.integers(1, 9, k)  # a hub: a split block row
+    A = with_int_values(sp.csr_matrix(A), seed=13)
+    p = accspmm.plan(A, device="gpu", precision=prec, format="bsr16")
+    assert p.format == "bsr16" and split_rows(p, 1) >= 1
+    for n in (1, 5):
+        B = int_dense(k, n, seed=n)
+        Bt = torch.from_numpy(B).cuda().to(TORCH_DT[prec])
+        Bcopy = Bt.clone()
+        buf = poisoned((m * n + 9,), TORCH_DT[prec])
+        out = buf[1 : 1 + m * n].view(m, n)  # C 2 bytes past an aligned address
+        p(Bt, out=out)
+        assert np.array_equal(out.double().cpu().numpy(), half_ref(A, B, prec, "half"))
+        assert torch.isnan(buf[:1]).all() and torch.isnan(buf[1 + m * n :]).all()
+        assert torch.equal(Bt, Bcopy)
+        out32 = poisoned((m, n), torch.float32)
+        p(Bt, out=out32)
+        assert np.array_equal(out32.cpu().numpy(), (A @ B).astype(np.float32))
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("prec", PRECS)
 def test_gpu_reordered_rectangular_and_deterministic(prec, fmt):
@@ -406,12 +434,15 @@ def test_gpu_random_within_the_bound_and_run_to_run_identical(prec, fmt):
 
 
 @pytest.mark.gpu
-def test_gpu_nonfinite_b_like_scipy():
+@pytest.mark.parametrize("n", [70, 3])  # 3: computed in copies padded to 8 columns
+def test_gpu_nonfinite_b_like_scipy(n):
     A = hub_matrix()
     B = int_dense(20000, 70)
     B[3, 5] = np.inf
     B[17, 66] = -np.inf
     B[4000, 0] = np.nan
+    B[9, 2] = -np.inf
+    B = np.ascontiguousarray(B[:, :n])
     ref = A.astype(np.float64) @ B.astype(np.float64)
     for prec, fmt in [(p, f) for p in PRECS for f in FORMATS]:
         C = accspmm.plan(A, device="gpu", precision=prec, format=fmt)(torch.from_numpy(B).cuda()).cpu().numpy()
