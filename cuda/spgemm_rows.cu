@@ -1106,8 +1106,13 @@ constexpr int kDenseAhead = 8;   /* numeric: entries whose products a thread loa
 
 /* Threads of the dense kernels: the symbolic pass sets bits in any order (wide blocks); the numeric
  * pass adds an entry at a time with a barrier between entries, which costs less in a narrow block,
- * and B's rows are short (longer ones loop). */
-template <bool NUMERIC> constexpr int dense_threads() { return NUMERIC ? 128 : 512; }
+ * and B's rows are short (longer ones loop): 128 threads, or 256 where n > kDenseWideCols, whose
+ * accumulator (9 bytes a column) leaves room for at most 3 blocks per SM (H100: blogcatalog 2, musae
+ * 1).  H100, reuse (the numeric pass), whole call, 256 threads against 128: blogcatalog 4.08-4.25 ->
+ * 3.58 ms, musae 0.81-0.87 -> 0.71-0.77, wiki-Vote 0.31-0.40 -> 0.29-0.31; ddi (n = 4,267,
+ * L1/shared-bound) went 7.1 -> 8.5 ms in an earlier version, so narrow n keeps 128. */
+constexpr int kDenseSymbolicThreads = 512;
+constexpr int64_t kDenseWideCols = 8192;
 
 /* One block per large row.  Symbolic: the row's pattern as n bits (every product sets one, in any
  * order: a warp per 32 entries of A, their B rows located by its lanes at once, each row over the
@@ -1117,9 +1122,8 @@ template <bool NUMERIC> constexpr int dense_threads() { return NUMERIC ? 128 : 5
  * loads and multiplies its products of kDenseAhead entries and sets their bits before adding the
  * first: an entry's step is its adds and its barrier (a row of many entries runs its steps one after
  * another, and at the end alone). */
-template <bool NUMERIC, typename ColT, typename OutT, typename V>
-__global__ void __launch_bounds__(dense_threads<NUMERIC>(), 1) dense_rows(DenseArgs a) {
-    constexpr int T = dense_threads<NUMERIC>();
+template <bool NUMERIC, int T, typename ColT, typename OutT, typename V>
+__global__ void __launch_bounds__(T, 1) dense_rows(DenseArgs a) {
     using Scan = cub::BlockScan<int, T>;
     extern __shared__ double dyn[];
     double *acc = dyn;
@@ -1480,9 +1484,13 @@ template <bool NUMERIC, typename ColT, typename OutT, typename V>
 int launch_dense(const DenseArgs &d, cudaStream_t s) {
     const size_t words = (size_t)((d.n + 31) / 32);
     const size_t bytes = (NUMERIC ? (size_t)d.n * sizeof(double) : 0) + words * sizeof(uint32_t);
-    return launch_with_smem(dense_rows<NUMERIC, ColT, OutT, V>,
-                            (unsigned)std::min<int64_t>(d.nlarge, 1 << 16), dense_threads<NUMERIC>(), bytes,
-                            s, d);
+    const unsigned grid = (unsigned)std::min<int64_t>(d.nlarge, 1 << 16);
+    if (!NUMERIC)
+        return launch_with_smem(dense_rows<false, kDenseSymbolicThreads, ColT, OutT, V>, grid,
+                                kDenseSymbolicThreads, bytes, s, d);
+    if (d.n > kDenseWideCols)
+        return launch_with_smem(dense_rows<true, 256, ColT, OutT, V>, grid, 256, bytes, s, d);
+    return launch_with_smem(dense_rows<true, 128, ColT, OutT, V>, grid, 128, bytes, s, d);
 }
 
 /* The huge rows in batches of at most BATCH products, on the device: symbolic (counts) or numeric. */
@@ -1598,7 +1606,7 @@ int numeric_typed(acc_spgemm_gpu *p, const void *valsA, const void *valsB, void 
 __global__ void dense_cost(int64_t nlarge, const int64_t *__restrict__ rows, const int64_t *__restrict__ rpA,
                            const int64_t *__restrict__ products, uint32_t *__restrict__ cost) {
     GRID_STRIDE(j, nlarge) {
-        const int64_t c = rpA[rows[j] + 1] - rpA[rows[j]] + products[j] / dense_threads<true>();
+        const int64_t c = rpA[rows[j] + 1] - rpA[rows[j]] + products[j] / 128; /* (a narrow block's) */
         cost[j] = (uint32_t)min(c, (int64_t)UINT32_MAX);
     }
 }
