@@ -450,7 +450,10 @@ extern "C" int acc_half_spmm(const acc_half_args *args, void *stream_ptr) {
     if (!p.C || !p.B || !p.perm || !p.brow_offsets || !p.tasks || p.num_tasks == 0 || !p.block_values ||
         !p.block_cols || !p.block_masks || (p.num_splits > 0 && (!p.splits || !p.workspace)))
         return ACC_ERR_INVALID_ARGUMENT;
-    if (p.n < 8 && p.num_brows >= kPadMinBrows) return bsr16_padded(p, s);
+    if (p.n < 8 && p.num_brows >= kPadMinBrows) {
+        const int st = bsr16_padded(p, s);
+        if (st != ACC_ERR_DEVICE_MEMORY) return st; /* no room for the copies: the element path */
+    }
     /* 16-byte copies of B: every row 16-byte aligned (n a multiple of 8) */
     const bool vec = p.n % 8 == 0 && (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;
     if (p.fmt == ACC_HALF_BF16)

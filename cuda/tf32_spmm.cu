@@ -1177,11 +1177,14 @@ extern "C" int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *
     /* the 16-byte path: every column slice full (no column tests in the loop), B and C aligned */
     const bool aligned = (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;
     if (p.elem != ACC_TF32_ELEM_TF32) {
-        if (!aligned || p.n < 8) return half_padded(p, *variant, stream);
+        if (!aligned || p.n < 8) {
+            const int st = half_padded(p, *variant, stream);
+            if (st != ACC_ERR_DEVICE_MEMORY) return st; /* no room for the copies: the element path */
+        }
         /* S = 1 where the variant's slice is not full; the 16-byte modes (see dispatch_half_vec) */
         acc_tf32_variant v = *variant;
         if (p.n % (64 * v.slice_s) != 0) v.slice_s = 1;
-        const int hvec = p.n % 8 != 0 ? 0 : p.n % 64 == 0 ? 1 : 2;
+        const int hvec = !aligned || p.n % 8 != 0 ? 0 : p.n % 64 == 0 ? 1 : 2;
         return p.elem == ACC_TF32_ELEM_FP16 ? dispatch_half<ACC_TF32_ELEM_FP16>(p, v, hvec, stream)
                                             : dispatch_half<ACC_TF32_ELEM_BF16>(p, v, hvec, stream);
     }

@@ -404,6 +404,41 @@ def test_gpu_bsr16_narrow_b_on_many_block_rows(prec):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("fmt", FORMATS)
+def test_gpu_narrow_b_without_room_for_padded_copies(fmt):
+    """When the padded copies of B and C (n < 8) do not fit in device memory, the call takes the
+    element path instead of failing: the same bits.  The device is filled by a torch tensor after
+    the library's pool is trimmed."""
+    from accspmm._spgemm_gpu import trim_pool
+
+    m, k = (1 << 19) + 3, 2000  # the padded C alone is 8 MiB
+    A = with_int_values(sp.random(m, k, density=0.0005, format="csr", random_state=15), seed=16)
+    p = accspmm.plan(A, device="gpu", precision="fp16", format=fmt)
+    B = int_dense(k, 3, seed=17)
+    Bt = torch.from_numpy(B).cuda().half()
+    ref = half_ref(A, B, "fp16", "half")
+    out = poisoned((m, 3), torch.float16)
+    p(Bt, out=out)  # padded; also allocates the plan's workspace and per-width state
+    assert np.array_equal(out.double().cpu().numpy(), ref)
+    out.fill_(float("nan"))
+    torch.cuda.synchronize()
+    trim_pool()
+    torch.cuda.empty_cache()
+    free, _ = torch.cuda.mem_get_info()
+    try:
+        hog = torch.empty(free - (4 << 20), dtype=torch.uint8, device="cuda")  # <= 4 MiB left
+    except RuntimeError:
+        pytest.skip("could not fill the device to leave less than the padded copies need")
+    try:
+        p(Bt, out=out)
+        torch.cuda.synchronize()
+    finally:
+        del hog
+        torch.cuda.empty_cache()  # the device back for the other tests (torch caches freed blocks)
+    assert np.array_equal(out.double().cpu().numpy(), ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("prec", PRECS)
 def test_gpu_reordered_rectangular_and_deterministic(prec, fmt):
     A = with_int_values(sp.random(333, 1000, density=0.03, format="csr", random_state=9), seed=2)
