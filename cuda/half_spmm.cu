@@ -413,8 +413,8 @@ template <int FMT> __global__ void round_kernel(const float *src, uint16_t *dst,
  * for a few columns.  H100, n = 1 (benchmarks/half_widths.py --format bsr16): G3_circuit (98,700
  * block rows) 1,090 -> 630 us, cnr-2000 (20,300) 430 -> 320 us; on bcsstk16 (306) the copies' two
  * launches cost more than they save (25-30 -> 37-48 us), hence the threshold.  One buffer from the
- * library's pool for both copies, freed in stream order; the caller's split workspace holds 8
- * columns (acc_half_args.workspace). */
+ * library's pool for both copies, freed in stream order (where it cannot be had, the caller takes
+ * the element path); the caller's split workspace holds 8 columns (acc_half_args.workspace). */
 constexpr int64_t kPadMinBrows = 4096;
 
 int bsr16_padded(const acc_half_args &p, cudaStream_t s) {

@@ -45,8 +45,8 @@ typedef struct acc_half_args {
 
 /* Launches C = A @ B on `stream` (cudaStream_t, NULL = default); asynchronous.  Deterministic:
  * the schedule fixes every sum's order.  At n < 8 on a large A it computes into copies of B and C
- * padded to 8 columns, from the library's pool (the same bits).  ACC_ERR_INVALID_ARGUMENT for
- * inconsistent sizes. */
+ * padded to 8 columns, from the library's pool (the same bits; without room for them, on B and C
+ * directly).  ACC_ERR_INVALID_ARGUMENT for inconsistent sizes. */
 int acc_half_spmm(const acc_half_args *args, void *stream);
 
 /* BITTCF tiles: tiles[64 b + bit] = the half bits of block b's value at `bit` (values[nnz], float32

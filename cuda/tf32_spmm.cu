@@ -1117,7 +1117,8 @@ int dispatch_half(const acc_tf32_args &p, const acc_tf32_variant &v, int vec, cu
  * 64-column step with predicated 2-byte loads for a few columns, 2x the padded path's time on
  * large matrices (H100, benchmarks/half_widths.py); at wider odd n the two copies of B and C cost
  * about what the element path loses, so it stays.  The split workspace is sized for 64-column
- * slices, which n8 never adds. */
+ * slices, which n8 never adds.  Where the pool cannot hold the copies (ACC_ERR_DEVICE_MEMORY), the
+ * caller takes the element path instead. */
 int half_padded(const acc_tf32_args &p, const acc_tf32_variant &v, cudaStream_t s) {
     const int64_t n8 = (p.n + 7) / 8 * 8;
     const size_t cbytes = p.out_f32 ? 4 : 2, bbytes = ((size_t)(p.k * n8) * 2 + 255) / 256 * 256;
