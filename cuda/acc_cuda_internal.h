@@ -18,6 +18,24 @@ extern "C" void acc_pool_free(void *p, cudaStream_t s);
 extern "C" int acc_copy_rows(const void *src, int64_t lds, void *dst, int64_t ldd, int64_t rows,
                              int64_t ncols, int64_t ncopy, int elem_bytes, cudaStream_t s);
 
+/* A half-precision product (B: k x n halves, C: m x n of cbytes each) computed on copies padded to
+ * n8 >= n columns: B copied into n8 zero-padded columns, run(B8, C8) called on them, and C8's first
+ * n columns copied into C.  One buffer from the pool for both copies, freed in stream order after
+ * the second copy.  ACC_ERR_DEVICE_MEMORY (nothing launched) where the pool cannot hold them. */
+template <typename Run>
+int with_padded_copies(const void *B, void *C, int64_t m, int64_t k, int64_t n, int64_t n8, size_t cbytes,
+                       cudaStream_t s, Run run) {
+    const size_t bbytes = ((size_t)(k * n8) * 2 + 255) / 256 * 256;
+    char *buf = nullptr;
+    int st = acc_pool_alloc((void **)&buf, bbytes + (size_t)(m * n8) * cbytes, s);
+    if (st) return st;
+    st = acc_copy_rows(B, n, buf, n8, k, n8, n, 2, s);
+    if (!st) st = run(static_cast<const void *>(buf), static_cast<void *>(buf + bbytes));
+    if (!st) st = acc_copy_rows(buf + bbytes, n8, C, n, m, n, n, (int)cbytes, s);
+    acc_pool_free(buf, s);
+    return st;
+}
+
 /* Returns the mapped status of a CUDA call from the enclosing function. */
 #define ACC_CUDA_TRY(call)                                                                                   \
     do {                                                                                                     \

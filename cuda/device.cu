@@ -251,7 +251,8 @@ int copy_rows_on(const void *src, int64_t lds, void *dst, int64_t ldd, int64_t r
                  int64_t ncopy, cudaStream_t s) {
     const int64_t total = rows * ncols;
     if (total == 0) return ACC_SUCCESS;
-    const unsigned grid = (unsigned)(total / 256 + 1 < 4096 ? total / 256 + 1 : 4096);
+    const int64_t blocks = (total + 255) / 256;
+    const unsigned grid = (unsigned)(blocks < 4096 ? blocks : 4096);
     if (total < (1LL << 31))
         copy_rows<T, int32_t><<<grid, 256, 0, s>>>((const T *)src, lds, (T *)dst, ldd, (int32_t)rows,
                                                    (int32_t)ncols, (int32_t)ncopy);

@@ -412,28 +412,20 @@ template <int FMT> __global__ void round_kernel(const float *src, uint16_t *dst,
  * bit is the 16-byte path's; the element path loads each 64-column step with predicated 2-byte loads
  * for a few columns.  H100, n = 1 (benchmarks/half_widths.py --format bsr16): G3_circuit (98,700
  * block rows) 1,090 -> 630 us, cnr-2000 (20,300) 430 -> 320 us; on bcsstk16 (306) the copies' two
- * launches cost more than they save (25-30 -> 37-48 us), hence the threshold.  One buffer from the
- * library's pool for both copies, freed in stream order (where it cannot be had, the caller takes
- * the element path); the caller's split workspace holds 8 columns (acc_half_args.workspace). */
+ * launches cost more than they save (25-30 -> 37-48 us), hence the threshold.  The copies share one
+ * buffer from the library's pool (with_padded_copies; where it cannot be had, the caller takes the
+ * element path); the caller's split workspace holds 8 columns (acc_half_args.workspace). */
 constexpr int64_t kPadMinBrows = 4096;
 
 int bsr16_padded(const acc_half_args &p, cudaStream_t s) {
-    constexpr int64_t n8 = 8;
-    const size_t cbytes = p.out_f32 ? 4 : 2, bbytes = ((size_t)(p.k * n8) * 2 + 255) / 256 * 256;
-    char *buf = nullptr;
-    int st = acc_pool_alloc((void **)&buf, bbytes + (size_t)(p.m * n8) * cbytes, s);
-    if (st) return st;
-    st = acc_copy_rows(p.B, p.n, buf, n8, p.k, n8, p.n, 2, s);
-    if (!st) {
-        acc_half_args q = p;
-        q.B = reinterpret_cast<const uint16_t *>(buf);
-        q.C = buf + bbytes;
-        q.n = n8;
-        st = acc_half_spmm(&q, s);
-    }
-    if (!st) st = acc_copy_rows(buf + bbytes, n8, p.C, p.n, p.m, p.n, p.n, (int)cbytes, s);
-    acc_pool_free(buf, s); /* in stream order, after the copies */
-    return st;
+    return with_padded_copies(p.B, p.C, p.m, p.k, p.n, 8, p.out_f32 ? 4 : 2, s,
+                              [&](const void *B8, void *C8) {
+                                  acc_half_args q = p;
+                                  q.B = static_cast<const uint16_t *>(B8);
+                                  q.C = C8;
+                                  q.n = 8;
+                                  return acc_half_spmm(&q, s);
+                              });
 }
 
 } // namespace

@@ -1121,21 +1121,14 @@ int dispatch_half(const acc_tf32_args &p, const acc_tf32_variant &v, int vec, cu
  * caller takes the element path instead. */
 int half_padded(const acc_tf32_args &p, const acc_tf32_variant &v, cudaStream_t s) {
     const int64_t n8 = (p.n + 7) / 8 * 8;
-    const size_t cbytes = p.out_f32 ? 4 : 2, bbytes = ((size_t)(p.k * n8) * 2 + 255) / 256 * 256;
-    char *buf = nullptr;
-    int st = acc_pool_alloc((void **)&buf, bbytes + (size_t)(p.m * n8) * cbytes, s);
-    void *bp = buf, *cp = buf + bbytes;
-    if (!st) st = acc_copy_rows(p.B, p.n, bp, n8, p.k, n8, p.n, 2, s);
-    if (!st) {
-        acc_tf32_args q = p;
-        q.B = (const float *)bp;
-        q.C = (float *)cp;
-        q.n = n8;
-        st = acc_tf32_spmm(&q, &v, s);
-    }
-    if (!st) st = acc_copy_rows(cp, n8, p.C, p.n, p.m, p.n, p.n, (int)cbytes, s);
-    acc_pool_free(buf, s); /* in stream order, after the copies */
-    return st;
+    return with_padded_copies(p.B, p.C, p.m, p.k, p.n, n8, p.out_f32 ? 4 : 2, s,
+                              [&](const void *B8, void *C8) {
+                                  acc_tf32_args q = p;
+                                  q.B = static_cast<const float *>(B8);
+                                  q.C = static_cast<float *>(C8);
+                                  q.n = n8;
+                                  return acc_tf32_spmm(&q, &v, s);
+                              });
 }
 
 bool variant_ok(const acc_tf32_variant *v) {
