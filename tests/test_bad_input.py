@@ -199,3 +199,36 @@ def test_corrupted_format_rejected(A, B):
                        F.block_value_offsets.copy(), F.values.copy())
     with pytest.raises(ValueError):
         G.matmul(B)
+
+
+def _canonical_oracle(indptr, indices):
+    """Rows strictly increasing (sorted, no duplicates), row by row."""
+    return all(bool(np.all(np.diff(indices[indptr[i]:indptr[i + 1]]) > 0)) for i in range(len(indptr) - 1))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_csr_check_canonical_flag_and_bounds(seed):
+    """csr_check's flat passes (descents over all entries minus those at row starts) agree with a
+    row-by-row oracle: empty rows (several row starts at one position), descents exactly at row
+    boundaries (allowed), a single out-of-order or repeated entry inside a row (not canonical), and
+    a column out of range anywhere, the first and last entries included."""
+    rng = np.random.default_rng(seed)
+    m, k = int(rng.integers(1, 40)), int(rng.integers(1, 30))
+    lengths = rng.integers(0, min(k, 6) + 1, m) * (rng.random(m) < 0.7)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    rows = [np.sort(rng.choice(k, int(n), replace=False)) for n in lengths]
+    indices = np.concatenate(rows + [np.zeros(0, int)]).astype(np.int32)
+    assert _core.csr_check(m, k, indptr, indices) is True
+    nnz = int(indptr[-1])
+    if nnz >= 2:
+        bad = indices.copy()
+        p = int(rng.integers(1, nnz))
+        bad[p] = bad[p - 1] if rng.random() < 0.5 else bad[p - 1] - 1
+        if bad[p] >= 0:
+            assert _core.csr_check(m, k, indptr, bad) is _canonical_oracle(indptr, bad)
+        for at in (0, nnz - 1, int(rng.integers(0, nnz))):
+            for value in (-1, k):
+                oob = indices.copy()
+                oob[at] = value
+                with pytest.raises(ValueError):
+                    _core.csr_check(m, k, indptr, oob)
