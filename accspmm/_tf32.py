@@ -210,6 +210,18 @@ def choose_variant(n: int, k: int, l2_bytes: int, override: dict | None = None, 
     return v
 
 
+_L2_BYTES = {}  # device -> L2 size: a device query also asks for free memory (tens of microseconds)
+
+
+def l2_bytes(device: int) -> int:
+    """The L2 cache size of ``device`` (cached: it never changes)."""
+    if device not in _L2_BYTES:
+        from . import _cuda
+
+        _L2_BYTES[device] = int(_cuda.device_info(int(device))["l2_bytes"])
+    return _L2_BYTES[device]
+
+
 class TF32Runner:
     """Device-resident BitTCF, schedules by cap, and the per-n choice of schedule and variant."""
 
@@ -234,7 +246,7 @@ class TF32Runner:
             raise ValueError(f"unknown tuning key(s) {sorted(unknown)}")
         self.num_windows = fmt.num_windows
         self._window_offsets = np.asarray(fmt.window_offsets)
-        self._l2 = _cuda.device_info(_cuda.get_device())["l2_bytes"]
+        self._l2 = l2_bytes(dev_id)
         self._put = put
         self.dev = dev  # the plan's: freed with it
         self._device = dev_id

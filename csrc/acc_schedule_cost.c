@@ -205,8 +205,14 @@ acc_status acc_schedule_costs(const int64_t *window_offsets, int64_t num_windows
                               int64_t *ntasks) {
     if (ncaps < 0 || (ncaps > 0 && (!caps || !sums || !maxes || !ntasks))) return ACC_ERR_INVALID_ARGUMENT;
     acc_status status = ACC_SUCCESS;
-    /* one pass per cap, the caps in parallel: a first call prices every cap */
-#pragma omp parallel for schedule(dynamic, 1) if (num_windows > 65536)
+    /* one pass per cap, the caps in parallel: a first call prices every cap (about 5 ns per window and
+     * cap, serial; a thread per 8192 of those, so a small matrix's first call does not wait for 9) */
+    const int64_t work = num_windows * ncaps / 8192 + 1;
+    int threads = acc_num_threads();
+    if (threads > work) threads = (int)work;
+    if (threads > ncaps) threads = (int)ncaps;
+    if (threads < 1) threads = 1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
     for (int64_t i = 0; i < ncaps; i++) {
         const acc_status st = acc_schedule_cost(window_offsets, num_windows, caps[i], warps, c, &sums[i],
                                                 &maxes[i], &ntasks[i]);
