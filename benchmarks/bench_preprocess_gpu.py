@@ -166,7 +166,9 @@ def main():
                "predicted_break_even_calls": pred_be, "predicted": preds[0],
                "speedup_default": cms / ours_ms, "reorder_plan_prep_s": r_s, "reorder_plan_ms": r_ms,
                "reorder_plan_method": info.get("chosen"), "reorder_payback": info.get("payback"),
-               "speedup_reorder_plan": cms / r_ms}
+               "speedup_reorder_plan": cms / r_ms,
+               # its decision at width n (cap, variant, the tuned times): what a slow reordered call ran
+               "reorder_plan_schedule": r.stats.get("schedule_by_n", {}).get(args.n)}
         r.close()
         res["payback"].append(row)
         print({k: row[k] for k in ("matrix", "default_prep_s", "default_ms", "cusparse_setup_s", "cusparse_ms",
