@@ -122,9 +122,11 @@ def round_tf32(x: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(x), r, x).astype(np.float32)
 
 
-def build_tasks(window_offsets, cap: int):
+def schedule(window_offsets, cap: int):
     """The schedule for ``cap`` (module docstring): ``tasks`` int32 [T, TASK_WORDS] in the kernel's
-    encoding (cuda/tf32_spmm.h) and ``task_cost`` float64 [T] in model units (one column slice).
+    encoding (cuda/tf32_spmm.h), ``task_cost`` float64 [T] in model units (one column slice), and
+    (workspace slots, multi-part splits, windows of more than cap blocks) (the tasks of multi-part
+    SPLIT windows, those windows, and the windows cut over several warps; see ``split_windows``).
     One C pass over the windows (csrc/acc_schedule_cost.c; tests/schedule_reference.py is the
     NumPy form the tests compare it with)."""
     from . import _core
@@ -133,6 +135,11 @@ def build_tasks(window_offsets, cap: int):
     if wo.shape[0] - 1 > np.iinfo(np.int32).max - 2:
         raise ValueError("too many row windows for the TF32 kernel (limit 2^31 - 2)")
     return _core.schedule_build(wo, int(cap), WARPS, (WB, FILL, REDUCE, TASK, MERGE))
+
+
+def build_tasks(window_offsets, cap: int):
+    """(tasks, task_cost) of ``schedule``."""
+    return schedule(window_offsets, cap)[:2]
 
 
 def variant_tag(v: dict) -> str:
@@ -262,20 +269,22 @@ class TF32Runner:
                                        self.elem)
         self._ready = set()  # widths n that have run outside a CUDA-graph capture
         self._tasks = {}  # cap -> (host tasks, task cost)
-        self._split_counts = {}  # cap -> (workspace slots, multi-part splits)
+        self._split_counts = {}  # cap -> (workspace slots, multi-part splits, windows cut over warps)
         self._decisions = {}
         self._wide = {}  # n -> the S = 2 variant that the one-wave rule replaced by S = 1
         # first call per n times the candidate variants, unless a variant field is forced
         self._autotune = bool(self.tuning.get("autotune", True)) and not (set(self.tuning) & set(VARIANT_KEYS))
         self._tuned = set()
         self._stats = stats
-        nb = np.diff(self._window_offsets).astype(np.float64)
-        self._ibd = float(np.abs(nb - nb.mean()).mean()) if nb.size else 0.0
+        self._ibd = float(fmt.stats["imbalance_degree"])  # the format's statistics (one C pass, cached)
         stats["schedule_by_n"] = {}
 
     def _schedule(self, cap: int):
+        """(tasks, task_cost) of schedule ``cap``, built once; its counts go to ``_split_counts``."""
         if cap not in self._tasks:
-            self._tasks[cap] = build_tasks(self._window_offsets, cap)
+            tasks, cost, counts = schedule(self._window_offsets, cap)
+            self._tasks[cap] = (tasks, cost)
+            self._split_counts[cap] = counts
         return self._tasks[cap]
 
     def decide(self, n: int):
@@ -303,7 +312,7 @@ class TF32Runner:
             variant = dict(variant, slice_s=1, depth=variant["depth"] if "depth" in self.tuning else 2)
             why += "; S = 1 (under one wave of thread blocks at S = 2)"
         report = {"cap": best, "tasks": int(tasks.shape[0]),
-                  "split_windows": split_windows(self._window_offsets, best),
+                  "split_windows": self._split_counts[best][2] if best > 0 else 0,
                   "predicted": {str(c): round(v, 1) for c, v in pred.items()},
                   "reason": f"{why}: cap {best} ({'identity' if best == 0 else 'packed/split'}) "
                             f"predicts {pred[best]:.1f} units",
@@ -326,11 +335,8 @@ class TF32Runner:
         slices of ``unit`` slice_s columns; (0, 0) when it has none.  The counters are sized for
         slices of ``unit`` columns, the most any variant uses (a half launch whose slice is not full
         runs S = 1, see cuda/tf32_spmm.cu); the workspace of slice_s slices covers S = 1 too."""
-        if cap not in self._split_counts:  # once per schedule, not per launch
-            tasks = self._schedule(cap)[0]
-            multi = (tasks[:, 0] < 0) & (tasks[:, 2] > 1) if tasks.size else np.zeros(0, bool)
-            self._split_counts[cap] = (int(multi.sum()), int((multi & (tasks[:, 1] == 0)).sum()))
-        slots, splits = self._split_counts[cap]
+        self._schedule(cap)  # its counts, once per schedule
+        slots, splits, _ = self._split_counts[cap]
         u = self.unit
         return slots * 8 * (-(-n // (u * slice_s)) * u * slice_s), splits * -(-n // u)
 

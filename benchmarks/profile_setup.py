@@ -3,8 +3,8 @@
     python benchmarks/profile_setup.py [DIR] [--only NAME ...] [--n 128] [--reps 7] [--top 25]
 
 For each matrix: the median over ``--reps`` of ``accspmm.plan(A)`` and of its first call on a torch
-CUDA B (synchronised, wall clock), the plan's ``stats["seconds"]``, then one cProfile of a fresh
-plan and first call, sorted by cumulative time (the top ``--top`` functions, in microseconds).  Diagnostic; the
+CUDA B (synchronised, wall clock), the plan's ``stats["seconds"]``, then a cProfile of ``--prof-reps`` fresh
+plans and first calls (per plan), sorted by cumulative time (the top ``--top`` functions, in microseconds).  Diagnostic; the
 break-even against cuSPARSE is benchmarks/bench_preprocess_gpu.py.
 """
 
@@ -30,6 +30,7 @@ def main():
     ap.add_argument("--n", type=int, default=128)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--prof-reps", type=int, default=10, help="fresh plans + first calls under cProfile")
     args = ap.parse_args()
     files = datasets.matrix_files(args.dir) if args.dir else [datasets.bundled_path()]
     if args.only:
@@ -61,17 +62,20 @@ def main():
               + ", ".join(f"{k} {v:.2f}" for k, v in med.items()))
         prof = cProfile.Profile()
         torch.cuda.synchronize()
-        prof.enable()
-        p = accspmm.plan(A)
-        p(B)
-        torch.cuda.synchronize()
-        prof.disable()
-        p.close()
+        for _ in range(args.prof_reps):
+            prof.enable()
+            p = accspmm.plan(A)
+            p(B)
+            torch.cuda.synchronize()
+            prof.disable()
+            p.close()
         st = pstats.Stats(prof).stats  # (file, line, name) -> (cc, ncalls, tottime, cumtime, callers)
         rows = sorted(st.items(), key=lambda kv: -kv[1][3])[: args.top]
+        r = args.prof_reps
+        print(f"cProfile of {r} fresh plans and first calls, per plan:")
         print(f"{'calls':>6} {'self us':>9} {'cum us':>9}  function")
         for (fname, line, func), (_, nc, tt, ct, _) in rows:
-            print(f"{nc:6d} {tt * 1e6:9.0f} {ct * 1e6:9.0f}  {os.path.basename(fname)}:{line}({func})")
+            print(f"{nc / r:6.1f} {tt * 1e6 / r:9.0f} {ct * 1e6 / r:9.0f}  {os.path.basename(fname)}:{line}({func})")
 
 
 if __name__ == "__main__":

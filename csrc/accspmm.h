@@ -176,15 +176,23 @@ acc_status acc_bittcf_fill(const acc_csr *A, const int64_t *perm, const int64_t 
  *   window_offsets [num_windows + 1]  BitTCF window offsets (num_windows < 2^31 - 1)
  *   warps                             warps per task (ACC_TF32_WARPS, >= 2)
  *   c[5]                              WB, FILL, REDUCE, TASK, MERGE (model units)
- *   tasks [ntasks * (1 + 2 warps)], task_cost [ntasks]
+ *   tasks [capacity * (1 + 2 warps)], task_cost [capacity]
  *                                     out, both NULL for the costs only (then
- *                                     call again with room for *ntasks rows)
+ *                                     call again with room for *ntasks rows);
+ *                                     rows beyond capacity are not written, and
+ *                                     the call fails (ACC_ERR_INVALID_ARGUMENT)
+ *   counts [3]                        out, or NULL: the tasks of multi-part
+ *                                     SPLIT windows (workspace slots), those
+ *                                     windows, and the windows of more than
+ *                                     cap blocks (GROUP or SPLIT)
+ * c must hold whole numbers in [0, 1024] (ACC_ERR_INVALID_ARGUMENT otherwise).
  * Writes the sum and the max of the task costs and the number of tasks. */
 acc_status acc_schedule_build(const int64_t *window_offsets, int64_t num_windows, int64_t cap, int warps,
-                              const double c[5], int32_t *tasks, double *task_cost, double *sum, double *max,
-                              int64_t *ntasks);
+                              const double c[5], int32_t *tasks, double *task_cost, int64_t capacity,
+                              double *sum, double *max, int64_t *ntasks, int64_t counts[3]);
 
-/* acc_schedule_build's costs only. */
+/* acc_schedule_build's costs only (integer arithmetic where the constants
+ * are small non-negative integers: the same values). */
 acc_status acc_schedule_cost(const int64_t *window_offsets, int64_t num_windows, int64_t cap, int warps,
                              const double c[5], double *sum, double *max, int64_t *ntasks);
 

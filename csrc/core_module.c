@@ -831,7 +831,7 @@ static PyObject *py_schedule_build(PyObject *self, PyObject *args) {
     long long cap;
     int warps;
     double c[5], sum = 0.0, max = 0.0;
-    int64_t ntasks = 0;
+    int64_t ntasks = 0, counts[3] = {0, 0, 0};
     PyArrayObject *wo = NULL, *tasks = NULL, *cost = NULL;
     (void)self;
     if (!PyArg_ParseTuple(args, "OLi(ddddd)", &woobj, &cap, &warps, &c[0], &c[1], &c[2], &c[3], &c[4]))
@@ -848,12 +848,17 @@ static PyObject *py_schedule_build(PyObject *self, PyObject *args) {
     cost = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_FLOAT64);
     if (!tasks || !cost) goto fail;
     Py_BEGIN_ALLOW_THREADS
-    st = acc_schedule_build(PyArray_DATA(wo), W, cap, warps, c, PyArray_DATA(tasks), PyArray_DATA(cost), &sum,
-                            &max, &ntasks);
+    if (ntasks >= 65536) { /* fresh pages mapped by the core's threads, not one by one by the pass */
+        acc_prefault(PyArray_DATA(tasks), (size_t)PyArray_NBYTES(tasks));
+        acc_prefault(PyArray_DATA(cost), (size_t)PyArray_NBYTES(cost));
+    }
+    st = acc_schedule_build(PyArray_DATA(wo), W, cap, warps, c, PyArray_DATA(tasks), PyArray_DATA(cost),
+                            ntasks, &sum, &max, &ntasks, counts);
     Py_END_ALLOW_THREADS
     if (st != ACC_SUCCESS) goto fail;
     Py_DECREF(wo);
-    return Py_BuildValue("(NN)", (PyObject *)tasks, (PyObject *)cost);
+    return Py_BuildValue("(NN(LLL))", (PyObject *)tasks, (PyObject *)cost, (long long)counts[0],
+                         (long long)counts[1], (long long)counts[2]);
 fail:
     if (st != ACC_SUCCESS && !PyErr_Occurred()) acc_py_raise(st, "schedule");
     Py_XDECREF(wo);
@@ -961,7 +966,7 @@ static PyMethodDef core_methods[] = {
      "reorder_jaccard(m, k, indptr, indices, seed, tau, block_width, max_candidates, progress) -> perm"},
     {"schedule_build", py_schedule_build, METH_VARARGS,
      "schedule_build(window_offsets, cap, warps, (WB, FILL, REDUCE, TASK, MERGE)) -> (tasks int32 [T, 1 + 2 "
-     "warps], task_cost float64 [T])"},
+     "warps], task_cost float64 [T], (workspace slots, multi-part splits, windows of more than cap blocks))"},
     {"schedule_costs", py_schedule_costs, METH_VARARGS,
      "schedule_costs(window_offsets, caps:int64, warps, (WB, FILL, REDUCE, TASK, MERGE)) -> (sums, maxes, "
      "ntasks) per cap"},

@@ -271,6 +271,11 @@ def test_c_schedule_matches_reference():
             assert tasks.dtype == np.int32 and cost.dtype == np.float64
             assert np.array_equal(tasks, ref_tasks) and np.array_equal(cost, ref_cost), (wo[:10], cap)
             assert _tf32.split_windows(wo, cap) == (int((np.diff(wo) > cap).sum()) if cap else 0)
+            # the counts the runner sizes split workspaces with, from the same pass
+            _, _, (slots, splits, cut) = _tf32.schedule(wo, cap)
+            multi = (ref_tasks[:, 0] < 0) & (ref_tasks[:, 2] > 1)
+            assert (slots, splits) == (int(multi.sum()), int((multi & (ref_tasks[:, 1] == 0)).sum()))
+            assert cut == _tf32.split_windows(wo, cap)
 
 
 def test_predict_cap_matches_built_schedule():
@@ -284,6 +289,37 @@ def test_predict_cap_matches_built_schedule():
             for cap in _tf32.CAPS:
                 built = _tf32.predict(build_tasks_reference(wo, cap)[1], slices, variant)
                 assert pred[cap] == built == _tf32.predict_cap(wo, cap, slices, variant), (trial, cap)
+
+
+def test_schedule_costs_match_task_build():
+    """The costs-only pass (every cap at once, in parallel) gives exactly the sum, max and count of
+    the tasks that the row-writing pass builds, for the package's constants and other integer ones
+    (WB = 0 included), on random windows with hubs and one window split 2^21 ways.  Constants that
+    are not whole numbers in [0, 1024], and decreasing offsets, are refused."""
+    from accspmm import _core
+
+    rng = np.random.default_rng(11)
+    cases = [_random_window_offsets(rng, t) for t in range(120)]
+    cases.append(np.array([0, 3, 3, 1 << 24, (1 << 24) + 5], np.int64))
+    consts = [(WB, _tf32.FILL, _tf32.REDUCE, _tf32.TASK, _tf32.MERGE), (0.0, 1.0, 3.0, 7.0, 5.0),
+              (5.0, 0.0, 0.0, 0.0, 0.0), (1024.0, 1.0, 1.0, 1.0, 1024.0)]
+    caps = np.asarray(CAPS + (1, 3, 1000), np.int64)
+    for wo in cases:
+        for c in consts[:3] if wo[-1] > 1 << 20 else consts:  # (sums of 2^21 tasks of 2^31 pass 2^53)
+            sums, maxes, ntasks = _core.schedule_costs(wo, caps, WARPS, c)
+            for j, cap in enumerate(caps.tolist()):
+                tasks, cost, _ = _core.schedule_build(wo, cap, WARPS, c)
+                assert ntasks[j] == tasks.shape[0] == cost.shape[0], (wo[:6], c, cap)
+                if cost.size:
+                    assert sums[j] == cost.sum() and maxes[j] == cost.max(), (wo[:6], c, cap)
+    wo = cases[0]
+    for bad in ((2.5, 2.0, 2.0, 4.0, 2.0), (2.0, -1.0, 2.0, 4.0, 2.0), (2.0, 2.0, 2.0, 4.0, 1025.0)):
+        with pytest.raises(ValueError):
+            _core.schedule_costs(wo, caps, WARPS, bad)
+        with pytest.raises(ValueError):
+            _core.schedule_build(wo, 8, WARPS, bad)
+    with pytest.raises(ValueError):
+        _core.schedule_build(np.array([0, 5, 3, 9], np.int64), 8, WARPS, consts[0])
 
 
 def test_schedule_bad_input():
