@@ -21,10 +21,13 @@ class DeviceBitTCF:
     Host attributes: ``shape``, ``nnz``, ``num_blocks``, ``num_windows``, ``window_offsets``
     (int64 NumPy), ``perm`` (None for the identity), ``stats`` (as :attr:`BitTCF.stats`)."""
 
-    def __init__(self, csr, perm, dev: dict, device: int, stream=None, keep_blocks=False):
+    def __init__(self, csr, perm, dev: dict, device: int, stream=None, keep_blocks=False, defer=False):
         """csr: canonical float32 CSR (accspmm._validate.CSR); perm: int64 NumPy (new -> old, already
         checked) or None for the identity.  keep_blocks: also keep the BitTCF arrays on the device
-        (``block_cols``, ``block_mask``, ``block_value_offsets``, ``raw_values``; see to_host)."""
+        (``block_cols``, ``block_mask``, ``block_value_offsets``, ``raw_values``; see to_host).
+        defer: return once the window offsets are on the host, with the build's last steps still
+        queued on ``stream``; :meth:`wait` must run before the arrays are used on another stream
+        (a plan waits at its first call, after the host-side schedule, so the two overlap)."""
         from . import _cuda
 
         m, k = csr.shape
@@ -47,7 +50,8 @@ class DeviceBitTCF:
                                      np.ascontiguousarray(csr.indices[: self.nnz], np.int32),
                                      np.ascontiguousarray(csr.data[: self.nnz], np.float32),
                                      None if perm is None else dev["perm"].ptr, dev["window_offsets"].ptr,
-                                     self.window_offsets, keep_blocks, stream)
+                                     self.window_offsets, keep_blocks, stream, defer)
+        self._ready = int(out["ready"])  # an event handle, 0 when the build synchronised
         nb = self.num_blocks = int(out["num_blocks"])
         dev["block_meta"] = DeviceArray((max(nb, 1) * 12,), np.int32, device, adopt=out["block_meta"])
         dev["values"] = DeviceArray((max(self.nnz, 1),), np.float32, device, adopt=out["values_tf32"])
@@ -59,6 +63,24 @@ class DeviceBitTCF:
         self.window_offsets.flags.writeable = False
         self._dev = dev
         self._stats = None
+
+    def wait(self):
+        """Waits for a deferred build (raises its CUDA error, if any); a no-op afterwards."""
+        if self._ready:
+            from . import _cuda
+
+            ready, self._ready = self._ready, 0
+            _cuda.event_wait(ready)
+
+    def __del__(self):
+        if getattr(self, "_ready", 0):
+            try:
+                from . import _cuda
+
+                _cuda.event_destroy(self._ready)
+            except Exception:  # interpreter shutdown
+                pass
+            self._ready = 0
 
     @property
     def perm(self) -> np.ndarray:
@@ -85,6 +107,7 @@ class DeviceBitTCF:
     def to_host(self):
         """(window_offsets, block_cols, block_mask, block_value_offsets, values, block_meta,
         values_tf32) as NumPy arrays (tests: built with keep_blocks=True)."""
+        self.wait()
         d = self._dev
         if "block_cols" not in d:
             raise RuntimeError("built without keep_blocks: the BitTCF arrays were not kept")

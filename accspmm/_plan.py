@@ -350,7 +350,8 @@ class Plan:
             t = time.perf_counter()
             csr, perm = self._pending
             self._pending = None
-            self._bittcf = DeviceBitTCF(csr, perm, self._dev, self._device_id)
+            # the build's last steps overlap the schedule of the first call, which waits for them
+            self._bittcf = DeviceBitTCF(csr, perm, self._dev, self._device_id, defer=True)
             self.stats.update(self._bittcf.stats)
             self.stats["seconds"]["build_gpu"] = time.perf_counter() - t
         self._tf32 = TF32Runner(self._bittcf, put, self._dev, self._device_id, self.stats, self.balance,

@@ -276,6 +276,9 @@ class TF32Runner:
         self._autotune = bool(self.tuning.get("autotune", True)) and not (set(self.tuning) & set(VARIANT_KEYS))
         self._tuned = set()
         self._stats = stats
+        # a format the GPU is still building (accspmm._device_format, defer=True): waited for
+        # before the first launch on any stream (args), so the kernel never reads it early
+        self._wait = getattr(fmt, "wait", None)
         self._ibd = float(fmt.stats["imbalance_degree"])  # the format's statistics (one C pass, cached)
         stats["schedule_by_n"] = {}
 
@@ -376,6 +379,9 @@ class TF32Runner:
         plan's C is float32 (else C holds B's half format)."""
         m, k = self.shape
         best, v = self.decide(n)
+        if self._wait is not None:  # after the decision: the host schedule overlapped the build
+            self._wait()
+            self._wait = None
         cap = best if cap is None else cap
         v = v if variant is None else variant
         d_tasks, ntasks = self._device_tasks(cap, v.get("order", 0))

@@ -395,16 +395,18 @@ static const void *host_input(PyObject *a, int type, long long count, const char
 }
 
 /* bittcf_gpu_build(m, k, nnz, indptr, indices, values, d_perm or None, d_window_offsets,
- * h_window_offsets, keep_blocks, stream) -> dict of the allocated device addresses (the caller
- * owns them: pool memory, for free()) and num_blocks.  The CSR is three device addresses, or
- * three host ndarrays (int64 indptr [m+1], int32 indices and float32 values [nnz]), which the
- * build uploads itself; h_window_offsets: writeable C-contiguous int64 ndarray [W+1]. */
+ * h_window_offsets, keep_blocks, stream[, defer]) -> dict of the allocated device addresses (the
+ * caller owns them: pool memory, for free()), num_blocks and ready (with defer: an event handle
+ * for event_wait / event_destroy, or 0; the build returns without synchronising its last steps).  The CSR is
+ * three device addresses, or three host ndarrays (int64 indptr [m+1], int32 indices and float32 values
+ * [nnz]), which the build uploads itself; h_window_offsets: writeable C-contiguous int64 ndarray [W+1]. */
 static PyObject *py_bittcf_gpu_build(PyObject *self, PyObject *args) {
     long long m, k, nnz;
     PyObject *ip, *ix, *iv, *pp, *wo, *h, *s;
-    int keep;
+    int keep, defer = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "LLLOOOOOOpO", &m, &k, &nnz, &ip, &ix, &iv, &pp, &wo, &h, &keep, &s))
+    if (!PyArg_ParseTuple(args, "LLLOOOOOOpO|p", &m, &k, &nnz, &ip, &ix, &iv, &pp, &wo, &h, &keep, &s,
+                          &defer))
         return NULL;
     const long long W = (m + 7) / 8;
     if (!PyArray_Check(h) || PyArray_TYPE((PyArrayObject *)h) != NPY_INT64 ||
@@ -434,6 +436,7 @@ static PyObject *py_bittcf_gpu_build(PyObject *self, PyObject *args) {
     out.d_window_offsets = as_ptr(wo);
     out.h_window_offsets = PyArray_DATA((PyArrayObject *)h);
     out.keep_blocks = keep;
+    out.defer_sync = defer;
     void *stream = s == Py_None ? NULL : as_ptr(s);
     if (PyErr_Occurred()) return NULL;
     int st;
@@ -448,12 +451,40 @@ static PyObject *py_bittcf_gpu_build(PyObject *self, PyObject *args) {
         }
         return acc_py_cuda_raise(st, "BitTCF GPU build failed", 0);
     }
-    return Py_BuildValue(
-        "{s:L,s:N,s:N,s:N,s:N,s:N,s:N}", "num_blocks", (long long)out.num_blocks, "block_meta",
+    PyObject *res = Py_BuildValue(
+        "{s:L,s:N,s:N,s:N,s:N,s:N,s:N,s:N}", "num_blocks", (long long)out.num_blocks, "block_meta",
         PyLong_FromVoidPtr(out.d_block_meta), "values_tf32", PyLong_FromVoidPtr(out.d_values_tf32),
         "block_cols", PyLong_FromVoidPtr(out.d_block_cols), "block_mask",
         PyLong_FromVoidPtr(out.d_block_mask), "block_value_offsets",
-        PyLong_FromVoidPtr(out.d_block_value_offsets), "values", PyLong_FromVoidPtr(out.d_values));
+        PyLong_FromVoidPtr(out.d_block_value_offsets), "values", PyLong_FromVoidPtr(out.d_values), "ready",
+        PyLong_FromVoidPtr(out.ready));
+    if (!res) { /* the outputs leak (as for any failed result dict); the event must not be waited on */
+        acc_cuda_event_destroy(out.ready);
+    }
+    return res;
+}
+
+/* event_wait(handle): waits for an event of bittcf_gpu_build(defer=True) and destroys it; raises
+ * the CUDA error of the work it marks. */
+static PyObject *py_event_wait(PyObject *self, PyObject *arg) {
+    (void)self;
+    void *ev = as_ptr(arg);
+    if (PyErr_Occurred()) return NULL;
+    int st;
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_cuda_event_wait(ev);
+    Py_END_ALLOW_THREADS
+    if (st) return acc_py_cuda_raise(st, "BitTCF GPU build failed", 0);
+    Py_RETURN_NONE;
+}
+
+/* event_destroy(handle): destroys such an event without waiting. */
+static PyObject *py_event_destroy(PyObject *self, PyObject *arg) {
+    (void)self;
+    void *ev = as_ptr(arg);
+    if (PyErr_Occurred()) return NULL;
+    acc_cuda_event_destroy(ev);
+    Py_RETURN_NONE;
 }
 
 static PyObject *py_fill_identity(PyObject *self, PyObject *args) {
@@ -586,7 +617,10 @@ static PyMethodDef cuda_methods[] = {
     {"fill_identity", py_fill_identity, METH_VARARGS, "fill_identity(d_int64, n, stream): d[i] = i"},
     {"bittcf_gpu_build", py_bittcf_gpu_build, METH_VARARGS,
      "bittcf_gpu_build(m, k, nnz, indptr, indices, values, perm|None, window_offsets, h_window_offsets, "
-     "keep_blocks, stream) -> dict of device addresses"},
+     "keep_blocks, stream[, defer]) -> dict of device addresses, num_blocks, ready"},
+    {"event_wait", py_event_wait, METH_O,
+     "event_wait(handle): wait for a deferred build and destroy its event"},
+    {"event_destroy", py_event_destroy, METH_O, "event_destroy(handle): destroy a deferred build's event"},
     {"half_spmm", py_half_spmm, METH_VARARGS, "half_spmm(args18, stream): launch the FP16/BF16 BSR16 kernel"},
     {"time_half", py_time_half, METH_VARARGS, "time_half(args18, reps, flush, flush_bytes, stream) -> [ms]"},
     {"half_tiles", py_half_tiles, METH_VARARGS,

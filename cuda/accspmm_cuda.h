@@ -76,7 +76,6 @@ int acc_cusparse_spmm_create(acc_cusparse_spmm **plan, int64_t m, int64_t k, int
 int acc_cusparse_spmm_run(acc_cusparse_spmm *plan, const void *d_B, void *d_C, void *stream);
 void acc_cusparse_spmm_destroy(acc_cusparse_spmm *plan);
 
-
 /* ---- BitTCF built on the device (bittcf_build.cu) ---------------------- */
 
 /* A canonical CSR (no duplicate (row, column); rows may be unsorted) and a row permutation
@@ -99,11 +98,16 @@ typedef struct acc_bittcf_gpu_input {
  * d_block_meta [12 * num_blocks] int32 and d_values_tf32 [nnz] (the TF32 kernel's inputs), and
  * with keep_blocks the BitTCF arrays themselves, as the C builder makes them:
  * d_block_cols [8 * num_blocks], d_block_mask [num_blocks], d_block_value_offsets
- * [num_blocks + 1], d_values [nnz].  Every allocation is at least one element. */
+ * [num_blocks + 1], d_values [nnz].  Every allocation is at least one element.
+ * defer_sync: instead of synchronising at the end, record `ready` (a cudaEvent_t) on the stream
+ * after the last step; the caller must acc_cuda_event_wait (or acc_cuda_event_destroy) it, and
+ * wait before it uses the outputs on another stream or frees them without a device sync. */
 typedef struct acc_bittcf_gpu_output {
     int64_t *d_window_offsets;
     int64_t *h_window_offsets;
     int keep_blocks;
+    int defer_sync;
+    void *ready;
     int32_t *d_block_cols;
     uint64_t *d_block_mask;
     int64_t *d_block_value_offsets;
@@ -115,11 +119,17 @@ typedef struct acc_bittcf_gpu_output {
 
 /* Builds BitTCF on `stream`, bit-identical to acc_bittcf_count + acc_bittcf_fill, and the TF32
  * kernel's packed metadata and TF32-rounded values; returns after the device finished (it
- * synchronises the stream).  O(nnz log m) work (one radix sort), about 40 bytes of device
- * temporaries per nonzero.  ACC_ERR_NOT_CANONICAL for a duplicate entry, ACC_ERR_TOO_LARGE when
- * (window, column, row) do not fit 64 bits, ACC_ERR_DEVICE_MEMORY when out of memory (nothing
- * is left allocated on any error). */
+ * synchronises the stream), or with defer_sync once the window offsets are on the host and the
+ * rest is queued (an error of the queued steps then shows at the event's wait).  O(nnz log m) work (one radix
+ * sort), about 40 bytes of device temporaries per nonzero.  ACC_ERR_NOT_CANONICAL for a duplicate entry,
+ * ACC_ERR_TOO_LARGE when (window, column, row) do not fit 64 bits, ACC_ERR_DEVICE_MEMORY when out of memory
+ * (nothing is left allocated on any error). */
 int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, void *stream);
+/* Waits for an event of acc_bittcf_gpu_build's defer_sync and destroys it (NULL: nothing);
+ * returns the status of the work it marks. */
+int acc_cuda_event_wait(void *event);
+/* Destroys such an event without waiting (its resources go when the work is done). */
+void acc_cuda_event_destroy(void *event);
 /* d_perm[i] = i for i < n (the identity permutation), on `stream`. */
 int acc_cuda_fill_identity(int64_t *d_perm, int64_t n, void *stream);
 

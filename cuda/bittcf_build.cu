@@ -308,7 +308,20 @@ int build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cudaStream
     LAUNCH_CHECK();
     pack_meta<<<grid_for(nb), kThreads, 0, s>>>(nb, cols, mask, offsets, out->d_block_meta);
     LAUNCH_CHECK();
-    ACC_CUDA_TRY(cudaStreamSynchronize(s)); /* the temporaries are released after the work */
+    if (!out->defer_sync) {
+        ACC_CUDA_TRY(cudaStreamSynchronize(s));
+        return ACC_SUCCESS;
+    }
+    /* the caller waits at its first use (a plan: its first call, after the host-side schedule);
+     * the temporaries are released in stream order after the work */
+    cudaEvent_t ev;
+    ACC_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    const cudaError_t e = cudaEventRecord(ev, s);
+    if (e != cudaSuccess) {
+        cudaEventDestroy(ev);
+        return acc_cuda_status(e, "cudaEventRecord");
+    }
+    out->ready = ev;
     return ACC_SUCCESS;
 }
 
@@ -343,6 +356,17 @@ void free_outputs(acc_bittcf_gpu_output *out, cudaStream_t s) {
 
 } // namespace
 
+extern "C" int acc_cuda_event_wait(void *event) {
+    if (!event) return ACC_SUCCESS;
+    const cudaError_t e = cudaEventSynchronize((cudaEvent_t)event);
+    cudaEventDestroy((cudaEvent_t)event);
+    return acc_cuda_status(e, "BitTCF GPU build (deferred)");
+}
+
+extern "C" void acc_cuda_event_destroy(void *event) {
+    if (event) cudaEventDestroy((cudaEvent_t)event);
+}
+
 extern "C" int acc_cuda_fill_identity(int64_t *d_perm, int64_t n, void *stream) {
     if (n < 0 || (n > 0 && !d_perm)) return ACC_ERR_INVALID_ARGUMENT;
     if (n == 0) return ACC_SUCCESS;
@@ -365,6 +389,7 @@ extern "C" int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_g
     out->d_block_meta = nullptr;
     out->d_values_tf32 = nullptr;
     out->num_blocks = 0;
+    out->ready = nullptr;
     cudaStream_t s = (cudaStream_t)stream;
     const int64_t W = (in->m + 7) / 8;
     if (in->nnz == 0) { /* no blocks: zero offsets, one-element placeholders */
@@ -397,6 +422,8 @@ extern "C" int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_g
                                               : build<uint64_t>(&dev_in, out, s, tmp);
     }
     if (st != ACC_SUCCESS) {
+        acc_cuda_event_destroy(out->ready);
+        out->ready = nullptr;
         free_outputs(out, s);
         cudaStreamSynchronize(s);
     }

@@ -16,8 +16,9 @@ from conftest import assert_bit_exact, int_dense, real_matrix_params, scipy_ref,
 pytestmark = pytest.mark.gpu
 
 
-def _compare(A, perm=None):
-    """Builds A (perm: None = identity) on the GPU and with the C builder; asserts every array equal."""
+def _compare(A, perm=None, defer=False):
+    """Builds A (perm: None = identity) on the GPU and with the C builder; asserts every array equal.
+    defer: the build returns with its last steps queued (what plans do); to_host waits for them."""
     from accspmm import _cuda
     from accspmm._device_format import DeviceBitTCF
 
@@ -25,7 +26,7 @@ def _compare(A, perm=None):
     ref = BitTCF.from_csr(csr, perm)
     dev = {}
     try:
-        g = DeviceBitTCF(csr, perm, dev, _cuda.get_device(), keep_blocks=True)
+        g = DeviceBitTCF(csr, perm, dev, _cuda.get_device(), keep_blocks=True, defer=defer)
         wo, cols, mask, vo, vals, meta, vt = g.to_host()
         np.testing.assert_array_equal(g.window_offsets, ref.window_offsets)
         np.testing.assert_array_equal(wo, ref.window_offsets)
@@ -48,7 +49,7 @@ def test_real_matrix_bit_identical(path):
     A = datasets.load_matrix(path, np.float32)
     A.data = np.random.default_rng(0).standard_normal(A.nnz).astype(np.float32)  # any float32 bits
     _compare(A)
-    _compare(A, np.random.default_rng(1).permutation(A.shape[0]))
+    _compare(A, np.random.default_rng(1).permutation(A.shape[0]), defer=True)
     if A.nnz <= 2_000_000:
         _compare(A, accspmm.reorder(A, "affinity"))
 
@@ -56,7 +57,7 @@ def test_real_matrix_bit_identical(path):
 @pytest.mark.parametrize("kind", datasets.ADVERSARIAL)
 def test_adversarial_bit_identical(kind):
     A = datasets.adversarial(kind, 200_000)
-    _compare(A)
+    _compare(A, defer=True)
     _compare(A, accspmm.reorder(A, "degree"))
 
 
@@ -66,6 +67,7 @@ def test_adversarial_bit_identical(kind):
 def test_odd_shapes_bit_identical(shape, density):
     A = sp.random(*shape, density=density, format="csr", random_state=3, dtype=np.float32)
     _compare(A)
+    _compare(A, defer=True)
     if shape[0] > 1:
         _compare(A, np.random.default_rng(2).permutation(shape[0]))
 
@@ -153,6 +155,43 @@ def test_pool_memory_reused_and_valid_across_streams(bundled_int):
         s.synchronize()
         assert_bit_exact(C.cpu().numpy(), ref)
         p.close()
+
+
+def test_deferred_build_first_call_on_other_streams():
+    """A plan's GPU build returns with its last steps queued on the legacy stream and the first call
+    waits for them before its launch.  A first call on a non-blocking stream (which the legacy
+    stream does not order), right after plan(), of a matrix large enough that the build is still
+    running, is exact; so is the C fast path afterwards, a second plan that is closed before any
+    call (its event destroyed unwaited), and a deferred format that is waited on twice."""
+    torch = pytest.importorskip("torch")
+    from accspmm import _cuda
+    from accspmm._device_format import DeviceBitTCF
+
+    A = with_int_values(datasets.adversarial("hub", 2_000_000))
+    B = int_dense(A.shape[1], 64)
+    ref = scipy_ref(A, B)
+    Bt = torch.from_numpy(B).cuda()
+    s = torch.cuda.Stream()  # non-blocking
+    for _ in range(2):
+        accspmm.plan(A, device="gpu").close()  # never called: the event goes unwaited
+        p = accspmm.plan(A, device="gpu")
+        with torch.cuda.stream(s):
+            C1 = p(Bt)
+            C2 = p(Bt)  # the C fast path
+        s.synchronize()
+        assert_bit_exact(C1.cpu().numpy(), ref)
+        assert_bit_exact(C2.cpu().numpy(), ref)
+        p.close()
+    csr = as_csr(sp.csr_matrix(A, dtype=np.float32)).canonicalized()
+    dev = {}
+    try:
+        g = DeviceBitTCF(csr, None, dev, _cuda.get_device(), defer=True)
+        g.wait()
+        g.wait()
+        np.testing.assert_array_equal(dev["block_meta"].to_host(), _tf32.pack_meta(BitTCF.from_csr(csr, None)))
+    finally:
+        for arr in dev.values():
+            arr.free()
 
 
 @pytest.mark.parametrize("build", ["gpu", "cpu"])
