@@ -52,6 +52,7 @@ class DeviceBitTCF:
                                      None if perm is None else dev["perm"].ptr, dev["window_offsets"].ptr,
                                      self.window_offsets, keep_blocks, stream, defer)
         self._ready = int(out["ready"])  # an event handle, 0 when the build synchronised
+        self._failed = None
         nb = self.num_blocks = int(out["num_blocks"])
         dev["block_meta"] = DeviceArray((max(nb, 1) * 12,), np.int32, device, adopt=out["block_meta"])
         dev["values"] = DeviceArray((max(self.nnz, 1),), np.float32, device, adopt=out["values_tf32"])
@@ -65,12 +66,19 @@ class DeviceBitTCF:
         self._stats = None
 
     def wait(self):
-        """Waits for a deferred build (raises its CUDA error, if any); a no-op afterwards."""
+        """Waits for a deferred build; raises its CUDA error, if any, then and at every later wait
+        (the arrays are not usable); a no-op after a build that succeeded."""
+        if self._failed is not None:
+            raise RuntimeError(f"the GPU build of this format failed: {self._failed}")
         if self._ready:
             from . import _cuda
 
             ready, self._ready = self._ready, 0
-            _cuda.event_wait(ready)
+            try:
+                _cuda.event_wait(ready)
+            except Exception as exc:
+                self._failed = exc
+                raise
 
     def __del__(self):
         if getattr(self, "_ready", 0):
