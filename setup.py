@@ -33,6 +33,7 @@ CORE_SOURCES = _rel("csrc/acc_*.c") + ["csrc/glue.c", "csrc/core_module.c"]
 CUDA_C_SOURCES = ["csrc/cuda_module.c", "csrc/cuda_launcher.c", "csrc/cuda_spgemm.c", "csrc/glue.c",
                   "csrc/acc_status_string.c"]
 CUDA_CU_SOURCES = _rel("cuda/*.cu")
+OPENMP_CU = ["cuda/staging.cu"]
 HEADERS = _rel("csrc/*.h") + _rel("cuda/*.h")  # a changed header rebuilds the C sources too
 # Hidden symbols: the extensions export PyInit_* only.  Exported, the C core's names bound to the first
 # definition in the process: torch's libgomp (loaded first when torch is imported first) defines
@@ -94,7 +95,7 @@ class BuildExt(build_ext):
                 return False
 
     def build_extensions(self):
-        openmp = os.environ.get("ACCSPMM_OPENMP", "1") != "0" and self._has_flag("-fopenmp")
+        openmp = self._openmp = os.environ.get("ACCSPMM_OPENMP", "1") != "0" and self._has_flag("-fopenmp")
         if not openmp:
             print("accspmm: building without OpenMP (the CPU path runs on one thread)")
         for ext in self.extensions:
@@ -131,7 +132,9 @@ class BuildExt(build_ext):
             os.makedirs(self.build_temp, exist_ok=True)
             for src in CUDA_CU_SOURCES:
                 obj = os.path.join(self.build_temp, os.path.basename(src) + ".o")
-                cmd = [nvcc, "-std=c++17", "-O3", "-Xcompiler", "-fPIC,-fvisibility=hidden", "-lineinfo",
+                # host OpenMP where a .cu uses it (staging.cu's copies into pinned memory)
+                host = "-fPIC,-fvisibility=hidden" + (",-fopenmp" if src in OPENMP_CU and self._openmp else "")
+                cmd = [nvcc, "-std=c++17", "-O3", "-Xcompiler", host, "-lineinfo",
                        "--expt-relaxed-constexpr", *_gencode_flags(), "-c", src, "-o", obj]
                 if not self._stale(obj, src, cmd):
                     print(f"accspmm: {obj} is up to date")

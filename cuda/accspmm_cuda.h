@@ -125,6 +125,18 @@ typedef struct acc_bittcf_gpu_output {
  * ACC_ERR_TOO_LARGE when (window, column, row) do not fit 64 bits, ACC_ERR_DEVICE_MEMORY when out of memory
  * (nothing is left allocated on any error). */
 int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, void *stream);
+/* A host-to-device copy of acc_h2d_staged. */
+typedef struct acc_h2d_segment {
+    void *dst;       /* device */
+    const void *src; /* host, pageable */
+    size_t bytes;
+} acc_h2d_segment;
+
+/* Copies every segment on `stream` through the library's pinned staging chunks (cuda/staging.cu):
+ * the host's threads fill a chunk while the previous one's DMA runs.  The host arrays may be
+ * freed on return; the copies are in stream order before later work on `stream`. */
+int acc_h2d_staged(const acc_h2d_segment *segs, int nseg, void *stream);
+
 /* Waits for an event of acc_bittcf_gpu_build's defer_sync and destroys it (NULL: nothing);
  * returns the status of the work it marks. */
 int acc_cuda_event_wait(void *event);

@@ -325,8 +325,8 @@ int build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cudaStream
     return ACC_SUCCESS;
 }
 
-/* The host CSR of `in` into temporaries (device pointers in `dev`).  cudaMemcpyAsync from pageable
- * memory returns once the source has been staged, so the host arrays may go after the call. */
+/* The host CSR of `in` into temporaries (device pointers in `dev`), through the library's pinned
+ * staging (staging.cu): the host arrays may go after the call. */
 int upload(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_input *dev, cudaStream_t s, Temps &tmp) {
     int64_t *rp = nullptr;
     int32_t *ci = nullptr;
@@ -335,9 +335,10 @@ int upload(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_input *dev, cudaStream
     TRY(tmp.get(&rp, m1));
     TRY(tmp.get(&ci, nnz));
     TRY(tmp.get(&v, nnz));
-    ACC_CUDA_TRY(cudaMemcpyAsync(rp, in->h_row_offsets, m1 * sizeof(int64_t), cudaMemcpyHostToDevice, s));
-    ACC_CUDA_TRY(cudaMemcpyAsync(ci, in->h_column_indices, nnz * sizeof(int32_t), cudaMemcpyHostToDevice, s));
-    ACC_CUDA_TRY(cudaMemcpyAsync(v, in->h_values, nnz * sizeof(float), cudaMemcpyHostToDevice, s));
+    const acc_h2d_segment segs[3] = {{rp, in->h_row_offsets, m1 * sizeof(int64_t)},
+                                     {ci, in->h_column_indices, nnz * sizeof(int32_t)},
+                                     {v, in->h_values, nnz * sizeof(float)}};
+    TRY(acc_h2d_staged(segs, 3, s));
     dev->d_row_offsets = rp;
     dev->d_column_indices = ci;
     dev->d_values = v;
