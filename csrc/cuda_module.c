@@ -165,16 +165,21 @@ static PyObject *py_memset(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-static PyObject *py_synchronize(PyObject *self, PyObject *s) {
-    (void)self;
-    void *stream = s == Py_None ? NULL : as_ptr(s);
+/* wait(handle) without the GIL (None: NULL); raises `what` with the CUDA error. */
+static PyObject *blocking_wait(PyObject *obj, int (*wait)(void *), const char *what) {
+    void *handle = obj == Py_None ? NULL : as_ptr(obj);
     if (PyErr_Occurred()) return NULL;
     int st;
     Py_BEGIN_ALLOW_THREADS
-    st = acc_cuda_stream_synchronize(stream);
+    st = wait(handle);
     Py_END_ALLOW_THREADS
-    if (st) return acc_py_cuda_raise(st, "stream synchronize failed", 0);
+    if (st) return acc_py_cuda_raise(st, what, 0);
     Py_RETURN_NONE;
+}
+
+static PyObject *py_synchronize(PyObject *self, PyObject *s) {
+    (void)self;
+    return blocking_wait(s, acc_cuda_stream_synchronize, "stream synchronize failed");
 }
 
 static PyObject *py_stream_capturing(PyObject *self, PyObject *s) {
@@ -468,14 +473,7 @@ static PyObject *py_bittcf_gpu_build(PyObject *self, PyObject *args) {
  * the CUDA error of the work it marks. */
 static PyObject *py_event_wait(PyObject *self, PyObject *arg) {
     (void)self;
-    void *ev = as_ptr(arg);
-    if (PyErr_Occurred()) return NULL;
-    int st;
-    Py_BEGIN_ALLOW_THREADS
-    st = acc_cuda_event_wait(ev);
-    Py_END_ALLOW_THREADS
-    if (st) return acc_py_cuda_raise(st, "BitTCF GPU build failed", 0);
-    Py_RETURN_NONE;
+    return blocking_wait(arg, acc_cuda_event_wait, "BitTCF GPU build failed");
 }
 
 /* event_destroy(handle): destroys such an event without waiting. */
