@@ -99,10 +99,19 @@ extern "C" int acc_h2d_staged(const acc_h2d_segment *segs, int nseg, void *strea
     int npieces = 0;
     /* sends chunk b: one DMA per piece, then the event that frees the chunk */
     auto flush = [&]() -> int {
-        for (int p = 0; p < npieces; p++)
-            ACC_CUDA_TRY(cudaMemcpyAsync(pieces[p].dst, st->buf[b] + pieces[p].off, pieces[p].bytes,
-                                         cudaMemcpyHostToDevice, s));
-        ACC_CUDA_TRY(cudaEventRecord(st->done[b], s));
+        for (int p = 0; p < npieces; p++) {
+            const cudaError_t e = cudaMemcpyAsync(pieces[p].dst, st->buf[b] + pieces[p].off, pieces[p].bytes,
+                                                  cudaMemcpyHostToDevice, s);
+            if (e != cudaSuccess) {
+                cudaStreamSynchronize(s); /* no DMA of an earlier piece may still read the chunk */
+                return acc_cuda_status(e, "cudaMemcpyAsync (staged)");
+            }
+        }
+        const cudaError_t e = cudaEventRecord(st->done[b], s);
+        if (e != cudaSuccess) {
+            cudaStreamSynchronize(s);
+            return acc_cuda_status(e, "cudaEventRecord (staged)");
+        }
         st->pending[b] = true;
         b ^= 1;
         fill = 0;
