@@ -152,8 +152,10 @@ class Plan:
         ``plan.stats["schedule_by_n"][n]["tuned_ms"]``.
     cusparse_alg : cuSPARSE CSR algorithm for "fp32"/"fp64" on the GPU: "default", "alg1", "alg2", "alg3".
 
-    Statistics: ``plan.stats`` holds the format's metrics, ``seconds`` (every preprocessing step),
-    ``reorder`` (method, prediction, why), ``schedule_by_n`` (the kernel's decision per width) and,
+    Statistics: ``plan.stats`` holds the format's metrics, ``seconds`` (every preprocessing step;
+    ``build_gpu_wait``, after the first GPU call: how long it waited for the end of the GPU build),
+    ``reorder`` (method, prediction, why), ``schedule_by_n`` (the kernel's decision per width, with
+    ``first_call_seconds``: the host time of that width's first call, decision, uploads and launch) and,
     for GPU TF32 plans, ``vs_cusparse``: the predicted break-even against cuSPARSE at n = 128 in
     calls, both setups included (a cost model: accspmm._payback); :meth:`compare_cusparse` measures it.
 

@@ -380,8 +380,10 @@ class TF32Runner:
         m, k = self.shape
         best, v = self.decide(n)
         if self._wait is not None:  # after the decision: the host schedule overlapped the build
+            t = time.perf_counter()
             self._wait()
             self._wait = None
+            self._stats.setdefault("seconds", {})["build_gpu_wait"] = time.perf_counter() - t
         cap = best if cap is None else cap
         v = v if variant is None else variant
         d_tasks, ntasks = self._device_tasks(cap, v.get("order", 0))
@@ -470,9 +472,13 @@ class TF32Runner:
             need, cneed = self._split_need(cap, n, v["slice_s"])
             self._cuda.tf32_spmm(a, vt, stream, need, cneed)
             return
+        t0 = time.perf_counter()
+        first = n not in self._ready
         if self._autotune and n not in self._tuned:
             self.tune(d_B, d_C, n, stream, out_f32)
         a, v = self.args(d_B, d_C, n, stream, out_f32=out_f32)
         self._cuda.tf32_spmm(a, v, stream)
         self._ready.add(n)
+        if first:  # decision, uploads, variant timing (if on) and the launch, host time
+            self._stats["schedule_by_n"][n]["first_call_seconds"] = time.perf_counter() - t0
         self.launcher.register(n, int(stream or 0), a[8], a[9], a[10], a[11], v)

@@ -181,6 +181,9 @@ def test_deferred_build_first_call_on_other_streams():
         s.synchronize()
         assert_bit_exact(C1.cpu().numpy(), ref)
         assert_bit_exact(C2.cpu().numpy(), ref)
+        # the first call's wait and host time are in the plan's statistics
+        assert 0.0 <= p.stats["seconds"]["build_gpu_wait"] < 60.0
+        assert 0.0 < p.stats["schedule_by_n"][64]["first_call_seconds"] < 60.0
         p.close()
     csr = as_csr(sp.csr_matrix(A, dtype=np.float32)).canonicalized()
     dev = {}
