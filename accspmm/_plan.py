@@ -36,6 +36,8 @@ _SPMM_CSR_ALGS = {"default": 0, "alg1": 4, "alg2": 6, "alg3": 12}
 #: on by default only when the plan is told it will make at least this many calls (then the
 #: timing costs a few percent of them at most).
 AUTOTUNE_MIN_CALLS = 1000
+#: the largest schedule cap that tuning["cap"] may force (csrc/acc_schedule_cost.c's limit)
+MAX_CAP = 1 << 20
 
 
 # The PyTorch op (accspmm._torch) names a plan by an integer handle: torch.library ops take
@@ -196,6 +198,11 @@ class Plan:
         if balance not in ("auto", True, False):
             raise ValueError(f"balance must be 'auto', True or False, got {balance!r}")
         self.balance = balance
+        if tuning is not None and "cap" in tuning:
+            cap = tuning["cap"]
+            if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or not 0 <= cap <= MAX_CAP:
+                raise ValueError(f"tuning['cap'] must be an int in [0, {MAX_CAP}] (blocks per warp; 0: one window "
+                                 f"per warp), got {cap!r}")
         if tuning is not None and not (self.device == "gpu" and self.precision == "tf32"):
             raise ValueError("tuning applies to the GPU TF32 kernel only (device='gpu', precision='tf32')")
         if calls is not None and (isinstance(calls, bool) or not isinstance(calls, (int, np.integer)) or calls < 0):

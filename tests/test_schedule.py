@@ -218,6 +218,14 @@ def test_tuning_needs_gpu_tf32(bundled_int):
         accspmm.plan(bundled_int, device="cpu", tuning={"cap": 4})
 
 
+@pytest.mark.parametrize("cap", [-1, (1 << 20) + 1, 2.0, True, "8", None])
+def test_tuning_cap_checked_at_plan_time(cap, bundled_int):
+    """A forced cap outside what the schedule pass takes is refused by plan(), before any device
+    work (the schedule would only refuse it at the first call)."""
+    with pytest.raises(ValueError, match=r"tuning\['cap'\] must be an int"):
+        accspmm.plan(bundled_int, device="cpu", tuning={"cap": cap})
+
+
 def test_round_tf32():
     x = np.array([1.0, 1 + 2**-11, 1 + 2**-10 + 2**-11, -(1 + 2**-11), 3e38, np.inf, -np.inf], np.float32)
     r = round_tf32(x)
