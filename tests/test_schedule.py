@@ -302,8 +302,8 @@ def test_predict_cap_matches_built_schedule():
 def test_schedule_costs_match_task_build():
     """The costs-only pass (every cap at once, in parallel) gives exactly the sum, max and count of
     the tasks that the row-writing pass builds, for the package's constants and other integer ones
-    (WB = 0 included), on random windows with hubs and one window split 2^21 ways.  Constants that
-    are not whole numbers in [0, 1024], and decreasing offsets, are refused."""
+    (WB = 0 included), on random windows with hubs and one window of 2^24 blocks (split up to 2^23
+    ways).  Constants that are not whole numbers in [0, 1024], and decreasing offsets, are refused."""
     from accspmm import _core
 
     rng = np.random.default_rng(11)
@@ -313,7 +313,7 @@ def test_schedule_costs_match_task_build():
               (5.0, 0.0, 0.0, 0.0, 0.0), (1024.0, 1.0, 1.0, 1.0, 1024.0)]
     caps = np.asarray(CAPS + (1, 3, 1000), np.int64)
     for wo in cases:
-        for c in consts[:3] if wo[-1] > 1 << 20 else consts:  # (sums of 2^21 tasks of 2^31 pass 2^53)
+        for c in consts[:3] if wo[-1] > 1 << 20 else consts:  # (its sums pass 2^53 with MERGE = 1024)
             sums, maxes, ntasks = _core.schedule_costs(wo, caps, WARPS, c)
             for j, cap in enumerate(caps.tolist()):
                 tasks, cost, _ = _core.schedule_build(wo, cap, WARPS, c)
