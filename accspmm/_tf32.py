@@ -126,7 +126,8 @@ def schedule(window_offsets, cap: int):
     """The schedule for ``cap`` (module docstring): ``tasks`` int32 [T, TASK_WORDS] in the kernel's
     encoding (cuda/tf32_spmm.h), ``task_cost`` float64 [T] in model units (one column slice), and
     (workspace slots, multi-part splits, windows of more than cap blocks) (the tasks of multi-part
-    SPLIT windows, those windows, and the windows cut over several warps; see ``split_windows``).
+    SPLIT windows, those windows, and the windows cut over several warps: GROUP members or multi-part
+    SPLIT, none for the identity schedule, cap 0).
     One C pass over the windows (csrc/acc_schedule_cost.c; tests/schedule_reference.py is the
     NumPy form the tests compare it with)."""
     from . import _core
@@ -154,12 +155,6 @@ def lpt_order(task_cost: np.ndarray) -> np.ndarray:
     hardware hands thread blocks to SMs in index order, so long tasks started last would set
     the tail; the order of the tasks never changes a result bit."""
     return np.argsort(-np.asarray(task_cost), kind="stable")
-
-
-def split_windows(window_offsets, cap: int) -> int:
-    """Windows of schedule ``cap`` cut over several warps (GROUP members or multi-part SPLIT): those
-    of more than ``cap`` blocks (none for the identity schedule, cap 0)."""
-    return int((np.diff(np.asarray(window_offsets)) > cap).sum()) if cap > 0 else 0
 
 
 def predict(task_cost: np.ndarray, slices: int, variant: dict) -> float:

@@ -166,15 +166,30 @@ static int integer_constants(const double c[5], int64_t out[5]) {
     return 1;
 }
 
+/* The arguments both passes share; k: the constants as integers. */
+static acc_status schedule_args(const int64_t *window_offsets, int64_t num_windows, int64_t cap, int warps,
+                                const double c[5], int64_t k[5]) {
+    if (!window_offsets || num_windows < 0 || cap < 0 || cap > (1 << 20) || warps < 2 || warps > 64 || !c ||
+        !integer_constants(c, k))
+        return ACC_ERR_INVALID_ARGUMENT;
+    if (num_windows >= INT32_MAX - 1) return ACC_ERR_TOO_LARGE; /* window ids and -(w + 1) in int32 */
+    return cap > 0 && cap + k[0] == 0 ? ACC_ERR_INVALID_ARGUMENT : ACC_SUCCESS;
+}
+
+/* A window's block count, checked by both passes: offsets must not decrease; a window of 8 rows of
+ * int32 columns has fewer than 2^40 blocks; the SPLIT slots so far plus this window's must fit int32. */
+static inline acc_status window_check(int64_t nb, int64_t slot_base) {
+    if (nb < 0) return ACC_ERR_INVALID_ARGUMENT;
+    return nb > ((int64_t)1 << 40) || slot_base > INT32_MAX - nb ? ACC_ERR_TOO_LARGE : ACC_SUCCESS;
+}
+
 acc_status acc_schedule_build(const int64_t *window_offsets, int64_t num_windows, int64_t cap, int warps,
                               const double c[5], int32_t *tasks, double *task_cost, int64_t capacity,
                               double *sum, double *max, int64_t *ntasks, int64_t counts[3]) {
     int64_t k[5];
-    if (!window_offsets || num_windows < 0 || cap < 0 || cap > (1 << 20) || warps < 2 || warps > 64 || !c ||
-        !integer_constants(c, k) || !sum || !max || !ntasks || (!tasks) != (!task_cost) || capacity < 0)
-        return ACC_ERR_INVALID_ARGUMENT;
-    if (num_windows >= INT32_MAX - 1) return ACC_ERR_TOO_LARGE; /* window ids and -(w + 1) in int32 */
-    if (cap > 0 && cap + k[0] == 0) return ACC_ERR_INVALID_ARGUMENT;
+    if (!sum || !max || !ntasks || (!tasks) != (!task_cost) || capacity < 0) return ACC_ERR_INVALID_ARGUMENT;
+    acc_status st = schedule_args(window_offsets, num_windows, cap, warps, c, k);
+    if (st != ACC_SUCCESS) return st;
     sched S;
     int64_t cut = 0;
     memset(&S, 0, sizeof(S));
@@ -191,9 +206,7 @@ acc_status acc_schedule_build(const int64_t *window_offsets, int64_t num_windows
     S.capacity = capacity;
     for (int64_t w = 0; w < num_windows; w++) {
         const int64_t nb = window_offsets[w + 1] - window_offsets[w];
-        if (nb < 0) return ACC_ERR_INVALID_ARGUMENT; /* decreasing offsets */
-        /* a window of 8 rows of int32 columns has fewer blocks; the SPLIT slots must fit int32 */
-        if (nb > ((int64_t)1 << 40) || S.slot_base > INT32_MAX - nb) return ACC_ERR_TOO_LARGE;
+        if ((st = window_check(nb, S.slot_base)) != ACC_SUCCESS) return st;
         if (cap == 0 || nb <= cap) {
             pack_window(&S, w, nb);
             continue;
@@ -251,8 +264,8 @@ static acc_status schedule_cost_only(const int64_t *wo, int64_t num_windows, int
     } while (0)
     for (int64_t w = 0; w < num_windows; w++) {
         const int64_t nb = wo[w + 1] - wo[w];
-        if (nb < 0) return ACC_ERR_INVALID_ARGUMENT;
-        if (nb > ((int64_t)1 << 40) || slot_base > INT32_MAX - nb) return ACC_ERR_TOO_LARGE;
+        const acc_status st = window_check(nb, slot_base);
+        if (st != ACC_SUCCESS) return st;
         if (cap == 0 || nb <= cap) { /* pack_window */
             if (cap == 0 || !warp_open || run >= bound) {
                 bound = warp_open ? bound + D : D;
@@ -303,12 +316,11 @@ static acc_status schedule_cost_only(const int64_t *wo, int64_t num_windows, int
 acc_status acc_schedule_cost(const int64_t *window_offsets, int64_t num_windows, int64_t cap, int warps,
                              const double c[5], double *sum, double *max, int64_t *ntasks) {
     int64_t k[5];
-    if (!window_offsets || num_windows < 0 || cap < 0 || cap > (1 << 20) || warps < 2 || warps > 64 || !c ||
-        !integer_constants(c, k) || !sum || !max || !ntasks)
-        return ACC_ERR_INVALID_ARGUMENT;
-    if (num_windows >= INT32_MAX - 1) return ACC_ERR_TOO_LARGE;
-    if (cap > 0 && cap + k[0] == 0) return ACC_ERR_INVALID_ARGUMENT;
-    return schedule_cost_only(window_offsets, num_windows, cap, warps, k, sum, max, ntasks);
+    if (!sum || !max || !ntasks) return ACC_ERR_INVALID_ARGUMENT;
+    const acc_status st = schedule_args(window_offsets, num_windows, cap, warps, c, k);
+    return st != ACC_SUCCESS
+               ? st
+               : schedule_cost_only(window_offsets, num_windows, cap, warps, k, sum, max, ntasks);
 }
 
 acc_status acc_schedule_costs(const int64_t *window_offsets, int64_t num_windows, const int64_t *caps,
@@ -316,8 +328,9 @@ acc_status acc_schedule_costs(const int64_t *window_offsets, int64_t num_windows
                               int64_t *ntasks) {
     if (ncaps < 0 || (ncaps > 0 && (!caps || !sums || !maxes || !ntasks))) return ACC_ERR_INVALID_ARGUMENT;
     acc_status status = ACC_SUCCESS;
-    /* one pass per cap, the caps in parallel: a first call prices every cap (about 5 ns per window and
-     * cap, serial; a thread per 8192 of those, so a small matrix's first call does not wait for 9) */
+    /* one pass per cap, the caps in parallel: a first call prices every cap (1.5-3 ns per window and
+     * cap on the dev machine, about 10 on the GPU machine's host; a thread per 8192 of those, so a
+     * small matrix's first call does not wait for 9) */
     const int64_t work = num_windows * ncaps / 8192 + 1;
     int threads = acc_num_threads();
     if (threads > work) threads = (int)work;
