@@ -6,7 +6,7 @@ cuSPARSE path; B with inf/NaN (the kernels' exact recompute of non-finite tiles,
 SPLIT writers) against scipy's pattern; and the C steady-state call with CuPy arrays.  Half
 precision: both layouts (BSR16, BitTCF) in fp16 and bf16 on a matrix with a split hub row, packed
 rows and empty ones, N tails (element copies), inf/NaN, the C call with CuPy float16, and BSR16 at
-N = 3 on 4096 block rows (copies padded to 8 columns).  Exits 1 on any wrong result."""
+N = 3 on 4096 block rows (copies padded to 8 columns; from Python and from the C call).  Exits 1 on any wrong result."""
 
 import cupy as cp
 import numpy as np
@@ -82,5 +82,9 @@ B3 = rng.integers(-8, 9, size=(700, 3)).astype(np.float32)
 p = accspmm.plan(A3, device="gpu", precision="fp16", format="bsr16")
 check(p.stats["schedule"]["split_rows"] >= 1, "padded bsr16: no split row")
 check(np.array_equal(p(B3), A3 @ B3), "n=3 bsr16 padded")
+for _ in range(2):  # the C call (CuPy float16): its split workspace holds the 8 padded columns
+    check(np.array_equal(cp.asnumpy(p(cp.asarray(B3, cp.float16))), (A3 @ B3).astype(np.float16)),
+          "n=3 bsr16 padded, C call")
+check(p._fast.__self__.fast_calls == 2, "n=3 bsr16 padded: the C call was not taken")
 print("sanitize workload:", "OK" if ok else "WRONG")
 raise SystemExit(0 if ok else 1)
