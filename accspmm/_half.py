@@ -22,7 +22,9 @@ Semantics (README "Half precision"; GUIDE section 3):
 
 Kernels: on the GPU, two formats, picked per matrix by a byte model (``stats["format_model"]``):
 BSR16 blocks (16 x 16, SMaT's block CSR: csrc/acc_bsr16_build.c) on ``mma.m16n8k16``
-(cuda/half_spmm.cu), or BitTCF's 8 x 8 blocks on the TF32 kernel's pipeline with half operands
+(cuda/half_spmm.cu; a warp per block row, or per pair of block rows where the pairs share their
+column blocks and n >= PAIR_MIN_N: ``stats["schedule"]``, ``tuning={"kernel": "rows" | "pairs"}``
+forces one), or BitTCF's 8 x 8 blocks on the TF32 kernel's pipeline with half operands
 (cuda/tf32_spmm.cu, ``mma.m16n8k8``; accspmm._tf32.TF32Runner: the same schedule, cost model,
 variant timing and C call as TF32 plans); on the CPU, the reference: the C core's FP32 CSR product of
 the rounded operands (exact products, FP32 sums in ascending column order), then the output
@@ -71,6 +73,19 @@ PACK_MIN, PACK_MAX, PACK_WINDOWS = 1, 32, 256
 #: for BitTCF, its 48-byte record): the format model of GPU half plans picks the layout that moves
 #: fewer bytes over the whole matrix (both counts are O(nnz) passes, no format is built to decide).
 LAYOUT_BYTES = {"bsr16": 16 * 128 + 512, "bittcf": 8 * 128 + 128 + 48}
+#: BSR16's kernel walks pairs of block rows (acc_half_args.pairs, cuda/half_spmm.h) where the union
+#: of each pair's column blocks has at most PAIR_SHARE_MAX entries per block: a warp then loads each
+#: 16-row tile of B once for both rows (a structure of 32 x 32 blocks: 0.5 entries per block), at
+#: the price of multiplying a zero block where only one row of the pair has one (bcsstk16, 0.62
+#: entries per block: 0.85x).
+PAIR_SHARE_MAX = 0.55
+#: ... and there only from this width up: the pair kernel holds 64 accumulators a lane (216 registers:
+#: 8 warps per SM against the row kernel's 12), which narrow products pay for.  H100, FP16, uniform
+#: 32 x 32 blocks of 8192² (benchmarks/half_pairs.py): 90% sparse 90 -> 69 us at n = 512, 28.0 ->
+#: 28.6 at n = 128; 99%: 26.4 -> 22.3 and 9.9 -> 10.7.  (Either kernel is deterministic; a width's
+#: kernel is fixed, as the TF32 schedule is per width.)
+PAIR_MIN_N = 512
+BSR16_KERNELS = ("auto", "pairs", "rows")
 
 
 def _bfloat16():
@@ -131,6 +146,29 @@ def _b_kind(dtype_name: str, precision: str) -> str:
     if dtype_name in ("float32", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"):
         return "float"
     raise TypeError(f"B must hold real numbers, got dtype {dtype_name}")
+
+
+def pair_index(brow_offsets: np.ndarray, block_cols: np.ndarray, k: int) -> tuple:
+    """(pair_offsets int64 [ceil(R / 2) + 1], pair_cols int32 [U], pair_blocks int64 [U, 2]): for each
+    pair of block rows (2P, 2P + 1), the ascending union of their column blocks and, per entry, the
+    BSR16 block of each row there (-1: none).  A row's column blocks ascend, so the stable sort
+    merges two runs per pair: O(blocks log blocks) at worst, linear on sorted runs."""
+    bo = np.asarray(brow_offsets, np.int64)
+    R = bo.shape[0] - 1
+    P = -(-R // 2)
+    ncb = max(-(-k // 16), 1)
+    rows = np.repeat(np.arange(R, dtype=np.int64), np.diff(bo))
+    key = (rows // 2) * ncb + np.asarray(block_cols, np.int64)
+    order = np.argsort(key, kind="stable")
+    skey = key[order]
+    new = np.ones(skey.size, bool)
+    new[1:] = skey[1:] != skey[:-1]
+    entry = np.cumsum(new) - 1
+    ukey = skey[new]
+    blocks = np.full((ukey.size, 2), -1, np.int64)
+    blocks[entry, rows[order] % 2] = order
+    offsets = np.searchsorted(ukey, np.arange(P + 1, dtype=np.int64) * ncb).astype(np.int64)
+    return offsets, (ukey % ncb).astype(np.int32), blocks
 
 
 def schedule(brow_offsets: np.ndarray) -> tuple:
@@ -194,8 +232,14 @@ class HalfPlan:
         csr = A if isinstance(A, CSR) else as_csr(A)
         if dtype is not None and np.dtype(dtype) not in (np.float32, np.float64):
             raise TypeError(f"dtype must be float32 or float64, got {np.dtype(dtype)}")
+        kernel = "auto"
         if tuning is not None:
-            raise ValueError("tuning applies to the GPU TF32 kernel only")
+            if not isinstance(tuning, dict) or set(tuning) - {"kernel"}:
+                raise ValueError("tuning of an FP16/BF16 plan takes only {'kernel': 'auto' | 'pairs' | 'rows'} "
+                                 f"(BSR16's kernel on the GPU), got {tuning!r}")
+            kernel = tuning.get("kernel", "auto")
+            if kernel not in BSR16_KERNELS:
+                raise ValueError(f"tuning['kernel'] must be one of {BSR16_KERNELS}, got {kernel!r}")
         if balance not in ("auto", True, False):
             raise ValueError(f"balance must be 'auto', True or False, got {balance!r}")
         if calls is not None and (isinstance(calls, bool) or not isinstance(calls, (int, np.integer)) or calls < 0):
@@ -206,6 +250,9 @@ class HalfPlan:
             raise ValueError(f"precision={precision!r} on device={self.device!r} takes format 'auto' or one of "
                              f"{allowed}, not {format!r}")
         self.format = allowed[0] if format == "auto" else format
+        if kernel != "auto" and format != "bsr16":
+            raise ValueError(f"tuning['kernel'] chooses BSR16's kernel: plan with device='gpu' and format='bsr16', "
+                             f"got device={self.device!r}, format={format!r}")
         self.precision = precision
         self.shape = csr.shape
         self.dtype = np.dtype(np.float32)  # the accumulator
@@ -215,6 +262,8 @@ class HalfPlan:
         self._fast = None  # the C call (csrc/cuda_launcher.c: HalfLauncher, or Launcher for BitTCF) of GPU plans
         self._runner = None  # BitTCF on the GPU: the TF32 kernel's runner with half operands (accspmm._tf32)
         self._T = None
+        self._pair_min_n = None  # BSR16 on the GPU: pairs of block rows from this width up (PAIR_MIN_N)
+        self._layouts = {}  # BSR16 on the GPU: "rows" (and "pairs") -> (tasks, split rows, slots)
         self._dev = {}
         self._device_id = None
         self.handle = next(_HANDLES)
@@ -310,17 +359,43 @@ class HalfPlan:
             steps["schedule_upload"] = time.perf_counter() - t
         elif self.device == "gpu":
             t = time.perf_counter()
-            tasks, splits, slots, cap, pack = schedule(offsets)
-            self.stats["schedule"] = {"tasks": int(tasks.shape[0]), "split_rows": int(splits.shape[0]),
-                                      "parts": slots, "cap": cap, "pack_blocks": pack}
-            for name, arr in (("tasks", tasks.reshape(-1)), ("splits", splits.reshape(-1))):
-                self._dev[name] = DeviceArray.from_host(arr if arr.size else np.zeros(1, arr.dtype), self._device_id)
-            self._slots = slots
-            self._num_tasks = int(tasks.shape[0])
-            self._num_splits = int(splits.shape[0])
-            a = self.kernel_args(0, 0, 0, False)
-            self._fast = cu.HalfLauncher(m, k, *a[4:12], self._num_splits, slots, _FMT[precision],
-                                         self._device_id).call
+            po, pc, pb = pair_index(offsets, f["block_cols"], k)
+            share = pc.size / nblocks if nblocks else 1.0
+            if kernel == "auto":
+                self._pair_min_n = PAIR_MIN_N if share <= PAIR_SHARE_MAX else None
+                why = (f"{share:.2f} union entries per block over pairs of block rows: pairs at <= {PAIR_SHARE_MAX} "
+                       f"and n >= {PAIR_MIN_N}")
+            else:
+                self._pair_min_n = 0 if kernel == "pairs" else None
+                why = f"tuning['kernel'] = {kernel!r}"
+            sched = self.stats["schedule"] = {"kernel": "rows" if self._pair_min_n is None else
+                                              f"pairs for n >= {self._pair_min_n}, else rows",
+                                              "kernel_why": why, "pair_entries_per_block": share}
+            self._layouts = {}
+            for layout, bo in (("rows", offsets), ("pairs", po)):
+                if layout == "pairs" and self._pair_min_n is None:
+                    break
+                tasks, splits, slots, cap, pack = schedule(bo)
+                sched[layout] = {"tasks": int(tasks.shape[0]), "split_rows": int(splits.shape[0]), "parts": slots,
+                                 "cap": cap, "pack_blocks": pack}
+                arrays = {"tasks": tasks.reshape(-1), "splits": splits.reshape(-1)}
+                if layout == "pairs":
+                    arrays.update(pair_offsets=po, pair_cols=pc, pair_blocks=pb.reshape(-1))
+                for name, arr in arrays.items():
+                    self._dev[f"{layout}_{name}"] = DeviceArray.from_host(arr if arr.size else np.zeros(1, arr.dtype),
+                                                                          self._device_id)
+                self._layouts[layout] = (int(tasks.shape[0]), int(splits.shape[0]), slots)
+            sched.update(sched["rows"])  # the row kernel's schedule at the top level, as before pairs
+            launchers = {}
+            for layout in self._layouts:
+                a = self.kernel_args(0, 0, 0 if layout == "rows" else max(self._pair_min_n, 1), False)
+                launchers[layout] = cu.HalfLauncher(m, k, *a[4:12], a[12], self._layouts[layout][2], _FMT[precision],
+                                                    self._device_id, *a[18:])
+            if self._pair_min_n == 0:
+                launchers["rows"] = launchers["pairs"]
+            elif self._pair_min_n is not None:
+                launchers["rows"].set_wide(launchers["pairs"], self._pair_min_n)
+            self._fast = launchers["rows"].call
             steps["schedule_upload"] = time.perf_counter() - t
         steps["total"] = time.perf_counter() - t0
         self._finalizer = weakref.finalize(self, _free, self._dev)
@@ -450,14 +525,24 @@ class HalfPlan:
             raise ValueError("kernel_args is for BSR16 half plans; a BitTCF plan's launch is self._runner.args(...)")
         m, k = self.shape
         d = self._dev
+        layout = self.kernel_for(n)
+        ntasks, nsplits, _ = self._layouts[layout]
+        pairs = [d[f"pairs_{name}"].ptr if layout == "pairs" else 0 for name in ("pair_offsets", "pair_cols",
+                                                                                "pair_blocks")]
         return (m, k, n, -(-m // 16), d["perm"].ptr, d["brow_offsets"].ptr, d["block_cols"].ptr, d["block_values"].ptr,
-                d["block_masks"].ptr, d["tasks"].ptr, self._num_tasks, d["splits"].ptr, self._num_splits, d_workspace,
-                d_B, d_C, _FMT[self.precision], int(out_f32))
+                d["block_masks"].ptr, d[f"{layout}_tasks"].ptr, ntasks, d[f"{layout}_splits"].ptr, nsplits, d_workspace,
+                d_B, d_C, _FMT[self.precision], int(out_f32), int(layout == "pairs"), *pairs)
+
+    def kernel_for(self, n: int) -> str:
+        """BSR16 on the GPU: "pairs" (a warp per pair of block rows) or "rows" at width n."""
+        return "pairs" if self._pair_min_n is not None and n >= self._pair_min_n else "rows"
 
     def workspace_floats(self, n: int) -> int:
         """Floats of split-row workspace a call of width n needs (0 without split rows); widths
         under 8 run padded to 8 columns (cuda/half_spmm.h)."""
-        return self._slots * 16 * max(n, 8) if self._num_splits else 0
+        layout = self.kernel_for(n)
+        _, nsplits, slots = self._layouts[layout]
+        return slots * (32 if layout == "pairs" else 16) * max(n, 8) if nsplits else 0
 
     def _launch(self, d_B: int, d_C: int, n: int, out_f32: bool, stream, workspace):
         from . import _cuda
@@ -471,7 +556,8 @@ class HalfPlan:
         if self._runner is not None:
             self._runner.run(d_B, d_C, n, stream, out_f32)
             return
-        ws = workspace.get(self.workspace_floats(n)) if self._num_splits else 0
+        floats = self.workspace_floats(n)
+        ws = workspace.get(floats) if floats else 0
         _cuda.half_spmm(self.kernel_args(d_B, d_C, n, out_f32, ws), stream)
 
     def _gpu_plan(self, dev_index):

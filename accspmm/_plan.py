@@ -151,7 +151,9 @@ class Plan:
         ``calls >= AUTOTUNE_MIN_CALLS`` and no variant field is forced): a few candidate variants of
         the same schedule are timed on the caller's B, C and stream, synchronously, and the fastest
         is kept for later calls; the result bits are the same whichever wins; the times are in
-        ``plan.stats["schedule_by_n"][n]["tuned_ms"]``.
+        ``plan.stats["schedule_by_n"][n]["tuned_ms"]``.  FP16/BF16 plans on BSR16 take only
+        ``{"kernel": "rows" | "pairs" | "auto"}``: a warp per block row, or per pair of block rows
+        (accspmm._half.PAIR_MIN_N); every result bit is the same where neither schedule splits a row.
     cusparse_alg : cuSPARSE CSR algorithm for "fp32"/"fp64" on the GPU: "default", "alg1", "alg2", "alg3".
 
     Statistics: ``plan.stats`` holds the format's metrics, ``seconds`` (every preprocessing step;

@@ -4,9 +4,10 @@ memory; window 5 is a GROUP of 2 warps at cap 32, a multi-part SPLIT at caps 2 a
 width, register and cp.async-staged pipelines, several depths, both grid orders, N tails (4-byte copy path), empty windows, and the
 cuSPARSE path; B with inf/NaN (the kernels' exact recompute of non-finite tiles, PACK, GROUP and
 SPLIT writers) against scipy's pattern; and the C steady-state call with CuPy arrays.  Half
-precision: both layouts (BSR16, BitTCF) in fp16 and bf16 on a matrix with a split hub row, packed
-rows and empty ones, N tails (element copies), inf/NaN, the C call with CuPy float16, and BSR16 at
-N = 3 on 4096 block rows (copies padded to 8 columns; from Python and from the C call).  Exits 1 on any wrong result."""
+precision: both layouts (BSR16 on block rows and on pairs of them, BitTCF) in fp16 and bf16 on a
+matrix with a split hub row, packed rows and empty ones, N tails (element copies), inf/NaN, the C
+call with CuPy float16, and BSR16 at N = 3 on 4096 block rows (copies padded to 8 columns; from
+Python and from the C call).  Exits 1 on any wrong result."""
 
 import cupy as cp
 import numpy as np
@@ -61,11 +62,13 @@ for n in (1, 5, 37, 64, 96, 130):
     Bx[[3, 17, 500], :] = [[np.inf], [np.nan], [-np.inf]]
     ref, refx = A2 @ B, A2 @ Bx
     for prec in ("fp16", "bf16"):
-        for fmt in ("bsr16", "bittcf"):
-            p = accspmm.plan(A2, device="gpu", precision=prec, format=fmt)
+        for fmt in ("bsr16", "bsr16-pairs", "bittcf"):
+            kw = {"tuning": {"kernel": "pairs"}} if fmt == "bsr16-pairs" else {}
+            p = accspmm.plan(A2, device="gpu", precision=prec, format=fmt.split("-")[0], **kw)
             check(np.array_equal(p(B), ref), f"n={n} {prec} {fmt}")
-            split = p.stats["schedule"]["split_rows"] if fmt == "bsr16" else p.stats["schedule_by_n"][n]["split_windows"]
-            check(split >= 1, f"{prec} {fmt}: no split row")
+            split = (p.stats["schedule"][p.kernel_for(n)]["split_rows"] if fmt != "bittcf"
+                     else p.stats["schedule_by_n"][n]["split_windows"])
+            check(split >= 1 or fmt == "bsr16-pairs", f"{prec} {fmt}: no split row")  # pairs split on A3
             check(np.array_equal(p(Bx), refx, equal_nan=True), f"n={n} {prec} {fmt} inf/NaN")
             if prec == "fp16":
                 Bg, Cg = cp.asarray(B.astype(np.float16)), cp.full((45, n), cp.nan, cp.float16)
@@ -79,12 +82,13 @@ A3[60000, :] = rng.integers(1, 9, size=700)  # a split block row: the workspace 
 A3 = sp.csr_matrix(A3)
 A3.data = rng.integers(-8, 9, size=A3.nnz).astype(np.float32)
 B3 = rng.integers(-8, 9, size=(700, 3)).astype(np.float32)
-p = accspmm.plan(A3, device="gpu", precision="fp16", format="bsr16")
-check(p.stats["schedule"]["split_rows"] >= 1, "padded bsr16: no split row")
-check(np.array_equal(p(B3), A3 @ B3), "n=3 bsr16 padded")
-for _ in range(2):  # the C call (CuPy float16): its split workspace holds the 8 padded columns
-    check(np.array_equal(cp.asnumpy(p(cp.asarray(B3, cp.float16))), (A3 @ B3).astype(np.float16)),
-          "n=3 bsr16 padded, C call")
-check(p._fast.__self__.fast_calls == 2, "n=3 bsr16 padded: the C call was not taken")
+for kernel in ("rows", "pairs"):
+    p = accspmm.plan(A3, device="gpu", precision="fp16", format="bsr16", tuning={"kernel": kernel})
+    check(p.stats["schedule"][kernel]["split_rows"] >= 1, f"padded bsr16 {kernel}: no split row")
+    check(np.array_equal(p(B3), A3 @ B3), f"n=3 bsr16 {kernel} padded")
+    for _ in range(2):  # the C call (CuPy float16): its split workspace holds the 8 padded columns
+        check(np.array_equal(cp.asnumpy(p(cp.asarray(B3, cp.float16))), (A3 @ B3).astype(np.float16)),
+              f"n=3 bsr16 {kernel} padded, C call")
+    check(p._fast.__self__.fast_calls == 2, f"n=3 bsr16 {kernel} padded: the C call was not taken")
 print("sanitize workload:", "OK" if ok else "WRONG")
 raise SystemExit(0 if ok else 1)

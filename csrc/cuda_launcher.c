@@ -500,24 +500,28 @@ static PyTypeObject LauncherType = {
 typedef struct HalfLauncherObject {
     PyObject_HEAD acc_half_args base; /* the format and schedule (n, B, C, workspace per call) */
     int device;
-    int64_t slots; /* workspace slots of 16 x n floats */
+    int64_t slots; /* workspace slots of 16 (32 with pairs) x max(n, 8) floats */
     elem_type et;
     unsigned long long fast_calls;
+    PyObject *wide; /* a HalfLauncher that takes the calls of n >= wide_min_n (set_wide), or NULL */
+    int64_t wide_min_n;
 } HalfLauncherObject;
 
 static PyObject *half_launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     long long m, k, ntasks, nsplits, slots;
-    unsigned long long perm, bo, cols, vals, masks, tasks, splits;
-    int fmt, device;
+    unsigned long long perm, bo, cols, vals, masks, tasks, splits, po, pc, pb;
+    int fmt, device, pairs;
     if (kwds && PyDict_GET_SIZE(kwds)) {
         PyErr_SetString(PyExc_TypeError, "HalfLauncher takes positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args,
-                          "LLKKKKKKLKLLii;HalfLauncher(m, k, perm, brow_offsets, block_cols, block_values, "
-                          "block_masks, tasks, num_tasks, splits, num_splits, slots, fmt, device)",
-                          &m, &k, &perm, &bo, &cols, &vals, &masks, &tasks, &ntasks, &splits, &nsplits,
-                          &slots, &fmt, &device))
+    if (!PyArg_ParseTuple(
+            args,
+            "LLKKKKKKLKLLiiiKKK;HalfLauncher(m, k, perm, brow_offsets, block_cols, block_values, "
+            "block_masks, tasks, num_tasks, splits, num_splits, slots, fmt, device, pairs, "
+            "pair_offsets, pair_cols, pair_blocks)",
+            &m, &k, &perm, &bo, &cols, &vals, &masks, &tasks, &ntasks, &splits, &nsplits, &slots, &fmt,
+            &device, &pairs, &po, &pc, &pb))
         return NULL;
     if (m < 0 || k < 0 || ntasks < 0 || nsplits < 0 || slots < 0 ||
         (fmt != ACC_HALF_FP16 && fmt != ACC_HALF_BF16)) {
@@ -541,6 +545,10 @@ static PyObject *half_launcher_new(PyTypeObject *type, PyObject *args, PyObject 
     a->splits = (const int64_t *)(uintptr_t)splits;
     a->num_splits = nsplits;
     a->fmt = fmt;
+    a->pairs = pairs;
+    a->pair_offsets = (const int64_t *)(uintptr_t)po;
+    a->pair_cols = (const int32_t *)(uintptr_t)pc;
+    a->pair_blocks = (const int64_t *)(uintptr_t)pb;
     self->slots = slots;
     self->device = device;
     self->et = fmt == ACC_HALF_FP16 ? k_float16 : k_bfloat16;
@@ -564,6 +572,8 @@ static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *a
         Py_RETURN_NONE;
     gview vb, vc;
     if (!(torch ? torch_half_view(B, &vb, &self->et) : cupy_view(B, &vb, &self->et))) Py_RETURN_NONE;
+    HalfLauncherObject *outer = self; /* counts the call */
+    if (self->wide && vb.cols >= self->wide_min_n) self = (HalfLauncherObject *)self->wide;
     const acc_half_args *base = &self->base;
     if (vb.device != self->device || vb.rows != base->k || base->m == 0 || base->num_tasks == 0)
         Py_RETURN_NONE;
@@ -591,7 +601,8 @@ static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *a
     if (a.num_splits > 0) {
         gview vw;
         /* widths under 8 run padded to 8 columns (acc_half_spmm), the workspace too */
-        ws = new_array(torch, &vb, 1, self->slots * 16 * (a.n < 8 ? 8 : a.n), 1, &k_float32, &vw);
+        ws = new_array(torch, &vb, 1, self->slots * (a.pairs ? 32 : 16) * (a.n < 8 ? 8 : a.n), 1, &k_float32,
+                       &vw);
         if (!ws) {
             Py_DECREF(C);
             Py_RETURN_NONE;
@@ -604,13 +615,36 @@ static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *a
         Py_DECREF(C);
         return acc_py_cuda_raise(st, "half-precision SpMM launch failed", 0);
     }
-    self->fast_calls++;
+    outer->fast_calls++;
     return C;
+}
+
+/* set_wide(launcher, min_n): calls of n >= min_n go to `launcher` (another plan layout of the same
+ * matrix, e.g. BSR16 on pairs of block rows); None detaches it. */
+static PyObject *half_launcher_set_wide(HalfLauncherObject *self, PyObject *args) {
+    PyObject *wide;
+    long long min_n;
+    if (!PyArg_ParseTuple(args, "OL", &wide, &min_n)) return NULL;
+    if (wide != Py_None && (Py_TYPE(wide) != Py_TYPE((PyObject *)self) || wide == (PyObject *)self ||
+                            ((HalfLauncherObject *)wide)->wide)) {
+        PyErr_SetString(PyExc_TypeError, "set_wide takes another HalfLauncher without one of its own");
+        return NULL;
+    }
+    Py_XSETREF(self->wide, wide == Py_None ? NULL : Py_NewRef(wide));
+    self->wide_min_n = min_n;
+    Py_RETURN_NONE;
+}
+
+static void half_launcher_dealloc(HalfLauncherObject *self) {
+    Py_CLEAR(self->wide);
+    Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyMethodDef half_launcher_methods[] = {
     {"call", (PyCFunction)(void (*)(void))half_launcher_call, METH_FASTCALL,
      "call(B, out) -> C, or None where the Python layer must take the call"},
+    {"set_wide", (PyCFunction)(void (*)(void))half_launcher_set_wide, METH_VARARGS,
+     "set_wide(launcher, min_n): calls of n >= min_n go to launcher"},
     {NULL, NULL, 0, NULL}};
 
 static PyMemberDef half_launcher_members[] = {
@@ -623,6 +657,7 @@ static PyTypeObject HalfLauncherType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "The call of an FP16/BF16 plan (csrc/cuda_launcher.c).",
     .tp_new = half_launcher_new,
+    .tp_dealloc = (destructor)half_launcher_dealloc,
     .tp_methods = half_launcher_methods,
     .tp_members = half_launcher_members,
 };

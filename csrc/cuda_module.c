@@ -294,16 +294,21 @@ static PyObject *time_runs(acc_run_fn fn, void *ctx, int reps, PyObject *flush,
                            unsigned long long flush_bytes, PyObject *s, int cusparse);
 
 /* half_spmm((m, k, n, num_brows, perm, brow_offsets, block_cols, block_values, block_masks, tasks,
- * num_tasks, splits, num_splits, workspace, B, C, fmt, out_f32), stream): device addresses as ints
- * (A in BSR16). */
+ * num_tasks, splits, num_splits, workspace, B, C, fmt, out_f32, pairs, pair_offsets, pair_cols,
+ * pair_blocks), stream): device addresses as ints (A in BSR16; cuda/half_spmm.h). */
 static int parse_half(PyObject *tup, acc_half_args *a) {
-    unsigned long long perm, bo, cols, vals, masks, tasks, splits, ws, B, C;
+    unsigned long long perm, bo, cols, vals, masks, tasks, splits, ws, B, C, po, pc, pb;
     long long m, k, n, nbr, ntasks, nsplits;
-    int fmt, out_f32;
+    int fmt, out_f32, pairs;
     memset(a, 0, sizeof(*a));
-    if (!PyArg_ParseTuple(tup, "LLLLKKKKKKLKLKKKii;half args", &m, &k, &n, &nbr, &perm, &bo, &cols, &vals,
-                          &masks, &tasks, &ntasks, &splits, &nsplits, &ws, &B, &C, &fmt, &out_f32))
+    if (!PyArg_ParseTuple(tup, "LLLLKKKKKKLKLKKKiiiKKK;half args", &m, &k, &n, &nbr, &perm, &bo, &cols, &vals,
+                          &masks, &tasks, &ntasks, &splits, &nsplits, &ws, &B, &C, &fmt, &out_f32, &pairs,
+                          &po, &pc, &pb))
         return -1;
+    a->pairs = pairs;
+    a->pair_offsets = (const int64_t *)(uintptr_t)po;
+    a->pair_cols = (const int32_t *)(uintptr_t)pc;
+    a->pair_blocks = (const int64_t *)(uintptr_t)pb;
     a->m = m;
     a->k = k;
     a->n = n;
@@ -342,7 +347,7 @@ static PyObject *py_half_spmm(PyObject *self, PyObject *args) {
 
 static int run_half(void *ctx, void *stream) { return acc_half_spmm((const acc_half_args *)ctx, stream); }
 
-/* time_half(args18, reps, flush, flush_bytes, stream) -> [ms] */
+/* time_half(args22, reps, flush, flush_bytes, stream) -> [ms] */
 static PyObject *py_time_half(PyObject *self, PyObject *args) {
     PyObject *tup, *flush, *s;
     int reps;
@@ -619,7 +624,7 @@ static PyMethodDef cuda_methods[] = {
     {"event_wait", py_event_wait, METH_O,
      "event_wait(handle): wait for a deferred build and destroy its event"},
     {"event_destroy", py_event_destroy, METH_O, "event_destroy(handle): destroy a deferred build's event"},
-    {"half_spmm", py_half_spmm, METH_VARARGS, "half_spmm(args18, stream): launch the FP16/BF16 BSR16 kernel"},
+    {"half_spmm", py_half_spmm, METH_VARARGS, "half_spmm(args22, stream): launch the FP16/BF16 BSR16 kernel"},
     {"time_half", py_time_half, METH_VARARGS, "time_half(args18, reps, flush, flush_bytes, stream) -> [ms]"},
     {"half_tiles", py_half_tiles, METH_VARARGS,
      "half_tiles(block_meta, values, num_blocks, tiles, fmt, stream): BitTCF dense half tiles"},

@@ -19,6 +19,12 @@
  * blocks) share B rows in L1.  Grid: x = task groups, y = slices (slice-major: all tasks of
  * slice 0 first, so the slice of B in use stays in L2).
  *
+ * Pairs (acc_half_args.pairs, PairOps): a warp's window is a pair of block rows and its step one
+ * column block of their union: one 16 x 64 B tile and both rows' blocks (a zero block where a row
+ * has none), 16 MMAs on the same 4 ldmatrix.x4 loads of B instead of 8, so a structure of 32 x 32
+ * blocks reads each B tile once for 32 rows.  64 accumulators a lane (216 registers: 8 warps per
+ * SM against 12), which only wide products repay (accspmm._half.PAIR_MIN_N).
+ *
  * Pipeline (per warp, DEPTH stages in shared memory): for block i + DEPTH - 1 each lane copies
  * one 16-byte piece of the block's values and 4 of the 16 x 64 B tile (2 KB) with cp.async and
  * commits one group; cp.async.wait_group(DEPTH - 1) + __syncwarp then publish block i.  The B
@@ -145,11 +151,11 @@ __device__ __forceinline__ void store2(const acc_half_args &p, int64_t at, float
         *reinterpret_cast<__half2 *>(static_cast<__half *>(p.C) + at) = __floats2half2_rn(v0, v1);
 }
 
-/* Copies block b (column block bc) into a stage: its 512 bytes of values and the 16 x 64 tile of B. */
+/* Copies the 16 x 64 tile of B at column block bc (columns n0 ..) into a stage: rows beyond k and
+ * columns beyond n as zeros.  Tile row r's 8 pieces: piece c at slot c ^ (r % 8). */
 template <bool VEC>
-__device__ __forceinline__ void issue(const acc_half_args &p, uint4 *stage, int64_t b, int32_t bc, int64_t n0,
-                                      int lane) {
-    cp_async16<false>(stage + kBPieces + lane, p.block_values + 256 * b + 8 * lane, 16);
+__device__ __forceinline__ void issue_b_tile(const acc_half_args &p, uint4 *stage, int32_t bc, int64_t n0,
+                                             int lane) {
     const int c = lane & 7;
     const int64_t col = n0 + 8 * c;
 #pragma unroll
@@ -172,9 +178,29 @@ __device__ __forceinline__ void issue(const acc_half_args &p, uint4 *stage, int6
     }
 }
 
-template <int FMT>
-__device__ __forceinline__ void consume(const uint4 *stage, int lane, float (&acc)[kTiles][4]) {
-    const uint4 a = stage[kBPieces + lane];
+/* Copies block b's 512 bytes (a piece per lane) to dst; b < 0: zeros. */
+__device__ __forceinline__ void issue_block_values(const acc_half_args &p, uint4 *dst, int64_t b, int lane) {
+    cp_async16<false>(dst + lane, b >= 0 ? p.block_values + 256 * b + 8 * lane : p.block_values,
+                      b >= 0 ? 16 : 0);
+}
+
+/* Copies block b (column block bc) into a stage: the 16 x 64 tile of B, then its 512 bytes. */
+template <bool VEC>
+__device__ __forceinline__ void issue(const acc_half_args &p, uint4 *stage, int64_t b, int32_t bc, int64_t n0,
+                                      int lane) {
+    issue_block_values(p, stage + kBPieces, b, lane);
+    issue_b_tile<VEC>(p, stage, bc, n0, lane);
+}
+
+/* acc[8h + j] += block h of the stage (its 32 pieces at kBPieces + 32h) x tile j of the stage's B
+ * tile, for the stage's H blocks (H = 2: the two rows of a pair); each B fragment is loaded once
+ * (ldmatrix.x4.trans) for all H blocks. */
+template <int FMT, int H>
+__device__ __forceinline__ void consume(const uint4 *stage, int lane, float (&acc)[H * kTiles][4]) {
+    uint4 a[H];
+#pragma unroll
+    for (int h = 0; h < H; h++)
+        a[h] = stage[kBPieces + 32 * h + lane];
     const int mi = lane >> 3, r = 8 * (mi & 1) + (lane & 7);
 #pragma unroll
     for (int jj = 0; jj < kTiles / 2; jj++) {
@@ -182,8 +208,11 @@ __device__ __forceinline__ void consume(const uint4 *stage, int lane, float (&ac
             2 * jj + (mi >> 1); /* matrices: (k 0-7, tile 2jj), (k 8-15, 2jj), (0-7, 2jj+1), (8-15, 2jj+1) */
         uint32_t b[4];
         ldmatrix_x4_trans(b, stage + 8 * r + (c ^ (r & 7)));
-        mma<FMT>(acc[2 * jj], a, b[0], b[1]);
-        mma<FMT>(acc[2 * jj + 1], a, b[2], b[3]);
+#pragma unroll
+        for (int h = 0; h < H; h++) {
+            mma<FMT>(acc[kTiles * h + 2 * jj], a[h], b[0], b[1]);
+            mma<FMT>(acc[kTiles * h + 2 * jj + 1], a[h], b[2], b[3]);
+        }
     }
 }
 
@@ -195,79 +224,155 @@ template <int N> __device__ __forceinline__ void zero_acc(float (&acc)[N][4]) {
         acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
 }
 
-/* BSR16.  Column cache: the block column of block base + lane, refilled every 32 blocks. */
+/* Lane (g, t): rows g and g + 8 of block row r, columns n0 + 8j + 2t and + 1 of each tile j, from
+ * acc[OFF + j]; to C (rows >= m and columns >= n skipped; a sum that is not finite recomputed from
+ * the stored entries only: exact_elem), or (slot >= 0) to rows `lo` .. lo + 15 of workspace slot
+ * `slot` of `rows` rows. */
+template <int FMT, bool OUT_F32, bool VEC, int OFF, int N>
+__device__ __forceinline__ void write_block_row(const acc_half_args &p, const float (&acc)[N][4], int64_t r,
+                                                int64_t slot, int rows, int lo, int64_t n0, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int i = g + 8 * h;
+        const int64_t row = r * 16 + i;
+        if (slot >= 0) {
+            float *ws = p.workspace + (slot * rows + lo + i) * p.n;
+#pragma unroll
+            for (int j = 0; j < kTiles; j++) {
+                const int64_t col = n0 + 8 * j + 2 * t;
+                if (col < p.n) ws[col] = acc[OFF + j][2 * h];
+                if (col + 1 < p.n) ws[col + 1] = acc[OFF + j][2 * h + 1];
+            }
+            continue;
+        }
+        if (row >= p.m) continue;
+        const int64_t base = p.perm[row] * p.n;
+#pragma unroll
+        for (int j = 0; j < kTiles; j++) {
+            const int64_t col = n0 + 8 * j + 2 * t;
+            float v0 = acc[OFF + j][2 * h], v1 = acc[OFF + j][2 * h + 1];
+            if (!isfinite(v0) && col < p.n) v0 = exact_elem<FMT>(p, r, i, col);
+            if (!isfinite(v1) && col + 1 < p.n) v1 = exact_elem<FMT>(p, r, i, col + 1);
+            if (VEC) {
+                if (col < p.n) store2<FMT, OUT_F32>(p, base + col, v0, v1);
+            } else {
+                if (col < p.n) store1<FMT, OUT_F32>(p, base + col, v0);
+                if (col + 1 < p.n) store1<FMT, OUT_F32>(p, base + col + 1, v1);
+            }
+        }
+    }
+}
+
+/* BSR16: a window is a block row, its blocks are the BSR16 blocks.  Cache: the block column of
+ * block base + lane, refilled every 32 blocks (blocks are asked for in order, warp-uniform). */
 struct BsrOps {
     static constexpr int kTilesN = kTiles, kStageN = kStage, kScratch = 0, kDepthN = kDepth;
+    using Col = int32_t;
     struct Cache {
         int64_t base;
         int32_t c;
     };
+    static __device__ __forceinline__ int64_t window_start(const acc_half_args &p, int64_t w) {
+        return p.brow_offsets[w];
+    }
     static __device__ __forceinline__ void init(Cache &k, const acc_half_args &p, int64_t b0, int64_t b1,
                                                 int lane) {
         k.base = b0;
         k.c = b0 + lane < b1 ? __ldg(p.block_cols + b0 + lane) : 0;
     }
-    static __device__ __forceinline__ int2 cols(Cache &k, const acc_half_args &p, int64_t b, int64_t b1,
-                                                int lane) {
-        if (b >= k.base + 32) { /* warp-uniform: blocks are asked for in order */
+    static __device__ __forceinline__ Col cols(Cache &k, const acc_half_args &p, int64_t b, int64_t b1,
+                                               int lane) {
+        if (b >= k.base + 32) {
             k.base += 32;
             k.c = k.base + lane < b1 ? __ldg(p.block_cols + k.base + lane) : 0;
         }
-        return make_int2(__shfl_sync(0xffffffffu, k.c, (int)(b - k.base)), 0);
+        return __shfl_sync(0xffffffffu, k.c, (int)(b - k.base));
     }
     template <bool VEC>
-    static __device__ __forceinline__ void issue_block(const acc_half_args &p, uint4 *stage, int64_t b,
-                                                       int2 c, int64_t n0, int lane) {
-        issue<VEC>(p, stage, b, c.x, n0, lane);
+    static __device__ __forceinline__ void issue_block(const acc_half_args &p, uint4 *stage, int64_t b, Col c,
+                                                       int64_t n0, int lane) {
+        issue<VEC>(p, stage, b, c, n0, lane);
     }
     template <int FMT>
     static __device__ __forceinline__ void consume_block(const uint4 *stage, int lane,
                                                          float (&acc)[kTilesN][4]) {
-        consume<FMT>(stage, lane, acc);
+        consume<FMT, 1>(stage, lane, acc);
     }
-    /* Lane (g, t): rows g and g + 8 of block row r, columns n0 + 8j + 2t and + 1 of each tile j; to C,
-     * or (slot >= 0) to the workspace. */
     template <int FMT, bool OUT_F32, bool VEC>
     static __device__ __forceinline__ void write(const acc_half_args &p, const float (&acc)[kTilesN][4],
                                                  int64_t r, int64_t slot, int64_t n0, int lane,
                                                  float * /*scratch*/) {
-        const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int i = g + 8 * h;
-            const int64_t row = r * 16 + i;
-            if (slot >= 0) {
-                float *ws = p.workspace + (slot * 16 + i) * p.n;
-#pragma unroll
-                for (int j = 0; j < kTilesN; j++) {
-                    const int64_t col = n0 + 8 * j + 2 * t;
-                    if (col < p.n) ws[col] = acc[j][2 * h];
-                    if (col + 1 < p.n) ws[col + 1] = acc[j][2 * h + 1];
-                }
-                continue;
-            }
-            if (row >= p.m) continue;
-            const int64_t base = p.perm[row] * p.n;
-#pragma unroll
-            for (int j = 0; j < kTilesN; j++) {
-                const int64_t col = n0 + 8 * j + 2 * t;
-                float v0 = acc[j][2 * h], v1 = acc[j][2 * h + 1];
-                if (!isfinite(v0) && col < p.n) v0 = exact_elem<FMT>(p, r, i, col);
-                if (!isfinite(v1) && col + 1 < p.n) v1 = exact_elem<FMT>(p, r, i, col + 1);
-                if (VEC) {
-                    if (col < p.n) store2<FMT, OUT_F32>(p, base + col, v0, v1);
-                } else {
-                    if (col < p.n) store1<FMT, OUT_F32>(p, base + col, v0);
-                    if (col + 1 < p.n) store1<FMT, OUT_F32>(p, base + col + 1, v1);
-                }
-            }
+        write_block_row<FMT, OUT_F32, VEC, 0>(p, acc, r, slot, 16, 0, n0, lane);
+    }
+};
+
+/* Pairs of block rows (acc_half_args.pairs): window P is block rows 2P and 2P + 1, its "blocks" the
+ * entries of the union of their column blocks.  An entry's stage holds one B tile and both rows'
+ * blocks (zeros where a row has none: they add +-0 to sums that start at +0, so every finite bit is
+ * the BSR16 kernel's, and a non-finite sum is recomputed from the stored entries either way).
+ * Cache: lane l holds entry base + l (column block, both block indices). */
+struct PairOps {
+    static constexpr int kTilesN = 2 * kTiles, kStageN = kBPieces + 64, kScratch = 0, kDepthN = kDepth;
+    struct Col {
+        int32_t c;
+        int64_t top, bottom;
+    };
+    struct Cache {
+        int64_t base;
+        Col e;
+    };
+    static __device__ __forceinline__ int64_t window_start(const acc_half_args &p, int64_t w) {
+        return p.pair_offsets[w];
+    }
+    static __device__ __forceinline__ void load(Cache &k, const acc_half_args &p, int64_t b1, int lane) {
+        const int64_t u = k.base + lane;
+        k.e.c = u < b1 ? __ldg(p.pair_cols + u) : 0;
+        k.e.top = u < b1 ? __ldg(reinterpret_cast<const long long *>(p.pair_blocks) + 2 * u) : -1;
+        k.e.bottom = u < b1 ? __ldg(reinterpret_cast<const long long *>(p.pair_blocks) + 2 * u + 1) : -1;
+    }
+    static __device__ __forceinline__ void init(Cache &k, const acc_half_args &p, int64_t b0, int64_t b1,
+                                                int lane) {
+        k.base = b0;
+        load(k, p, b1, lane);
+    }
+    static __device__ __forceinline__ Col cols(Cache &k, const acc_half_args &p, int64_t b, int64_t b1,
+                                               int lane) {
+        if (b >= k.base + 32) {
+            k.base += 32;
+            load(k, p, b1, lane);
         }
+        const int src = (int)(b - k.base);
+        return {__shfl_sync(0xffffffffu, k.e.c, src),
+                (int64_t)__shfl_sync(0xffffffffu, (long long)k.e.top, src),
+                (int64_t)__shfl_sync(0xffffffffu, (long long)k.e.bottom, src)};
+    }
+    template <bool VEC>
+    static __device__ __forceinline__ void issue_block(const acc_half_args &p, uint4 *stage, int64_t /*b*/,
+                                                       Col c, int64_t n0, int lane) {
+        issue_block_values(p, stage + kBPieces, c.top, lane);
+        issue_block_values(p, stage + kBPieces + 32, c.bottom, lane);
+        issue_b_tile<VEC>(p, stage, c.c, n0, lane);
+    }
+    template <int FMT>
+    static __device__ __forceinline__ void consume_block(const uint4 *stage, int lane,
+                                                         float (&acc)[kTilesN][4]) {
+        consume<FMT, 2>(stage, lane, acc);
+    }
+    /* Block row 2P from acc[0 .. 7], 2P + 1 from acc[8 .. 15]; a split part to a 32-row slot. */
+    template <int FMT, bool OUT_F32, bool VEC>
+    static __device__ __forceinline__ void write(const acc_half_args &p, const float (&acc)[kTilesN][4],
+                                                 int64_t w, int64_t slot, int64_t n0, int lane,
+                                                 float * /*scratch*/) {
+        write_block_row<FMT, OUT_F32, VEC, 0>(p, acc, 2 * w, slot, 32, 0, n0, lane);
+        if (2 * w + 1 < p.num_brows)
+            write_block_row<FMT, OUT_F32, VEC, kTiles>(p, acc, 2 * w + 1, slot, 32, 16, n0, lane);
     }
 };
 
 /* Split block rows: C = the sum of the parts' tiles in slot order (one thread per element). */
 template <int FMT, bool OUT_F32> __global__ void reduce_splits(const acc_half_args p) {
-    constexpr int H = 16;
+    const int H = p.pairs ? 32 : 16; /* rows of a window (a block row or a pair) and of a slot */
     const int64_t s = blockIdx.y;
     const int64_t r = p.splits[3 * s], first = p.splits[3 * s + 1], parts = p.splits[3 * s + 2];
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < H * p.n;
@@ -278,7 +383,7 @@ template <int FMT, bool OUT_F32> __global__ void reduce_splits(const acc_half_ar
         float acc = 0.f;
         for (int64_t q = 0; q < parts; q++)
             acc += __ldcg(p.workspace + ((first + q) * H + i) * p.n + col);
-        if (!isfinite(acc)) acc = exact_elem<FMT>(p, r, i, col);
+        if (!isfinite(acc)) acc = exact_elem<FMT>(p, row / 16, i % 16, col);
         store1<FMT, OUT_F32>(p, p.perm[row] * p.n + col, acc);
     }
 }
@@ -305,13 +410,13 @@ __global__ void __launch_bounds__(kWarps * 32) half_kernel(const acc_half_args p
         float acc[L::kTilesN][4];
         zero_acc(acc);
         /* window w is being summed; its blocks end at stop, the next window's at next_stop */
-        int64_t w = w0, stop = slot >= 0 ? b1 : p.brow_offsets[w0 + 1];
+        int64_t w = w0, stop = slot >= 0 ? b1 : L::window_start(p, w0 + 1);
         while (w < w1 && stop == b0) { /* leading empty windows of a pack */
             L::template write<FMT, OUT_F32, VEC>(p, acc, w, slot, n0, lane, scratch);
             w++;
-            stop = w < w1 ? p.brow_offsets[w + 1] : -1;
+            stop = w < w1 ? L::window_start(p, w + 1) : -1;
         }
-        int64_t next_stop = slot < 0 && w + 1 < w1 ? p.brow_offsets[w + 2] : -1;
+        int64_t next_stop = slot < 0 && w + 1 < w1 ? L::window_start(p, w + 2) : -1;
         typename L::Cache cache;
         L::init(cache, p, b0, b1, lane);
 #pragma unroll
@@ -340,9 +445,9 @@ __global__ void __launch_bounds__(kWarps * 32) half_kernel(const acc_half_args p
                 while (w < w1 && stop == b + 1) { /* empty windows */
                     L::template write<FMT, OUT_F32, VEC>(p, acc, w, slot, n0, lane, scratch);
                     w++;
-                    stop = w < w1 ? p.brow_offsets[w + 1] : -1;
+                    stop = w < w1 ? L::window_start(p, w + 1) : -1;
                 }
-                next_stop = w + 1 < w1 ? p.brow_offsets[w + 2] : -1;
+                next_stop = w + 1 < w1 ? L::window_start(p, w + 2) : -1;
             }
         }
         cp_wait<0>();
@@ -382,16 +487,20 @@ template <int FMT, bool OUT_F32> int launch(const acc_half_args &p, bool vec, cu
     const int64_t slices = (p.n + kSlice - 1) / kSlice;
     const dim3 grid((unsigned)((p.num_tasks + kWarps - 1) / kWarps),
                     (unsigned)(slices < 65535 ? slices : 65535));
-    constexpr int smem = kWarps * kDepth * kStage * 16;
-    static_assert(smem <= 48 * 1024,
+    constexpr int smem = kWarps * kDepth * kStage * 16, psmem = kWarps * kDepth * PairOps::kStageN * 16;
+    static_assert(smem <= 48 * 1024 && psmem <= 48 * 1024,
                   "above 48 KB the kernel needs cudaFuncAttributeMaxDynamicSharedMemorySize");
-    if (vec)
+    if (p.pairs && vec)
+        half_kernel<PairOps, FMT, OUT_F32, true><<<grid, kWarps * 32, psmem, s>>>(p);
+    else if (p.pairs)
+        half_kernel<PairOps, FMT, OUT_F32, false><<<grid, kWarps * 32, psmem, s>>>(p);
+    else if (vec)
         half_kernel<BsrOps, FMT, OUT_F32, true><<<grid, kWarps * 32, smem, s>>>(p);
     else
         half_kernel<BsrOps, FMT, OUT_F32, false><<<grid, kWarps * 32, smem, s>>>(p);
     ACC_CUDA_TRY(cudaGetLastError());
     if (p.num_splits > 0) {
-        const int64_t bx = (16 * p.n + 255) / 256;
+        const int64_t bx = ((p.pairs ? 32 : 16) * p.n + 255) / 256;
         const dim3 rgrid((unsigned)(bx < 65535 ? bx : 65535), (unsigned)p.num_splits);
         reduce_splits<FMT, OUT_F32><<<rgrid, 256, 0, s>>>(p);
         ACC_CUDA_TRY(cudaGetLastError());
@@ -440,7 +549,8 @@ extern "C" int acc_half_spmm(const acc_half_args *args, void *stream_ptr) {
     if (p.n > 0x7fffffffLL || p.k > 0x7fffffffLL || p.num_splits > 65535) return ACC_ERR_TOO_LARGE;
     if (p.m == 0 || p.n == 0) return ACC_SUCCESS;
     if (!p.C || !p.B || !p.perm || !p.brow_offsets || !p.tasks || p.num_tasks == 0 || !p.block_values ||
-        !p.block_cols || !p.block_masks || (p.num_splits > 0 && (!p.splits || !p.workspace)))
+        !p.block_cols || !p.block_masks || (p.num_splits > 0 && (!p.splits || !p.workspace)) ||
+        (p.pairs && (!p.pair_offsets || !p.pair_cols || !p.pair_blocks)))
         return ACC_ERR_INVALID_ARGUMENT;
     if (p.n < 8 && p.num_brows >= kPadMinBrows) {
         const int st = bsr16_padded(p, s);

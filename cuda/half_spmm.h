@@ -27,7 +27,8 @@ typedef struct acc_half_args {
     const int32_t *block_cols;    /* [blocks] */
     const uint16_t *block_values; /* [256 blocks] */
     const uint64_t *block_masks;  /* [4 blocks] */
-    /* Schedule: task t is tasks[5t .. 5t+4] = (w0, w1, b0, b1, slot).  Slot -1: a pack of the whole
+    /* Schedule (over block rows, or pairs of them: `pairs`): task t is tasks[5t .. 5t+4] =
+     * (w0, w1, b0, b1, slot).  Slot -1: a pack of the whole
      * consecutive block rows (windows) w0 .. w1 - 1, whose blocks are b0 .. b1 - 1, each written to
      * C.  Slot >= 0: blocks b0 .. b1 - 1, a part of the split block row w0 (w1 = w0 + 1), whose
      * FP32 partial goes to workspace slot `slot`; the reduction (splits) sums the parts in slot
@@ -36,7 +37,18 @@ typedef struct acc_half_args {
     int64_t num_tasks;
     const int64_t *splits; /* [3 num_splits]: block row, first slot, parts (consecutive slots) */
     int64_t num_splits;
-    float *workspace;  /* [slots * 16 * max(n, 8)], NULL when num_splits == 0 */
+    float *workspace; /* [slots * rows * max(n, 8)] (rows = 16, or 32 with pairs), NULL when
+                       * num_splits == 0 */
+    /* pairs = 1: the windows of the schedule are pairs of block rows (2P, 2P + 1), and a window's
+     * "blocks" are the entries u = pair_offsets[P] .. pair_offsets[P + 1] - 1 of the ascending
+     * union of the two rows' column blocks: column block pair_cols[u], BSR16 blocks
+     * pair_blocks[2u] (row 2P) and pair_blocks[2u + 1] (row 2P + 1), -1 where that row has none.
+     * A warp loads each entry's 16 rows of B once for both block rows (a structure of 32 x 32
+     * blocks reads half the B tiles).  A row still sums its own blocks in column order. */
+    int pairs;
+    const int64_t *pair_offsets; /* [ceil(num_brows / 2) + 1] */
+    const int32_t *pair_cols;
+    const int64_t *pair_blocks;
     const uint16_t *B; /* [k * n] half bits of `fmt` */
     void *C;           /* [m * n] half bits of `fmt`, or float32 when out_f32 */
     int fmt;           /* ACC_HALF_FP16 or ACC_HALF_BF16 */

@@ -212,6 +212,53 @@ def test_schedule_packs_random_rows(seed):
     assert splits.shape[0] >= 1 and (tasks[:, 4] < 0).sum() < 3000  # small rows were packed
 
 
+# ---- pairs of block rows -------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pair_index_is_the_union_of_two_block_rows(seed):
+    """Each pair of block rows gets the ascending union of its column blocks, and each entry the BSR16
+    block of either row there (or -1): empty rows and pairs, an odd number of block rows, a block row
+    holding every column block."""
+    rng = np.random.default_rng(seed)
+    R, k = int(rng.integers(1, 40)), int(rng.integers(1, 500))
+    ncb = -(-k // 16)
+    rows = [np.sort(rng.choice(ncb, size=int(rng.integers(0, min(ncb, 7) + 1)), replace=False)) for _ in range(R)]
+    rows[rng.integers(0, R)] = np.arange(ncb)
+    if R > 4:
+        rows[2] = rows[3] = np.zeros(0, np.int64)  # an empty pair
+    bo = np.concatenate(([0], np.cumsum([r.size for r in rows]))).astype(np.int64)
+    cols = np.concatenate(rows).astype(np.int32)
+    offsets, pcols, blocks = _half.pair_index(bo, cols, k)
+    assert offsets.shape == (-(-R // 2) + 1,) and offsets[-1] == pcols.size == blocks.shape[0]
+    for q in range(offsets.shape[0] - 1):
+        want = sorted(set(np.concatenate([rows[r] for r in range(2 * q, min(R, 2 * q + 2))]).tolist()))
+        assert pcols[offsets[q]:offsets[q + 1]].tolist() == want
+        for u in range(offsets[q], offsets[q + 1]):
+            for h in range(2):
+                r = 2 * q + h
+                b = blocks[u, h]
+                if r < R and pcols[u] in rows[r]:
+                    assert b == bo[r] + rows[r].tolist().index(pcols[u]) and cols[b] == pcols[u]
+                else:
+                    assert b == -1
+
+
+def test_pair_index_of_no_blocks():
+    offsets, pcols, blocks = _half.pair_index(np.zeros(6, np.int64), np.zeros(0, np.int32), 40)
+    assert offsets.tolist() == [0, 0, 0, 0] and pcols.size == 0 and blocks.shape == (0, 2)
+
+
+@pytest.mark.parametrize("tuning", [{"kernel": "fast"}, {"cap": 4}, "pairs"])
+def test_half_tuning_is_checked(tuning):
+    with pytest.raises(ValueError, match="tuning"):
+        accspmm.plan(odd_matrix(), device="cpu", precision="fp16", tuning=tuning)
+
+
+def test_half_kernel_choice_needs_a_gpu_bsr16_plan():
+    with pytest.raises(ValueError, match="format='bsr16'"):
+        accspmm.plan(odd_matrix(), device="cpu", precision="fp16", tuning={"kernel": "pairs"})
+
+
 # ---- the CPU reference (CI) -------------------------------------------------------------
 
 def odd_matrix(seed=0):
@@ -339,14 +386,26 @@ def poisoned(shape, dtype):
     return torch.full(shape, float("nan"), dtype=dtype, device="cuda")
 
 
-FORMATS = ["bsr16", "bittcf"]
+FORMATS = ["bsr16", "bsr16-pairs", "bittcf"]
+
+
+def gpu_half_plan(A, prec, fmt, **kw):
+    """A GPU half plan of format fmt: "bsr16" (BSR16, a warp per block row), "bsr16-pairs" (BSR16, a
+    warp per pair of block rows) or "bittcf"."""
+    if fmt.startswith("bsr16"):
+        kw["tuning"] = {"kernel": "pairs" if fmt == "bsr16-pairs" else "rows"}
+    p = accspmm.plan(A, device="gpu", precision=prec, format=fmt.split("-")[0], **kw)
+    assert p.format == fmt.split("-")[0]
+    if fmt.startswith("bsr16"):
+        assert p.kernel_for(1) == p.kernel_for(10**6) == kw["tuning"]["kernel"]
+    return p
 
 
 def split_rows(p, n):
     """Block rows (BSR16) or windows (BitTCF: the TF32 kernel's schedule for width n, after a call)
     that the plan's schedule cuts over several warps or thread blocks."""
     if p.format == "bsr16":
-        return p.stats["schedule"]["split_rows"]
+        return p.stats["schedule"][p.kernel_for(n)]["split_rows"]
     return p.stats["schedule_by_n"][n]["split_windows"]
 
 
@@ -357,8 +416,7 @@ def split_rows(p, n):
 @pytest.mark.parametrize("mat", ["odd", "hub"])
 def test_gpu_integer_bit_exact(prec, n, mat, fmt):
     A = odd_matrix() if mat == "odd" else hub_matrix()
-    p = accspmm.plan(A, device="gpu", precision=prec, format=fmt)
-    assert p.format == fmt
+    p = gpu_half_plan(A, prec, fmt)
     B = int_dense(A.shape[1], n, seed=n)
     Bt = torch.from_numpy(B).cuda().to(TORCH_DT[prec])
     out = poisoned((A.shape[0], n), TORCH_DT[prec])
@@ -375,8 +433,9 @@ def test_gpu_integer_bit_exact(prec, n, mat, fmt):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["bsr16", "bsr16-pairs"])
 @pytest.mark.parametrize("prec", PRECS)
-def test_gpu_bsr16_narrow_b_on_many_block_rows(prec):
+def test_gpu_bsr16_narrow_b_on_many_block_rows(prec, fmt):
     """n < 8 on at least 4096 block rows runs BSR16 in copies of B and C padded to 8 columns
     (cuda/half_spmm.cu): bit-exact, a split hub block row included (its workspace at 8 columns),
     a misaligned C, nothing written around C, B untouched."""
@@ -385,8 +444,8 @@ def test_gpu_bsr16_narrow_b_on_many_block_rows(prec):
     A = sp.random(m, k, density=0.0004, format="lil", random_state=12)
     A[60000, :] = rng.integers(1, 9, k)  # a hub: a split block row
     A = with_int_values(sp.csr_matrix(A), seed=13)
-    p = accspmm.plan(A, device="gpu", precision=prec, format="bsr16")
-    assert p.format == "bsr16" and split_rows(p, 1) >= 1
+    p = gpu_half_plan(A, prec, fmt)
+    assert split_rows(p, 1) >= 1
     for n in (1, 5):
         B = int_dense(k, n, seed=n)
         Bt = torch.from_numpy(B).cuda().to(TORCH_DT[prec])
@@ -412,7 +471,7 @@ def test_gpu_narrow_b_without_room_for_padded_copies(fmt):
 
     m, k = (1 << 19) + 3, 2000  # the padded C alone is 8 MiB
     A = with_int_values(sp.random(m, k, density=0.0005, format="csr", random_state=15), seed=16)
-    p = accspmm.plan(A, device="gpu", precision="fp16", format=fmt)
+    p = gpu_half_plan(A, "fp16", fmt)
     B = int_dense(k, 3, seed=17)
     Bt = torch.from_numpy(B).cuda().half()
     ref = half_ref(A, B, "fp16", "half")
@@ -442,7 +501,7 @@ def test_gpu_narrow_b_without_room_for_padded_copies(fmt):
 @pytest.mark.parametrize("prec", PRECS)
 def test_gpu_reordered_rectangular_and_deterministic(prec, fmt):
     A = with_int_values(sp.random(333, 1000, density=0.03, format="csr", random_state=9), seed=2)
-    p = accspmm.plan(A, device="gpu", precision=prec, reorder="jaccard", format=fmt)
+    p = gpu_half_plan(A, prec, fmt, reorder="jaccard")
     assert p.stats["reorder"]["method"] == "jaccard"
     B = int_dense(1000, 40)
     Bt = torch.from_numpy(B).cuda().to(TORCH_DT[prec])
@@ -459,7 +518,7 @@ def test_gpu_random_within_the_bound_and_run_to_run_identical(prec, fmt):
     A = hub_matrix().astype(np.float64)
     A.data = rng.standard_normal(A.nnz)
     B = rng.standard_normal((20000, 96)).astype(np.float32)
-    p = accspmm.plan(A, device="gpu", precision=prec, format=fmt)
+    p = gpu_half_plan(A, prec, fmt)
     Bt = torch.from_numpy(B).cuda()
     C = p(Bt)
     check_bound(A, B, C.cpu().numpy(), prec)
@@ -480,7 +539,7 @@ def test_gpu_nonfinite_b_like_scipy(n):
     B = np.ascontiguousarray(B[:, :n])
     ref = A.astype(np.float64) @ B.astype(np.float64)
     for prec, fmt in [(p, f) for p in PRECS for f in FORMATS]:
-        C = accspmm.plan(A, device="gpu", precision=prec, format=fmt)(torch.from_numpy(B).cuda()).cpu().numpy()
+        C = gpu_half_plan(A, prec, fmt)(torch.from_numpy(B).cuda()).cpu().numpy()
         assert np.array_equal(np.isnan(C), np.isnan(ref)) and np.array_equal(np.isinf(C), np.isinf(ref))
         fin = np.isfinite(ref)
         assert np.array_equal(C[fin], ref[fin].astype(np.float32))
@@ -504,7 +563,7 @@ def test_gpu_cupy_float16_and_float32():
 @pytest.mark.parametrize("prec", PRECS)
 def test_gpu_steady_call_takes_the_c_path(prec, fmt):
     A = hub_matrix()  # split rows: the C call allocates their workspace too
-    p = accspmm.plan(A, device="gpu", precision=prec, format=fmt)
+    p = gpu_half_plan(A, prec, fmt)
     B = torch.from_numpy(int_dense(20000, 64)).cuda().to(TORCH_DT[prec])
     C0 = p(B)  # the first call (Python) hands PyTorch's types to the C call
     assert split_rows(p, 64) >= 1
@@ -569,9 +628,71 @@ def test_gpu_real_matrices_integer_bit_exact(path):
     B = int_dense(A.shape[1], 33)
     for prec, fmt in [(p, f) for p in PRECS for f in FORMATS]:
         out = poisoned((A.shape[0], 33), torch.float32)
-        p = accspmm.plan(A, device="gpu", precision=prec, format=fmt)
+        p = gpu_half_plan(A, prec, fmt)
         p(torch.from_numpy(B).cuda().to(TORCH_DT[prec]), out=out)
         assert np.array_equal(out.cpu().numpy(), (A @ B).astype(np.float32)), (prec, fmt)
+
+
+def blocky_matrix(m, k, block=32, density=0.12, seed=0, values="int"):
+    """m x k (cut from a grid of dense block x block blocks, so m, k need not be multiples)."""
+    S = sp.random(-(-m // block), -(-k // block), density=density, format="csr", random_state=seed)
+    A = sp.csr_matrix(sp.kron(S, np.ones((block, block)), format="csr")[:m, :k], dtype=np.float32)
+    rng = np.random.default_rng(seed)
+    A.data = (rng.integers(-4, 5, A.nnz) if values == "int" else rng.standard_normal(A.nnz)).astype(np.float32)
+    A.eliminate_zeros()
+    return A
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("prec", PRECS)
+def test_gpu_pairs_same_bits_as_rows(prec):
+    """Pairs of block rows give the row kernel's bits (each row sums its own blocks in column order;
+    a pair's missing blocks add zeros): random values, FP32 and half outputs, m and k off the block
+    grid, an odd number of block rows, blocks present in one row of a pair only, empty block rows,
+    and widths of every path (padded n < 8, the element path at odd n or a misaligned B)."""
+    A = sp.lil_matrix(blocky_matrix(1500, 1100, density=0.1, seed=3, values="normal"))
+    A[400:700] = 0  # empty block rows and pairs
+    A[1000:1008, :] = 0  # the top half of a 32-row block: one row of the pair only
+    A = sp.csr_matrix(A)
+    A.eliminate_zeros()
+    rows, pairs = gpu_half_plan(A, prec, "bsr16"), gpu_half_plan(A, prec, "bsr16-pairs")
+    assert split_rows(rows, 64) == split_rows(pairs, 64) == 0
+    rng = np.random.default_rng(5)
+    for n in (1, 5, 8, 37, 64, 100, 200):
+        B = torch.from_numpy(rng.standard_normal((1100, n)).astype(np.float32)).cuda().to(TORCH_DT[prec])
+        Bmis = torch.empty(1100 * n + 1, dtype=TORCH_DT[prec], device="cuda")[1:].view(1100, n)
+        Bmis.copy_(B)  # 2 bytes past an aligned address: the element path
+        for out_dt, bits in ((torch.float32, torch.int32), (TORCH_DT[prec], torch.int16)):
+            want = rows(B, out=poisoned((1500, n), out_dt)).view(bits)
+            assert torch.equal(pairs(B, out=poisoned((1500, n), out_dt)).view(bits), want), (n, out_dt)
+            assert torch.equal(pairs(Bmis, out=poisoned((1500, n), out_dt)).view(bits), want), (n, "misaligned")
+    Bf = rng.standard_normal((1100, 24)).astype(np.float32)
+    check_bound(A, Bf, pairs(torch.from_numpy(Bf).cuda()).cpu().numpy(), prec)
+
+
+@pytest.mark.gpu
+def test_gpu_bsr16_kernel_model():
+    """Pairs (from PAIR_MIN_N columns) where 32 x 32 blocks put the same column blocks in both rows of
+    a pair, through the C call too; rows where the pairs' rows have different column blocks."""
+    blocky = blocky_matrix(4000, 4000, density=0.05, seed=1)
+    p = accspmm.plan(blocky, device="gpu", precision="fp16")
+    sched = p.stats["schedule"]
+    assert p.format == "bsr16" and sched["pair_entries_per_block"] == 0.5, sched["kernel_why"]
+    assert p.kernel_for(_half.PAIR_MIN_N - 1) == "rows" and p.kernel_for(_half.PAIR_MIN_N) == "pairs"
+    launcher = p._fast.__self__
+    before = launcher.fast_calls
+    for n in (_half.PAIR_MIN_N - 8, _half.PAIR_MIN_N):  # either kernel by width, from Python and the C call
+        B = int_dense(4000, n, seed=n)
+        Bt = torch.from_numpy(B).cuda().half()
+        C = p(Bt, out=poisoned((4000, n), torch.float32))  # a float32 C: the Python layer's call
+        assert np.array_equal(C.cpu().numpy(), (blocky @ B).astype(np.float32))
+        C = p(Bt)  # a half C: the C call
+        assert np.array_equal(C.double().cpu().numpy(), half_ref(blocky, B, "fp16", "half"))
+    assert launcher.fast_calls == before + 2
+    shifted = blocky_matrix(4000, 4000, block=16, density=0.02, seed=2)
+    p = accspmm.plan(shifted, device="gpu", precision="fp16", format="bsr16")
+    assert p.stats["schedule"]["pair_entries_per_block"] > _half.PAIR_SHARE_MAX
+    assert p.kernel_for(10**6) == "rows" and "pairs" not in p.stats["schedule"]
 
 
 @pytest.mark.gpu
@@ -665,7 +786,7 @@ def test_torch_compile_fullgraph_half(prec, backend):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_gpu_torch_compile_fullgraph_half(fmt):
     A = hub_matrix()
-    p = accspmm.plan(A, device="gpu", precision="fp16", format=fmt)
+    p = gpu_half_plan(A, "fp16", fmt)
     _compile_check(p, torch.from_numpy(int_dense(A.shape[1], 64, seed=3)).cuda().half(), "inductor")
 
 
@@ -697,14 +818,15 @@ def _adversarial(name):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["auto", "bsr16-pairs"])
 @pytest.mark.parametrize("prec", PRECS)
 @pytest.mark.parametrize("name", ["tall", "star", "dense_row", "dense_col", "empty_tail", "wide_int64"])
-def test_gpu_adversarial_shapes_exact(name, prec):
+def test_gpu_adversarial_shapes_exact(name, prec, fmt):
     """Hub rows and columns, a tall K = 3 matrix, an empty tail, int64 indices: the default GPU half
     plan is bit-exact at widths of every path (element, predicated 16-byte, full slices), with FP32
     and half outputs (sums up to 2^24: the half output is the exact sum rounded once, inf above the range)."""
     A = _adversarial(name)
-    p = accspmm.plan(A, device="gpu", precision=prec)
+    p = accspmm.plan(A, device="gpu", precision=prec) if fmt == "auto" else gpu_half_plan(A, prec, fmt)
     dt = TORCH_DT[prec]
     for n in (1, 7, 16, 64, 100):
         B = np.random.default_rng(n).integers(-2, 3, (A.shape[1], n)).astype(np.float32)
