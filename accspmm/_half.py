@@ -80,11 +80,12 @@ LAYOUT_BYTES = {"bsr16": 16 * 128 + 512, "bittcf": 8 * 128 + 128 + 48}
 #: entries per block: 0.85x).
 PAIR_SHARE_MAX = 0.55
 #: ... and there only from this width up: the pair kernel holds 64 accumulators a lane (216 registers:
-#: 8 warps per SM against the row kernel's 12), which narrow products pay for.  H100, FP16, uniform
-#: 32 x 32 blocks of 8192² (benchmarks/half_pairs.py): 90% sparse 90 -> 69 us at n = 512, 28.0 ->
-#: 28.6 at n = 128; 99%: 26.4 -> 22.3 and 9.9 -> 10.7.  (Either kernel is deterministic; a width's
-#: kernel is fixed, as the TF32 schedule is per width.)
-PAIR_MIN_N = 512
+#: 8 warps per SM against the row kernel's 12), which narrow products pay for.  H100, FP16, kernel us,
+#: rows -> pairs (benchmarks/half_pairs.py --quick --ns 128 256 512): uniform 32 x 32 blocks of 8192²,
+#: 90% sparse: 28.0 -> 28.8 at n = 128, 60.6 -> 36.8 at 256, 90.6 -> 69.2 at 512; 99%: 10.2 -> 10.6,
+#: 18.1 -> 13.4, 26.4 -> 22.5; irregular 32 x 32 block rows, 90%: 0.98x, 1.00x, 1.02x.  (Either kernel
+#: is deterministic; a width's kernel is fixed, as the TF32 schedule is per width.)
+PAIR_MIN_N = 256
 BSR16_KERNELS = ("auto", "pairs", "rows")
 
 
