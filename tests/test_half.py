@@ -254,6 +254,29 @@ def test_half_tuning_is_checked(tuning):
         accspmm.plan(odd_matrix(), device="cpu", precision="fp16", tuning=tuning)
 
 
+def test_half_launcher_set_wide_is_checked():
+    """HalfLauncher.set_wide (the C call's hand-over of wide products to the pair kernel) takes another
+    launcher without one of its own, or None; the launchers free cleanly either way.  No device is
+    touched (the launchers are never called)."""
+    cu = pytest.importorskip("accspmm._cuda")
+    make = lambda pairs: cu.HalfLauncher(40, 30, *([0] * 6), 0, 0, 0, 0, 0, 0, pairs, 0, 0, 0)  # noqa: E731
+    rows, pairs, other = make(0), make(1), make(0)
+    for bad in (rows, 3, "pairs"):
+        with pytest.raises(TypeError, match="set_wide"):
+            rows.set_wide(bad, 256)
+    other.set_wide(pairs, 256)
+    with pytest.raises(TypeError, match="set_wide"):
+        rows.set_wide(other, 256)  # a launcher with a wide launcher of its own
+    rows.set_wide(pairs, 256)
+    rows.set_wide(None, 0)
+    rows.set_wide(pairs, 512)
+    del pairs, other  # rows keeps its wide launcher alive
+    import gc
+
+    gc.collect()
+    del rows
+
+
 def test_half_kernel_choice_needs_a_gpu_bsr16_plan():
     with pytest.raises(ValueError, match="format='bsr16'"):
         accspmm.plan(odd_matrix(), device="cpu", precision="fp16", tuning={"kernel": "pairs"})
