@@ -388,15 +388,13 @@ class HalfPlan:
                 self._layouts[layout] = (int(tasks.shape[0]), int(splits.shape[0]), slots)
             sched.update(sched["rows"])  # the row kernel's schedule at the top level, as before pairs
             launchers = {}
-            for layout in self._layouts:
-                a = self.kernel_args(0, 0, 0 if layout == "rows" else max(self._pair_min_n, 1), False)
+            for layout in dict.fromkeys((self.kernel_for(0), self.kernel_for(1 << 62))):  # the kernels some width runs
+                a = self._layout_args(layout, 0, 0, 0, False, 0)
                 launchers[layout] = cu.HalfLauncher(m, k, *a[4:12], a[12], self._layouts[layout][2], _FMT[precision],
                                                     self._device_id, *a[18:])
-            if self._pair_min_n == 0:
-                launchers["rows"] = launchers["pairs"]
-            elif self._pair_min_n is not None:
+            if len(launchers) == 2:  # rows below _pair_min_n, pairs from it (in the C call)
                 launchers["rows"].set_wide(launchers["pairs"], self._pair_min_n)
-            self._fast = launchers["rows"].call
+            self._fast = launchers[self.kernel_for(0)].call
             steps["schedule_upload"] = time.perf_counter() - t
         steps["total"] = time.perf_counter() - t0
         self._finalizer = weakref.finalize(self, _free, self._dev)
@@ -524,9 +522,12 @@ class HalfPlan:
         BSR16 only: a BitTCF plan runs the TF32 kernel's runner (``self._runner.args``)."""
         if self._runner is not None:
             raise ValueError("kernel_args is for BSR16 half plans; a BitTCF plan's launch is self._runner.args(...)")
+        return self._layout_args(self.kernel_for(n), d_B, d_C, n, out_f32, d_workspace)
+
+    def _layout_args(self, layout: str, d_B: int, d_C: int, n: int, out_f32: bool, d_workspace: int) -> tuple:
+        """kernel_args for the kernel ``layout`` ("rows" or "pairs") whatever n."""
         m, k = self.shape
         d = self._dev
-        layout = self.kernel_for(n)
         ntasks, nsplits, _ = self._layouts[layout]
         pairs = [d[f"pairs_{name}"].ptr if layout == "pairs" else 0 for name in ("pair_offsets", "pair_cols",
                                                                                 "pair_blocks")]

@@ -625,7 +625,7 @@ static PyMethodDef cuda_methods[] = {
      "event_wait(handle): wait for a deferred build and destroy its event"},
     {"event_destroy", py_event_destroy, METH_O, "event_destroy(handle): destroy a deferred build's event"},
     {"half_spmm", py_half_spmm, METH_VARARGS, "half_spmm(args22, stream): launch the FP16/BF16 BSR16 kernel"},
-    {"time_half", py_time_half, METH_VARARGS, "time_half(args18, reps, flush, flush_bytes, stream) -> [ms]"},
+    {"time_half", py_time_half, METH_VARARGS, "time_half(args22, reps, flush, flush_bytes, stream) -> [ms]"},
     {"half_tiles", py_half_tiles, METH_VARARGS,
      "half_tiles(block_meta, values, num_blocks, tiles, fmt, stream): BitTCF dense half tiles"},
     {"half_round", py_half_round, METH_VARARGS,
