@@ -5,7 +5,9 @@
 #   STAGES        stages to run, in this order (default "tests sanitize bench"):
 #                 baseline: benchmark the checkout in $BASELINE_DIR (built in place, run first,
 #                           before this checkout is installed) with $BASELINE_ARGS;
-#                 tests: pytest -m gpu (-k "$PYTEST_K" when set), stopped after $TESTS_TIMEOUT s
+#                 tests: pytest -m gpu over $TEST_PATHS (default: tests; name files to split the
+#                           suite over two calls), -k "$PYTEST_K" when set, stopped after $TESTS_TIMEOUT s
+#                           (the 25 slowest tests go to run.log)
 #                           (default 560: on an H100 on 2026-11-25 the whole GPU suite had run
 #                           about 545 of its tests at 440 s; 560 s still fits one 600 s device
 #                           call with a carried build);
@@ -54,8 +56,9 @@ else
 fi
 if [[ $STAGES == *" tests "* ]]; then
   stage tests
-  timeout "${TESTS_TIMEOUT:-560}" python3 -m pytest -m gpu -q tests -p no:cacheprovider -W ignore::DeprecationWarning \
-    -k "${PYTEST_K:-}" ${PYTEST_X--x} -rs 2>&1 | tee -a "$LOG" | tail -${PYTEST_TAIL:-6}
+  # shellcheck disable=SC2086
+  timeout "${TESTS_TIMEOUT:-560}" python3 -m pytest -m gpu -q ${TEST_PATHS:-tests} -p no:cacheprovider \
+    -W ignore::DeprecationWarning --durations=25 -k "${PYTEST_K:-}" ${PYTEST_X--x} -rs 2>&1 | tee -a "$LOG" | tail -${PYTEST_TAIL:-6}
 fi
 if [[ $STAGES == *" sanitize "* ]]; then
   stage sanitize
