@@ -34,13 +34,20 @@
  */
 #include "acc_internal.h"
 
-/* Min-heap of visit positions. */
+/* Min-heap of visit positions (row counts are below INT32_MAX: 32-bit entries halve its
+ * cache footprint). */
 typedef struct heap {
-    int64_t *a;
+    int32_t *a;
     int64_t n;
 } heap;
 
-static void heap_push(heap *h, int64_t x) {
+/* What the walk reads of a candidate row at once: its visit position and the cluster that last
+ * pushed it, side by side so that one cache miss serves both (the scans touch rows at random). */
+typedef struct row_state {
+    int32_t pos, seen;
+} row_state;
+
+static void heap_push(heap *h, int32_t x) {
     int64_t i = h->n++;
     while (i > 0) {
         const int64_t parent = (i - 1) / 2;
@@ -51,8 +58,8 @@ static void heap_push(heap *h, int64_t x) {
     h->a[i] = x;
 }
 
-static int64_t heap_pop(heap *h) {
-    const int64_t top = h->a[0], x = h->a[--h->n];
+static int32_t heap_pop(heap *h) {
+    const int32_t top = h->a[0], x = h->a[--h->n];
     int64_t i = 0;
     for (;;) {
         int64_t c = 2 * i + 1;
@@ -112,16 +119,15 @@ acc_status acc_reorder_jaccard(const acc_csr *A, const acc_jaccard_params *param
     int32_t *rb = NULL;
     heap h = {0};
     int64_t *rb_offsets = acc_mem_alloc((size_t)m + 1, sizeof(int64_t));
-    int64_t *order = acc_mem_alloc((size_t)m, sizeof(int64_t));
-    int64_t *pos_of = acc_mem_alloc((size_t)m, sizeof(int64_t));
-    int64_t *seen = acc_mem_alloc((size_t)m, sizeof(int64_t)); /* cluster that pushed the row */
+    int32_t *order = acc_mem_alloc((size_t)m, sizeof(int32_t));
+    row_state *rs = acc_mem_alloc((size_t)m, sizeof(row_state)); /* seen: cluster that pushed the row */
     uint8_t *done_row = acc_mem_alloc((size_t)m, sizeof(uint8_t));
     int64_t *blk_offsets = acc_mem_alloc((size_t)nb + 1, sizeof(int64_t));
     int64_t *live = acc_mem_alloc((size_t)nb, sizeof(int64_t));
-    int64_t *in_p = acc_mem_alloc((size_t)nb, sizeof(int64_t)); /* cluster whose P holds the block */
-    h.a = acc_mem_alloc((size_t)m, sizeof(int64_t));
+    int32_t *in_p = acc_mem_alloc((size_t)nb, sizeof(int32_t)); /* cluster whose P holds the block */
+    h.a = acc_mem_alloc((size_t)m, sizeof(int32_t));
     int32_t *blk_rows = NULL;
-    if (!rb_offsets || !order || !pos_of || !seen || !done_row || !blk_offsets || !live || !in_p || !h.a) {
+    if (!rb_offsets || !order || !rs || !done_row || !blk_offsets || !live || !in_p || !h.a) {
         status = ACC_ERR_OUT_OF_MEMORY;
         goto done;
     }
@@ -142,13 +148,15 @@ acc_status acc_reorder_jaccard(const acc_csr *A, const acc_jaccard_params *param
         in_p[b] = -1;
     }
     for (int64_t i = 0; i < m; i++) {
-        order[i] = i;
-        seen[i] = -1;
+        perm[i] = i; /* perm is the shuffle's 64-bit scratch until the walk writes it */
+        rs[i].seen = -1;
         done_row[i] = rb_offsets[i + 1] == rb_offsets[i]; /* empty rows go last */
     }
-    if (params->seed != 0) acc_shuffle_i64(order, m, params->seed);
-    for (int64_t p = 0; p < m; p++)
-        pos_of[order[p]] = p;
+    if (params->seed != 0) acc_shuffle_i64(perm, m, params->seed);
+    for (int64_t p = 0; p < m; p++) {
+        order[p] = (int32_t)perm[p];
+        rs[perm[p]].pos = (int32_t)p;
+    }
 
     int64_t out = 0;
     /* Work budget: index entries scanned plus rows examined, over all clusters.  Within it each
@@ -162,7 +170,7 @@ acc_status acc_reorder_jaccard(const acc_csr *A, const acc_jaccard_params *param
     for (int64_t sp = 0; sp < m; sp++) {
         const int64_t s = order[sp];
         if (done_row[s]) continue;
-        const int64_t cluster = sp; /* unique id: the seed's position */
+        const int32_t cluster = (int32_t)sp; /* unique id: the seed's position */
         int64_t p_size = 0, examined = 0, scanned = 0;
         if (work > budget) {
             scan_cap = max_scan < 64 ? max_scan : 64;
@@ -174,7 +182,7 @@ acc_status acc_reorder_jaccard(const acc_csr *A, const acc_jaccard_params *param
             /* add row r to the cluster and its new blocks to P */
             perm[out++] = r;
             done_row[r] = 1;
-            const int64_t rpos = pos_of[r];
+            const int32_t rpos = rs[r].pos;
             for (int64_t q = rb_offsets[r]; q < rb_offsets[r + 1]; q++) {
                 const int32_t b = rb[q];
                 if (in_p[b] == cluster) continue;
@@ -189,9 +197,10 @@ acc_status acc_reorder_jaccard(const acc_csr *A, const acc_jaccard_params *param
                     }
                     scanned++;
                     t++;
-                    if (seen[c] != cluster && pos_of[c] > rpos) {
-                        seen[c] = cluster;
-                        heap_push(&h, pos_of[c]);
+                    row_state *st = rs + c;
+                    if (st->seen != cluster && st->pos > rpos) {
+                        st->seen = cluster;
+                        heap_push(&h, st->pos);
                     }
                 }
             }
@@ -231,8 +240,7 @@ done:
     acc_mem_free(rb);
     acc_mem_free(rb_offsets);
     acc_mem_free(order);
-    acc_mem_free(pos_of);
-    acc_mem_free(seen);
+    acc_mem_free(rs);
     acc_mem_free(done_row);
     acc_mem_free(blk_offsets);
     acc_mem_free(blk_rows);
