@@ -14,11 +14,14 @@
  * columns (n / 8 bytes, cache-resident where a mark per column would not be), set a 64-column word
  * at a time, with the list of words the row touches; in the numeric pass also a value per column,
  * zero between rows.  The row comes out in order by sorting its words (fewer than its columns,
- * often far fewer) and reading each word's bits back.  With more columns: a hash table of linear
- * probing sized to the row's products (a power of two, at least twice them), so memory stays
- * O(threads * min(n, max row products)) whatever n is, and the row's columns sorted.  Sorting is
- * insertion sort for short lists, else an LSD radix sort on the bytes of x - min (linear whatever
- * the order).  A row of A with one entry, when B is canonical, is B's row scaled: no accumulator.
+ * often far fewer) and reading each word's bits back.  Up to ACC_SPGEMM_STAMP_COLS columns also a
+ * mark per column (stamp mode: the mark of the last row that touched it, a row number per thread), for
+ * rows where it is cheaper (stamp_row, stamp_fill): one pass over the products counts the new
+ * columns and starts their sums, and the row's column list is sorted.  With more columns: a hash table of
+ * linear probing sized to the row's products (a power of two, at least twice them), so memory stays O(threads
+ * * min(n, max row products)) whatever n is, and the row's columns sorted.  Sorting is insertion sort for
+ * short lists, else an LSD radix sort on the bytes of x - min (linear whatever the order).  A row of A with
+ * one entry, when B is canonical, is B's row scaled: no accumulator.
  *
  * Arithmetic: products and sums in double, in the order of A's row entries and then B's (scipy's
  * order), rounded once to the output type: float64 data gives scipy's sums where scipy's build does
@@ -27,12 +30,15 @@
  * accumulation (one rounding); integer-valued data is exact either way.
  * No FMA contraction (this file is built for the baseline ISA), so that order is the arithmetic.
  *
- * Cost: O(products + w + r) per row of r entries in w touched words (dense), or O(products + r)
- * (hash), for each pass. */
+ * Cost: O(products + w + r) per row of r entries in w touched words (bitmap), O(products + r) (stamp,
+ * radix-sorted above 32 columns), or O(products + r) (hash), for each pass. */
 #include "acc_internal.h"
 
 #define ACC_SPGEMM_DENSE_COLS (1 << 22)
-#define INSERTION_MAX 32 /* lists this short are sorted by insertion */
+#define ACC_SPGEMM_STAMP_COLS (1 << 21)     /* a mark per column (stamp) up to here, beside the bitmap */
+#define ACC_SPGEMM_STAMP_ALL_COLS (1 << 16) /* every row by stamp up to here (the marks fit in L2) */
+#define ACC_SPGEMM_STAMP_PRODUCTS 256       /* else rows of at most this many products */
+#define INSERTION_MAX 32                    /* lists this short are sorted by insertion */
 #define PIECES_PER_THREAD 16
 
 struct acc_spgemm_state {
@@ -51,6 +57,8 @@ struct acc_spgemm_state {
  * appearance.  scratch: the radix sort's second buffer. */
 typedef struct accum {
     int dense;
+    int32_t tick;   /* stamp mode: the current row's mark */
+    int32_t *stamp; /* stamp mode: [n], the mark of the last row that touched each column */
     int64_t n, cap;
     uint64_t *bits;
     int32_t *keys;
@@ -61,6 +69,7 @@ typedef struct accum {
 
 static void accum_free(accum *a) {
     acc_mem_free(a->bits);
+    acc_mem_free(a->stamp);
     acc_mem_free(a->keys);
     acc_mem_free(a->val);
     acc_mem_free(a->list);
@@ -77,6 +86,11 @@ static acc_status accum_init(accum *a, int64_t n, int64_t maxp, int values) {
     const int64_t t = maxp < n ? maxp : n;
     if (!(a->list = acc_mem_alloc((size_t)t + 1, sizeof(int32_t)))) return ACC_ERR_OUT_OF_MEMORY;
     if (!a->dense) return ACC_SUCCESS;
+    if (n <= ACC_SPGEMM_STAMP_COLS) {
+        if (!(a->stamp = acc_mem_alloc((size_t)(n > 0 ? n : 1), sizeof(int32_t))))
+            return ACC_ERR_OUT_OF_MEMORY;
+        memset(a->stamp, 0, (size_t)n * sizeof(int32_t));
+    }
     const size_t words = (size_t)(n / 64 + 1);
     if (!(a->bits = acc_mem_alloc(words, sizeof(uint64_t)))) return ACC_ERR_OUT_OF_MEMORY;
     memset(a->bits, 0, words * sizeof(uint64_t));
@@ -142,6 +156,31 @@ static void hash_clear(accum *a, const int32_t *cols, int64_t r) {
     }
     for (int64_t e = 0; e < r; e++)
         a->keys[hash_find(a, cols[e])] = -1;
+}
+
+/* Stamp mode: the mark of a new row (columns marked with an older one are not in it). */
+static inline int32_t next_tick(accum *a) {
+    if (a->tick == INT32_MAX) { /* wrapped: forget every mark */
+        memset(a->stamp, 0, (size_t)a->n * sizeof(int32_t));
+        a->tick = 0;
+    }
+    return ++a->tick;
+}
+
+/* Whether the symbolic pass counts a row of f products by stamps (else the bitmap, or the hash
+ * table): where the marks are cache-resident, or the row touches few of them. */
+static inline int stamp_row(const accum *a, int64_t f) {
+    return a->stamp && (a->n <= ACC_SPGEMM_STAMP_ALL_COLS || f <= ACC_SPGEMM_STAMP_PRODUCTS);
+}
+
+/* Whether the numeric pass sums a row of f products into r columns by stamps: when its r columns
+ * sort by insertion in a few compares (r <= 8), or when it has 4 or more products a column, so that
+ * its time goes into the product loop, which the stamps run in one pass where the bitmap takes two.
+ * Otherwise the bitmap, whose words read back in column order without sorting the columns (one
+ * thread, 10 real matrices: a row rule of r <= 32 or f >= 2..4 r, or stamps everywhere, each lost
+ * 10-30% on some matrix against the old bitmap, this one on none). */
+static inline int stamp_fill(const accum *a, int64_t f, int64_t r) {
+    return a->stamp && (r <= 8 || f >= 4 * r);
 }
 
 static inline int64_t row_products(const acc_csr *A, const acc_csr *B, int64_t i) {
@@ -249,6 +288,19 @@ static int64_t row_count(accum *a, const acc_spgemm_state *s, int64_t i) {
     const int64_t *brp = B->row_offsets;
     const int32_t *bci = B->column_indices;
     int64_t r = 0;
+    if (stamp_row(a, f)) {
+        const int32_t t = next_tick(a);
+        int32_t *st = a->stamp;
+        for (int64_t p = a0; p < a1; p++) {
+            const int64_t k = A->column_indices[p];
+            for (int64_t q = brp[k]; q < brp[k + 1]; q++) {
+                const int32_t c = bci[q];
+                r += st[c] != t;
+                st[c] = t;
+            }
+        }
+        return r;
+    }
     if (a->dense) {
         int64_t nw = 0;
         for (int64_t p = a0; p < a1; p++) {
@@ -397,16 +449,32 @@ static inline int put(acc_dtype out, int drop, void *vals, int64_t at, double su
  * words the row touches in a->list; returns their count.  Hash: the table, the row's columns in
  * a->list in order of appearance; returns their count. */
 #define DEFINE_ACCUMULATE(T, NAME)                                                                           \
-    static int64_t NAME(accum *a, const acc_spgemm_state *s, int64_t i) {                                    \
+    static int64_t NAME(accum *a, const acc_spgemm_state *s, int64_t i, int stamped) {                       \
         const acc_csr *A = &s->A, *B = &s->B;                                                                \
         const T *av = A->values, *bv = B->values;                                                            \
         const int64_t *brp = B->row_offsets;                                                                 \
         const int32_t *bci = B->column_indices;                                                              \
         double *val = a->val;                                                                                \
+        int32_t *st = a->stamp;                                                                              \
+        const int32_t t = stamped ? next_tick(a) : 0;                                                        \
         int64_t r = 0;                                                                                       \
         for (int64_t p = A->row_offsets[i]; p < A->row_offsets[i + 1]; p++) {                                \
             const int64_t k = A->column_indices[p], q0 = brp[k], q1 = brp[k + 1];                            \
             const double x = (double)av[p];                                                                  \
+            if (stamped) { /* a column's first product starts its sum at +0, as the dense path */            \
+                for (int64_t q = q0; q < q1; q++) {                                                          \
+                    const int32_t c = bci[q];                                                                \
+                    const double v = x * (double)bv[q];                                                      \
+                    if (st[c] != t) {                                                                        \
+                        st[c] = t;                                                                           \
+                        val[c] = 0.0 + v;                                                                    \
+                        a->list[r++] = c;                                                                    \
+                    } else {                                                                                 \
+                        val[c] += v;                                                                         \
+                    }                                                                                        \
+                }                                                                                            \
+                continue;                                                                                    \
+            }                                                                                                \
             if (a->dense) {                                                                                  \
                 for (int64_t q = q0; q < q1; q++)                                                            \
                     val[bci[q]] += x * (double)bv[q];                                                        \
@@ -454,8 +522,19 @@ static int64_t row_fill(accum *a, const acc_spgemm_state *s, int64_t i, int64_t 
         return kept;
     }
     if (!a->dense && accum_reserve(a, f, 1) != ACC_SUCCESS) return -1;
-    const int64_t r = A->dtype == ACC_FLOAT64 ? accumulate_f64(a, s, i) : accumulate_f32(a, s, i);
-    if (sort_i32(a, a->list, r)) return -1;
+    const int stamped = stamp_fill(a, f, s->count[i]);
+    const int64_t r =
+        A->dtype == ACC_FLOAT64 ? accumulate_f64(a, s, i, stamped) : accumulate_f32(a, s, i, stamped);
+    if (sort_i32(a, a->list, r)) return -1; /* the row's columns (stamp, hash) or words (bitmap) */
+    if (stamped) {
+        for (int64_t e = 0; e < r; e++) {
+            const int32_t col = a->list[e];
+            c[kept] = col;
+            kept += put(out, drop, vals, at + kept, a->val[col]);
+            a->val[col] = 0.0; /* zero between rows, for the bitmap rows */
+        }
+        return kept;
+    }
     if (a->dense) {
         for (int64_t e = 0; e < r; e++) {
             const int32_t w = a->list[e];

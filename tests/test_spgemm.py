@@ -94,6 +94,40 @@ def test_hash_accumulator_for_wide_results():
     same(accspmm.spgemm(A, B), scipy_product(A, B))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_stamp_and_bitmap_rows_in_one_product(dtype):
+    """Over 2^16 columns each row picks its accumulator (csrc/acc_spgemm.c: stamp_row, stamp_fill):
+    short rows by stamps, long ones by the bitmap, long ones with 5 products a column by stamps in the
+    numeric pass only.  Rows of the three kinds alternate on the same few columns, so a sum left
+    behind by one kind would show in the next row of another."""
+    n, rng = 100_000, np.random.default_rng(21)
+    pool = rng.choice(n, 2_000, replace=False)
+    rows = [rng.choice(pool, 2, replace=False) for _ in range(100)]  # short rows of B
+    rows += [rng.choice(pool, 300, replace=False) for _ in range(100)]  # long, spread rows
+    same_cols = rng.choice(pool, 300, replace=False)
+    rows += [same_cols] * 10  # B rows 200..209: one pattern
+    indptr = np.concatenate(([0], np.cumsum([len(r) for r in rows])))
+    B = sp.csr_matrix((rng.integers(-4, 5, indptr[-1]).astype(dtype), np.concatenate(rows), indptr),
+                      shape=(len(rows), n))
+    B.sort_indices()
+    a_rows = []
+    for i in range(300):
+        kind = i % 3
+        lo, hi = [(0, 100), (100, 200), (200, 210)][kind]
+        a_rows.append(np.sort(rng.choice(np.arange(lo, hi), 5 if kind == 2 else 3, replace=False)))
+    aptr = np.concatenate(([0], np.cumsum([len(r) for r in a_rows])))
+    A = sp.csr_matrix((rng.integers(-4, 5, aptr[-1]).astype(dtype), np.concatenate(a_rows), aptr),
+                      shape=(300, len(rows)))
+    same(accspmm.spgemm(A, B), scipy_product(A, B))
+    kept = accspmm.spgemm(A, B, keep_zeros=True)  # the structural pattern: stored entries' products
+    ones = [M.copy() for M in (A, B)]
+    for M in ones:
+        M.data[:] = 1
+    pattern = scipy_product(*ones)
+    assert np.array_equal(kept.indptr, pattern.indptr) and np.array_equal(kept.indices, pattern.indices)
+    assert np.array_equal(kept.toarray(), (A @ B).toarray())
+
+
 def test_long_rows_and_one_entry_rows():
     # rows touching hundreds of 64-column words (their words radix-sorted), and rows of A with one
     # entry (B's row scaled when B is canonical, accumulated when B has duplicates)

@@ -469,7 +469,7 @@ static void test_spgemm(int64_t m, int64_t k, int64_t n, int per_row) {
         free(v);
     }
     int saw_oom = 0, saw_success = 0;
-    for (long countdown = 1; countdown < 24; countdown++) {
+    for (long countdown = 1; countdown < 48; countdown++) {
         int64_t *rp, nnz;
         int32_t *ci;
         float *v;
