@@ -35,6 +35,7 @@
 #include "acc_internal.h"
 
 #define ACC_SPGEMM_DENSE_COLS (1 << 22)
+#define ACC_SPGEMM_DENSE_PER_WORK 8         /* dense only where n <= this x a thread's work (see dense_for) */
 #define ACC_SPGEMM_STAMP_COLS (1 << 21)     /* a mark per column (stamp) up to here, beside the bitmap */
 #define ACC_SPGEMM_STAMP_ALL_COLS (1 << 16) /* every row by stamp up to here (the marks fit in L2) */
 #define ACC_SPGEMM_STAMP_PRODUCTS 256       /* else rows of at most this many products */
@@ -44,7 +45,7 @@
 struct acc_spgemm_state {
     acc_csr A, B;
     int64_t nnz, maxp; /* C is A.m x B.k */
-    int b_canonical, drop_zeros, nth;
+    int b_canonical, drop_zeros, nth, dense;
     acc_dtype out_dtype;
     int64_t *work;   /* [m + 1] prefix sums of the row costs: products + A's entries + 1 */
     int64_t *count;  /* [m] structural entries of each row of C */
@@ -79,10 +80,10 @@ static void accum_free(accum *a) {
 
 /* values: the numeric pass's sums.  The list has room for a row's columns (at most min(maxp, n),
  * which also bounds its words) and one more (mark_columns writes before it counts). */
-static acc_status accum_init(accum *a, int64_t n, int64_t maxp, int values) {
+static acc_status accum_init(accum *a, int64_t n, int64_t maxp, int values, int dense) {
     memset(a, 0, sizeof *a);
     a->n = n;
-    a->dense = n <= ACC_SPGEMM_DENSE_COLS;
+    a->dense = dense;
     const int64_t t = maxp < n ? maxp : n;
     if (!(a->list = acc_mem_alloc((size_t)t + 1, sizeof(int32_t)))) return ACC_ERR_OUT_OF_MEMORY;
     if (!a->dense) return ACC_SUCCESS;
@@ -377,6 +378,10 @@ acc_status acc_spgemm_compute(const acc_csr *A, const acc_csr *B, int drop_zeros
     const int64_t total = s->work[m];
     if (products) *products = total - A->row_offsets[m] - m;
     s->nth = acc_threads_for(8 * total); /* a product costs several of acc_threads_for's items */
+    /* Dense accumulators cost 12 n bytes a thread to clear (8 n for the sums, 4 n for the marks): a
+     * product whose work per thread is far below n (a few rows of A against a wide B) takes the
+     * hash tables, sized to its rows, instead. */
+    s->dense = B->k <= ACC_SPGEMM_DENSE_COLS && B->k <= ACC_SPGEMM_DENSE_PER_WORK * (total / s->nth + 1);
     /* pieces of about total / npieces cost: piece j starts at the first row whose cost prefix
      * reaches j * total / npieces (a binary search per piece) */
     s->npieces =
@@ -400,7 +405,7 @@ acc_status acc_spgemm_compute(const acc_csr *A, const acc_csr *B, int drop_zeros
 #pragma omp parallel num_threads(s->nth)
     {
         accum a;
-        int ok = accum_init(&a, s->B.k, maxp, 0) == ACC_SUCCESS;
+        int ok = accum_init(&a, s->B.k, maxp, 0, s->dense) == ACC_SUCCESS;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t j = 0; j < s->npieces; j++)
             for (int64_t i = s->pieces[j]; i < s->pieces[j + 1]; i++) {
@@ -571,7 +576,7 @@ acc_status acc_spgemm_fill(const acc_spgemm_state *s, int64_t *row_offsets, int3
 #pragma omp parallel num_threads(s->nth)
     {
         accum a;
-        int ok = accum_init(&a, s->B.k, s->maxp, 1) == ACC_SUCCESS;
+        int ok = accum_init(&a, s->B.k, s->maxp, 1, s->dense) == ACC_SUCCESS;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t j = 0; j < s->npieces; j++)
             for (int64_t i = s->pieces[j]; i < s->pieces[j + 1]; i++) {

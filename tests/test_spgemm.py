@@ -94,6 +94,17 @@ def test_hash_accumulator_for_wide_results():
     same(accspmm.spgemm(A, B), scipy_product(A, B))
 
 
+def test_few_products_against_a_wide_b():
+    # 2^21 columns but a few hundred products: the hash tables instead of dense accumulators that
+    # would clear 12 bytes a column (csrc/acc_spgemm.c, s->dense); the same result either way
+    n, rng = 1 << 21, np.random.default_rng(31)
+    A = int_sparse(50, 400, 0.01, 32)
+    B = sp.csr_matrix((rng.integers(-4, 5, 1200).astype(np.float64), rng.integers(0, n, 1200),
+                       np.arange(0, 1201, 3)), shape=(400, n))
+    same(accspmm.spgemm(A, B), scipy_product(A, B))
+    same(accspmm.spgemm(A.astype(np.float32), B.astype(np.float32)), scipy_product(A, B, np.float32))
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_stamp_and_bitmap_rows_in_one_product(dtype):
     """Over 2^16 columns each row picks its accumulator (csrc/acc_spgemm.c: stamp_row, stamp_fill):
