@@ -10,14 +10,15 @@
  * Work split: rows cut into pieces of about equal cost (products + entries + 1 per row), handed
  * out dynamically, so a hub row or a run of empty rows does not stall a thread.
  *
- * Accumulator per thread, when C has at most ACC_SPGEMM_DENSE_COLS columns: a bitmap of the row's
+ * Accumulator per thread, when C has at most ACC_SPGEMM_DENSE_COLS columns and at most
+ * ACC_SPGEMM_DENSE_PER_WORK x a thread's work (products + entries + rows): a bitmap of the row's
  * columns (n / 8 bytes, cache-resident where a mark per column would not be), set a 64-column word
  * at a time, with the list of words the row touches; in the numeric pass also a value per column,
  * zero between rows.  The row comes out in order by sorting its words (fewer than its columns,
  * often far fewer) and reading each word's bits back.  Up to ACC_SPGEMM_STAMP_COLS columns also a
  * mark per column (stamp mode: the mark of the last row that touched it, a row number per thread), for
  * rows where it is cheaper (stamp_row, stamp_fill): one pass over the products counts the new
- * columns and starts their sums, and the row's column list is sorted.  With more columns: a hash table of
+ * columns and starts their sums, and the row's column list is sorted.  Otherwise: a hash table of
  * linear probing sized to the row's products (a power of two, at least twice them), so memory stays O(threads
  * * min(n, max row products)) whatever n is, and the row's columns sorted.  Sorting is insertion sort for
  * short lists, else an LSD radix sort on the bytes of x - min (linear whatever the order).  A row of A with
@@ -35,7 +36,7 @@
 #include "acc_internal.h"
 
 #define ACC_SPGEMM_DENSE_COLS (1 << 22)
-#define ACC_SPGEMM_DENSE_PER_WORK 8         /* dense only where n <= this x a thread's work (see dense_for) */
+#define ACC_SPGEMM_DENSE_PER_WORK 8 /* dense only where n <= this x a thread's work (acc_spgemm_compute) */
 #define ACC_SPGEMM_STAMP_COLS (1 << 21)     /* a mark per column (stamp) up to here, beside the bitmap */
 #define ACC_SPGEMM_STAMP_ALL_COLS (1 << 16) /* every row by stamp up to here (the marks fit in L2) */
 #define ACC_SPGEMM_STAMP_PRODUCTS 256       /* else rows of at most this many products */
@@ -381,7 +382,8 @@ acc_status acc_spgemm_compute(const acc_csr *A, const acc_csr *B, int drop_zeros
     /* Dense accumulators cost 12 n bytes a thread to clear (8 n for the sums, 4 n for the marks): a
      * product whose work per thread is far below n (a few rows of A against a wide B) takes the
      * hash tables, sized to its rows, instead. */
-    s->dense = B->k <= ACC_SPGEMM_DENSE_COLS && B->k <= ACC_SPGEMM_DENSE_PER_WORK * (total / s->nth + 1);
+    s->dense = B->k <= ACC_SPGEMM_DENSE_COLS &&
+               (B->k + ACC_SPGEMM_DENSE_PER_WORK - 1) / ACC_SPGEMM_DENSE_PER_WORK <= total / s->nth + 1;
     /* pieces of about total / npieces cost: piece j starts at the first row whose cost prefix
      * reaches j * total / npieces (a binary search per piece) */
     s->npieces =
