@@ -493,7 +493,7 @@ static inline int put(acc_dtype out, int drop, void *vals, int64_t at, double su
                 const uint64_t h = hash_slot(a, bci[q], &fresh);                                             \
                 const double v = x * (double)bv[q];                                                          \
                 if (fresh) {                                                                                 \
-                    val[h] = v;                                                                              \
+                    val[h] = 0.0 + v; /* +0 for a -0 product, as the dense paths */                          \
                     a->list[r++] = bci[q];                                                                   \
                 } else {                                                                                     \
                     val[h] += v;                                                                             \
@@ -524,7 +524,7 @@ static int64_t row_fill(accum *a, const acc_spgemm_state *s, int64_t i, int64_t 
         const double x = value_at(A, a0);
         for (int64_t q = B->row_offsets[k]; q < B->row_offsets[k + 1]; q++) {
             c[kept] = B->column_indices[q];
-            kept += put(out, drop, vals, at + kept, x * value_at(B, q));
+            kept += put(out, drop, vals, at + kept, 0.0 + x * value_at(B, q)); /* +0 for -0, as sums */
         }
         return kept;
     }

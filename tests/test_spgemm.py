@@ -62,6 +62,21 @@ def test_cancellations_dropped_or_kept():
     assert K.nnz == 4 and K[0, 0] == 0 and K.indices.tolist() == [0, 1, 0, 1]
 
 
+@pytest.mark.parametrize("n", [40, 100_000, (1 << 22) + 8])  # dense (stamps), hash (few products), hash (wide)
+def test_kept_zero_sums_are_positive_zero_in_every_accumulator(n):
+    """keep_zeros: a sum of -0 products is +0, as a sum started at 0 (scipy's), in every accumulator
+    and in the one-entry-row path, so the bits do not depend on which one ran (the dense/hash choice
+    depends on the thread count)."""
+    B = sp.csr_matrix((np.array([0.0, 2.0]), np.array([7, 7]), np.array([0, 1, 2])), shape=(2, n))
+    # row 0: one entry, -1 x 0 = -0 (B's row scaled); row 1: -1 x 0 + (-0) x 2 = -0 + -0
+    A = sp.csr_matrix((np.array([-1.0, -1.0, -0.0]), np.array([0, 0, 1]), np.array([0, 1, 3])), shape=(2, 2))
+    for dt in (np.float64, np.float32):
+        C = accspmm.spgemm(A.astype(dt), B.astype(dt), keep_zeros=True)
+        assert C.indices.tolist() == [7, 7] and C.data.tolist() == [0.0, 0.0]
+        assert not np.signbit(C.data).any(), C.data
+        assert accspmm.spgemm(A.astype(dt), B.astype(dt)).nnz == 0  # dropped by default, as scipy
+
+
 def test_duplicates_unsorted_and_int64_indices():
     A = sp.csr_matrix((np.array([2.0, 3, -1, 4, 4]), np.array([5, 1, 5, 0, 0], np.int64),
                        np.array([0, 3, 3, 5], np.int64)), shape=(3, 6))
