@@ -77,6 +77,27 @@ def test_kept_zero_sums_are_positive_zero_in_every_accumulator(n):
         assert accspmm.spgemm(A.astype(dt), B.astype(dt)).nnz == 0  # dropped by default, as scipy
 
 
+def test_bits_independent_of_threads():
+    """The same bits at 1, 2 and 3 threads, kept zeros' signs included, for a product whose
+    accumulator changes with the thread count (200k columns against about 50k units of work: dense
+    on one thread, hash tables on three)."""
+    import subprocess
+    import sys
+
+    code = ("import numpy as np, scipy.sparse as sp, accspmm, hashlib, sys\n"
+            "rng = np.random.default_rng(7); out = []\n"
+            "A = sp.random(2000, 2000, density=0.002, format='csr', random_state=rng)\n"
+            "B = sp.random(2000, 200000, density=2.5e-5, format='csr', random_state=rng)\n"
+            "A.data = rng.standard_normal(A.nnz); A.data[::6] = -0.0; B.data = rng.standard_normal(B.nnz)\n"
+            "for keep in (False, True):\n"
+            "    C = accspmm.spgemm(A, B, keep_zeros=keep)\n"
+            "    out.append(hashlib.md5(C.indptr.tobytes() + C.indices.tobytes() + C.data.tobytes()).hexdigest())\n"
+            "sys.stdout.write(' '.join(out))")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**__import__("os").environ, "OMP_NUM_THREADS": t}).stdout for t in ("1", "2", "3")}
+    assert len(outs) == 1, outs
+
+
 def test_duplicates_unsorted_and_int64_indices():
     A = sp.csr_matrix((np.array([2.0, 3, -1, 4, 4]), np.array([5, 1, 5, 0, 0], np.int64),
                        np.array([0, 3, 3, 5], np.int64)), shape=(3, 6))
