@@ -64,6 +64,16 @@ def int_dense(k, n, seed=1, dtype=np.float32):
     return rng.integers(-8, 9, size=(k, n)).astype(dtype)
 
 
+def outputs_at_threads(code: str, threads=("1", "2", "3")) -> set:
+    """What ``python -c code`` writes to stdout at each OpenMP thread count (the C core reads
+    OMP_NUM_THREADS once, at import): a set of one element when the result does not depend on it."""
+    import subprocess
+    import sys
+
+    return {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "OMP_NUM_THREADS": t}).stdout for t in threads}
+
+
 def long_window_matrix():
     """37 x 3000 with windows of 0, 1, 40 and 375 TC blocks (a dense 3000-column row), integer
     values: PACK, GROUP and multi-part SPLIT tasks at small caps."""

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 import accspmm
 from accspmm import _reorder, datasets
 from accspmm._validate import as_csr
-from conftest import assert_bit_exact, int_dense, load_int_matrix, real_matrix_params, scipy_ref, with_int_values
+from conftest import (assert_bit_exact, int_dense, load_int_matrix, outputs_at_threads, real_matrix_params, scipy_ref,
+                      with_int_values)
 
 METHODS = ["none", "rcm", "degree", "jaccard", "affinity", "auto"]
 #: small chunks, parts and short scans so generated matrices run the parallel multi-chunk and
@@ -62,13 +63,9 @@ def test_deterministic(bundled_int, method):
 def test_affinity_independent_of_threads(bundled_int):
     """Step I's parts and step II's chunks run in parallel; the result must not depend on the
     thread count."""
-    import subprocess
-    import sys
-
     code = ("import numpy as np, accspmm, sys; A = accspmm.datasets.load_bundled(np.float32); "
             "p = accspmm.reorder(A, 'affinity', chunk_nnz=4096, part_edges=8192); sys.stdout.write(str(int((p * np.arange(len(p))).sum())))")
-    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env={**__import__("os").environ, "OMP_NUM_THREADS": t}).stdout for t in ("1", "2", "3")}
+    outs = outputs_at_threads(code)
     assert len(outs) == 1, outs
 
 
@@ -76,9 +73,6 @@ def test_large_reorderings_independent_of_threads():
     """At 300k nonzeros the transposed pattern is built by 2-3 threads (private histograms per
     thread); affinity and jaccard must give the same permutation at every thread count, on a
     square matrix and on a rectangular one with few columns (every thread fills every column)."""
-    import subprocess
-    import sys
-
     code = ("import numpy as np, scipy.sparse as sp, accspmm, hashlib, sys\n"
             "rng = np.random.default_rng(3); out = []\n"
             "for m, k in ((40000, 40000), (60000, 300)):\n"
@@ -86,8 +80,7 @@ def test_large_reorderings_independent_of_threads():
             "    for meth in ('affinity', 'jaccard'):\n"
             "        out.append(hashlib.md5(accspmm.reorder(A, meth).tobytes()).hexdigest())\n"
             "sys.stdout.write(' '.join(out))")
-    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env={**__import__("os").environ, "OMP_NUM_THREADS": t}).stdout for t in ("1", "2", "3")}
+    outs = outputs_at_threads(code)
     assert len(outs) == 1, outs
 
 

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import accspmm
+from conftest import outputs_at_threads
 
 
 def scipy_product(A, B, dtype=None):
@@ -81,9 +82,6 @@ def test_bits_independent_of_threads():
     """The same bits at 1, 2 and 3 threads, kept zeros' signs included, for a product whose
     accumulator changes with the thread count (200k columns against about 50k units of work: dense
     on one thread, hash tables on three)."""
-    import subprocess
-    import sys
-
     code = ("import numpy as np, scipy.sparse as sp, accspmm, hashlib, sys\n"
             "rng = np.random.default_rng(7); out = []\n"
             "A = sp.random(2000, 2000, density=0.002, format='csr', random_state=rng)\n"
@@ -93,8 +91,7 @@ def test_bits_independent_of_threads():
             "    C = accspmm.spgemm(A, B, keep_zeros=keep)\n"
             "    out.append(hashlib.md5(C.indptr.tobytes() + C.indices.tobytes() + C.data.tobytes()).hexdigest())\n"
             "sys.stdout.write(' '.join(out))")
-    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env={**__import__("os").environ, "OMP_NUM_THREADS": t}).stdout for t in ("1", "2", "3")}
+    outs = outputs_at_threads(code)
     assert len(outs) == 1, outs
 
 
