@@ -544,7 +544,7 @@ class HalfPlan:
         under 8 run padded to 8 columns (cuda/half_spmm.h)."""
         layout = self.kernel_for(n)
         _, nsplits, slots = self._layouts[layout]
-        return slots * (32 if layout == "pairs" else 16) * max(n, 8) if nsplits else 0
+        return slots * (32 if layout == "pairs" else 16) * max(n, 8) if nsplits else 0  # ACC_HALF_WINDOW_ROWS
 
     def _launch(self, d_B: int, d_C: int, n: int, out_f32: bool, stream, workspace):
         from . import _cuda

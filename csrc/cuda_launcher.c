@@ -601,8 +601,8 @@ static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *a
     if (a.num_splits > 0) {
         gview vw;
         /* widths under 8 run padded to 8 columns (acc_half_spmm), the workspace too */
-        ws = new_array(torch, &vb, 1, self->slots * (a.pairs ? 32 : 16) * (a.n < 8 ? 8 : a.n), 1, &k_float32,
-                       &vw);
+        ws = new_array(torch, &vb, 1, self->slots * ACC_HALF_WINDOW_ROWS(a.pairs) * (a.n < 8 ? 8 : a.n), 1,
+                       &k_float32, &vw);
         if (!ws) {
             Py_DECREF(C);
             Py_RETURN_NONE;

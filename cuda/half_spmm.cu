@@ -303,7 +303,7 @@ struct BsrOps {
     static __device__ __forceinline__ void write(const acc_half_args &p, const float (&acc)[kTilesN][4],
                                                  int64_t r, int64_t slot, int64_t n0, int lane,
                                                  float * /*scratch*/) {
-        write_block_row<FMT, OUT_F32, VEC, 0>(p, acc, r, slot, 16, 0, n0, lane);
+        write_block_row<FMT, OUT_F32, VEC, 0>(p, acc, r, slot, ACC_HALF_WINDOW_ROWS(0), 0, n0, lane);
     }
 };
 
@@ -364,15 +364,16 @@ struct PairOps {
     static __device__ __forceinline__ void write(const acc_half_args &p, const float (&acc)[kTilesN][4],
                                                  int64_t w, int64_t slot, int64_t n0, int lane,
                                                  float * /*scratch*/) {
-        write_block_row<FMT, OUT_F32, VEC, 0>(p, acc, 2 * w, slot, 32, 0, n0, lane);
+        write_block_row<FMT, OUT_F32, VEC, 0>(p, acc, 2 * w, slot, ACC_HALF_WINDOW_ROWS(1), 0, n0, lane);
         if (2 * w + 1 < p.num_brows)
-            write_block_row<FMT, OUT_F32, VEC, kTiles>(p, acc, 2 * w + 1, slot, 32, 16, n0, lane);
+            write_block_row<FMT, OUT_F32, VEC, kTiles>(p, acc, 2 * w + 1, slot, ACC_HALF_WINDOW_ROWS(1), 16,
+                                                       n0, lane);
     }
 };
 
 /* Split block rows: C = the sum of the parts' tiles in slot order (one thread per element). */
 template <int FMT, bool OUT_F32> __global__ void reduce_splits(const acc_half_args p) {
-    const int H = p.pairs ? 32 : 16; /* rows of a window (a block row or a pair) and of a slot */
+    const int H = ACC_HALF_WINDOW_ROWS(p.pairs);
     const int64_t s = blockIdx.y;
     const int64_t r = p.splits[3 * s], first = p.splits[3 * s + 1], parts = p.splits[3 * s + 2];
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < H * p.n;
@@ -500,7 +501,7 @@ template <int FMT, bool OUT_F32> int launch(const acc_half_args &p, bool vec, cu
         half_kernel<BsrOps, FMT, OUT_F32, false><<<grid, kWarps * 32, smem, s>>>(p);
     ACC_CUDA_TRY(cudaGetLastError());
     if (p.num_splits > 0) {
-        const int64_t bx = ((p.pairs ? 32 : 16) * p.n + 255) / 256;
+        const int64_t bx = (ACC_HALF_WINDOW_ROWS(p.pairs) * p.n + 255) / 256;
         const dim3 rgrid((unsigned)(bx < 65535 ? bx : 65535), (unsigned)p.num_splits);
         reduce_splits<FMT, OUT_F32><<<rgrid, 256, 0, s>>>(p);
         ACC_CUDA_TRY(cudaGetLastError());

@@ -17,6 +17,9 @@ extern "C" {
 #define ACC_HALF_SLICE 64 /* columns of B and C per warp */
 #define ACC_HALF_TASK_WORDS 5
 
+/* Rows of a schedule window, and of a split workspace slot: a block row (16), or a pair (32). */
+#define ACC_HALF_WINDOW_ROWS(pairs) ((pairs) ? 32 : 16)
+
 /* A in BSR16: 16 x 16 blocks (csrc/accspmm.h), brow_offsets / block_cols / block_values (256 per
  * block, A-fragment order) / block_masks.  (Half-precision BitTCF runs tf32_spmm.h's kernel.) */
 typedef struct acc_half_args {
@@ -37,8 +40,7 @@ typedef struct acc_half_args {
     int64_t num_tasks;
     const int64_t *splits; /* [3 num_splits]: block row, first slot, parts (consecutive slots) */
     int64_t num_splits;
-    float *workspace; /* [slots * rows * max(n, 8)] (rows = 16, or 32 with pairs), NULL when
-                       * num_splits == 0 */
+    float *workspace; /* [slots * ACC_HALF_WINDOW_ROWS(pairs) * max(n, 8)], NULL when num_splits == 0 */
     /* pairs = 1: the windows of the schedule are pairs of block rows (2P, 2P + 1), and a window's
      * "blocks" are the entries u = pair_offsets[P] .. pair_offsets[P + 1] - 1 of the ascending
      * union of the two rows' column blocks: column block pair_cols[u], BSR16 blocks
