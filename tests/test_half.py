@@ -464,7 +464,7 @@ def test_gpu_bsr16_narrow_b_on_many_block_rows(prec, fmt):
     a misaligned C, nothing written around C, B untouched."""
     rng = np.random.default_rng(11)
     m, k = 16 * 4096 + 5, 3000
-    A = sp.random(m, k, density=0.0004, format="lil", random_state=12)
+    A = sp.random(m, k, density=0.0004, format="lil", random_state=np.random.default_rng(12))
     A[60000, :] = rng.integers(1, 9, k)  # a hub: a split block row
     A = with_int_values(sp.csr_matrix(A), seed=13)
     p = gpu_half_plan(A, prec, fmt)
@@ -493,7 +493,7 @@ def test_gpu_narrow_b_without_room_for_padded_copies(fmt):
     from accspmm._spgemm_gpu import trim_pool
 
     m, k = (1 << 19) + 3, 2000  # the padded C alone is 8 MiB
-    A = with_int_values(sp.random(m, k, density=0.0005, format="csr", random_state=15), seed=16)
+    A = with_int_values(sp.random(m, k, density=0.0005, format="csr", random_state=np.random.default_rng(15)), seed=16)
     p = gpu_half_plan(A, "fp16", fmt)
     B = int_dense(k, 3, seed=17)
     Bt = torch.from_numpy(B).cuda().half()
@@ -816,22 +816,22 @@ def test_gpu_torch_compile_fullgraph_half(fmt):
 def _adversarial(name):
     rng = np.random.default_rng(11)
     if name == "tall":
-        A = sp.random(30000, 3, density=0.5, format="csr", random_state=1)
+        A = sp.random(30000, 3, density=0.5, format="csr", random_state=np.random.default_rng(1))
     elif name == "star":
         A = sp.lil_matrix((5000, 5000))
         A[0, 1:] = 1
         A[1:, 0] = 1
     elif name == "dense_row":
-        A = sp.random(4000, 20000, density=2e-4, format="lil", random_state=2)
+        A = sp.random(4000, 20000, density=2e-4, format="lil", random_state=np.random.default_rng(2))
         A[777, :] = 1
     elif name == "dense_col":
-        A = sp.random(20000, 4000, density=2e-4, format="lil", random_state=3)
+        A = sp.random(20000, 4000, density=2e-4, format="lil", random_state=np.random.default_rng(3))
         A[:, 123] = 1
     elif name == "empty_tail":
-        A = sp.random(9000, 3000, density=2e-3, format="lil", random_state=4)
+        A = sp.random(9000, 3000, density=2e-3, format="lil", random_state=np.random.default_rng(4))
         A[6000:, :] = 0
     else:  # wide, int64 indices
-        A = sp.random(100, 50000, density=0.01, format="csr", random_state=5)
+        A = sp.random(100, 50000, density=0.01, format="csr", random_state=np.random.default_rng(5))
     A = sp.csr_matrix(A, dtype=np.float32)
     A.data = rng.integers(-4, 5, A.nnz).astype(np.float32)
     A.eliminate_zeros()
