@@ -14,7 +14,8 @@ Methods (the heavy ones are C, in ``csrc/acc_reorder_*.c``, with the GIL release
   ``max_candidates``).
 - ``"affinity"``: Acc-SpMM's data-affinity reordering: modularity dendrogram, then a greedy walk
   to the row sharing most columns with the current window (parameters ``max_scan``,
-  ``community`` = "tie" | "ignore", ``max_community``, ``chunk_nnz``, ``part_edges``;
+  ``community`` = "tie" | "ignore", ``max_community``, ``chunk_nnz`` (None: by size,
+  ``affinity_chunk_nnz``), ``part_edges``;
   csrc/acc_reorder_affinity.c documents each).
 - ``"auto"``: runs the candidates in ``AUTO_CANDIDATES`` and keeps the one with the fewest TC
   blocks (ties: the earlier candidate, "none" first).  Why it chose is in the returned info and
@@ -43,7 +44,7 @@ REPORT_METHODS = ("none", "rcm", "degree", "jaccard", "affinity")
 
 #: Defaults, chosen on the real matrices (benchmarks/reorder_quality.py).
 DEFAULT_PARAMS = {
-    "affinity": {"max_scan": 1024, "community": "tie", "max_community": 16.0, "chunk_nnz": 1 << 19,
+    "affinity": {"max_scan": 1024, "community": "tie", "max_community": 16.0, "chunk_nnz": None,
                  "part_edges": 1 << 20},
     "jaccard": {"tau": 0.8, "block_width": 1, "max_candidates": 1024},
 }
@@ -52,7 +53,7 @@ _COMMUNITY = {"ignore": 0, "tie": 1}
 _PROGRESS_MIN_NNZ = 1_000_000  # show a progress bar (when tqdm is installed) from this size
 
 
-def _params(method: str, params: dict) -> dict:
+def _params(method: str, params: dict, nnz: int) -> dict:
     allowed = DEFAULT_PARAMS.get(method, {})
     unknown = set(params) - set(allowed)
     if unknown:
@@ -67,6 +68,8 @@ def _params(method: str, params: dict) -> dict:
             raise ValueError(f"community must be one of {tuple(_COMMUNITY)}, got {merged['community']!r}")
         if not float(merged["max_community"]) > 0:
             raise ValueError("max_community must be positive")
+        if merged["chunk_nnz"] is None:
+            merged["chunk_nnz"] = affinity_chunk_nnz(nnz)
         for name in ("chunk_nnz", "part_edges"):
             if int(merged[name]) <= 0:
                 raise ValueError(f"{name} must be positive")
@@ -148,6 +151,21 @@ def _rcm(csr: CSR) -> np.ndarray:
     return order if m == k else order[order < m]
 
 
+def affinity_chunk_nnz(nnz: int) -> int:
+    """The affinity ordering's default chunk (``chunk_nnz=None``): the nonzeros of a part of the
+    depth-first order that is ordered on its own, in parallel with the others.
+
+    From 1M nonzeros, nnz / 16 clamped to [64K, 512K]: at least 16 chunks up to 8M nonzeros, so 16
+    cores have work in the step that dominates (landmark, 1.15M nonzeros, had 3 chunks of 512K).
+    Below 1M, 512K: a matrix that small orders in tens of milliseconds, and small chunks cost blocks
+    there (64K chunks: musae_facebook +9.3% TC blocks, bayer10 +7.0%, Andrews +5.9%; from 1M
+    nonzeros within -0.2..+1.1% on the real matrices, benchmarks/NOTES.md).  The chunk depends on
+    the matrix only, never on the thread count, so the permutation is the same on every machine."""
+    if nnz < 1_000_000:
+        return 1 << 19
+    return int(min(max(nnz // 16, 1 << 16), 1 << 19))
+
+
 #: Phases of the affinity reordering timed in ``info["phase_seconds"]`` (csrc/accspmm.h).
 AFFINITY_PHASES = ("graph", "dendrogram", "communities", "ordering")
 
@@ -203,7 +221,7 @@ def compute(A, method: str = "affinity", *, seed=0, progress=None, **params):
     seed = _seed(seed)
     t0 = time.perf_counter()
     if method != "auto":
-        p = _params(method, params)
+        p = _params(method, params, csr.nnz)
         phases = {}
         perm = _run_method(csr, method, seed, p, progress, phases)
         info = {"method": method, "chosen": method, "params": p, "seed": seed}
@@ -216,7 +234,7 @@ def compute(A, method: str = "affinity", *, seed=0, progress=None, **params):
                             f"got {sorted(params)}")
         candidates, perm, chosen = {}, None, None
         for c in AUTO_CANDIDATES:
-            p = _params(c, dict(by_method[c]))
+            p = _params(c, dict(by_method[c]), csr.nnz)
             cand = _run_method(csr, c, seed, p, progress)
             blocks = _core.bittcf_count_stats(csr.shape[0], csr.shape[1], csr.indptr, csr.indices,
                                               cand, False)["tc_blocks"]

@@ -297,3 +297,22 @@ def test_adversarial_shapes_do_not_stall(kind):
     check_perm(np.asarray(p._bittcf.perm), A)
     B = int_dense(A.shape[1], 3, seed=1)
     assert_bit_exact(p(B), np.asarray(A @ B))
+
+
+def test_affinity_default_chunk_by_size():
+    """The default chunk of the affinity ordering depends on the matrix's nonzeros only: 512K below
+    1M nonzeros, then nnz / 16 clamped to [64K, 512K]; the info reports the chunk used, and the
+    default permutation is the one of that chunk passed explicitly (and, on a 1.2M-nonzero
+    matrix, not the one of a single 512K chunk)."""
+    rule = _reorder.affinity_chunk_nnz
+    assert [rule(n) for n in (0, 999_999, 1_000_000, 1_200_000, 4_000_000, 8_388_608, 10**9)] == [
+        1 << 19, 1 << 19, 1 << 16, 75_000, 250_000, 1 << 19, 1 << 19]
+    rng = np.random.default_rng(21)
+    m = 60_000
+    A = sp.random(m, m, density=1_200_000 / m**2, format="csr", random_state=rng, dtype=np.float32)
+    perm, info = _reorder.compute(A, "affinity")
+    chunk = rule(as_csr(A).canonicalized().nnz)
+    assert info["params"]["chunk_nnz"] == chunk < 1 << 19
+    assert np.array_equal(perm, _reorder.compute(A, "affinity", chunk_nnz=chunk)[0])
+    assert not np.array_equal(perm, _reorder.compute(A, "affinity", chunk_nnz=1 << 19)[0])
+    check_perm(perm, A)
