@@ -110,23 +110,36 @@ __device__ __forceinline__ int frag_pos(int i, int j) {
     return 8 * (4 * (i & 7) + ((j & 7) >> 1)) + 2 * ((i >> 3) + 2 * (j >> 3)) + (j & 1);
 }
 
-/* Row i of block row r at column col, from the stored entries only, in ascending column order. */
+/* Row i of block row r at column col, from the stored entries only, in ascending column order.
+ * Out of line (the rare non-finite path stays out of the kernels' registers), so it takes the
+ * arrays it reads as scalars: a reference to the kernel's parameter struct would make every thread
+ * copy the struct (168 bytes) to a local-memory stack frame at entry, which the split reduction,
+ * a thread per element, paid in full. */
 template <int FMT>
-__device__ __noinline__ float exact_elem(const acc_half_args &p, int64_t r, int i, int64_t col) {
-    const int64_t b0 = p.brow_offsets[r], b1 = p.brow_offsets[r + 1];
+__device__ __noinline__ float exact_elem_of(const int64_t *__restrict__ brow_offsets,
+                                            const uint64_t *__restrict__ block_masks,
+                                            const int32_t *__restrict__ block_cols,
+                                            const uint16_t *__restrict__ block_values, const uint16_t *__restrict__ B,
+                                            int64_t n, int64_t r, int i, int64_t col) {
+    const int64_t b0 = brow_offsets[r], b1 = brow_offsets[r + 1];
     float acc = 0.f;
     for (int64_t b = b0; b < b1; b++) {
-        uint32_t bits = (uint32_t)(p.block_masks[4 * b + i / 4] >> (16 * (i % 4))) & 0xffffu;
+        uint32_t bits = (uint32_t)(block_masks[4 * b + i / 4] >> (16 * (i % 4))) & 0xffffu;
         while (bits) {
             const int j = __ffs(bits) - 1;
             bits &= bits - 1;
-            const int64_t bcol = (int64_t)p.block_cols[b] * 16 + j;
-            const float a = to_f32<FMT>(p.block_values[256 * b + frag_pos(i, j)]);
-            const float x = to_f32<FMT>(p.B[bcol * p.n + col]);
+            const int64_t bcol = (int64_t)block_cols[b] * 16 + j;
+            const float a = to_f32<FMT>(block_values[256 * b + frag_pos(i, j)]);
+            const float x = to_f32<FMT>(B[bcol * n + col]);
             acc = __fadd_rn(acc, __fmul_rn(a, x)); /* the product of two half values is exact in FP32 */
         }
     }
     return acc;
+}
+
+template <int FMT>
+__device__ __forceinline__ float exact_elem(const acc_half_args &p, int64_t r, int i, int64_t col) {
+    return exact_elem_of<FMT>(p.brow_offsets, p.block_masks, p.block_cols, p.block_values, p.B, p.n, r, i, col);
 }
 
 template <int FMT, bool OUT_F32>
