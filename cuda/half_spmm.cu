@@ -22,8 +22,9 @@
  * Pairs (acc_half_args.pairs, PairOps): a warp's window is a pair of block rows and its step one
  * column block of their union: one 16 x 64 B tile and both rows' blocks (a zero block where a row
  * has none), 16 MMAs on the same 4 ldmatrix.x4 loads of B instead of 8, so a structure of 32 x 32
- * blocks reads each B tile once for 32 rows.  64 accumulators a lane (216 registers: 8 warps per
- * SM against 12), which only wide products repay (accspmm._half.PAIR_MIN_N).
+ * blocks reads each B tile once for 32 rows.  64 accumulators a lane (168 registers: 12 warps per
+ * SM against the row kernel's 128 registers and 16 warps), which only wide products repay
+ * (accspmm._half.PAIR_MIN_N).
  *
  * Pipeline (per warp, DEPTH stages in shared memory): for block i + DEPTH - 1 each lane copies
  * one 16-byte piece of the block's values and 4 of the 16 x 64 B tile (2 KB) with cp.async and
