@@ -117,11 +117,10 @@ __device__ __forceinline__ int frag_pos(int i, int j) {
  * copy the struct (168 bytes) to a local-memory stack frame at entry, which the split reduction,
  * a thread per element, paid in full. */
 template <int FMT>
-__device__ __noinline__ float exact_elem_of(const int64_t *__restrict__ brow_offsets,
-                                            const uint64_t *__restrict__ block_masks,
-                                            const int32_t *__restrict__ block_cols,
-                                            const uint16_t *__restrict__ block_values, const uint16_t *__restrict__ B,
-                                            int64_t n, int64_t r, int i, int64_t col) {
+__device__ __noinline__ float
+exact_elem_of(const int64_t *__restrict__ brow_offsets, const uint64_t *__restrict__ block_masks,
+              const int32_t *__restrict__ block_cols, const uint16_t *__restrict__ block_values,
+              const uint16_t *__restrict__ B, int64_t n, int64_t r, int i, int64_t col) {
     const int64_t b0 = brow_offsets[r], b1 = brow_offsets[r + 1];
     float acc = 0.f;
     for (int64_t b = b0; b < b1; b++) {
@@ -140,7 +139,8 @@ __device__ __noinline__ float exact_elem_of(const int64_t *__restrict__ brow_off
 
 template <int FMT>
 __device__ __forceinline__ float exact_elem(const acc_half_args &p, int64_t r, int i, int64_t col) {
-    return exact_elem_of<FMT>(p.brow_offsets, p.block_masks, p.block_cols, p.block_values, p.B, p.n, r, i, col);
+    return exact_elem_of<FMT>(p.brow_offsets, p.block_masks, p.block_cols, p.block_values, p.B, p.n, r, i,
+                              col);
 }
 
 template <int FMT, bool OUT_F32>
