@@ -155,7 +155,7 @@ def affinity_chunk_nnz(nnz: int) -> int:
     """The affinity ordering's default chunk (``chunk_nnz=None``): the nonzeros of a part of the
     depth-first order that is ordered on its own, in parallel with the others.
 
-    From 1M nonzeros, nnz / 16 clamped to [64K, 512K]: at least 16 chunks up to 8M nonzeros, so 16
+    From 1M nonzeros, nnz / 16 clamped to [64K, 512K]: about 16 chunks up to 8M nonzeros, so 16
     cores have work in the step that dominates (landmark, 1.15M nonzeros, had 3 chunks of 512K).
     Below 1M, 512K: a matrix that small orders in tens of milliseconds, and small chunks cost blocks
     there (64K chunks: musae_facebook +9.3% TC blocks, bayer10 +7.0%, Andrews +5.9%; from 1M
