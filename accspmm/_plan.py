@@ -260,6 +260,12 @@ class Plan:
             if reorder not in (None, "none"):
                 raise ValueError(f"reorder={reorder!r} needs a BitTCF plan; CSR kernels do not depend on "
                                  "row order (plan with format='bittcf' or precision='tf32')")
+            if self.device == "gpu":
+                # cuSPARSE assumes sorted rows without duplicates, and cusparseCreateCsr refuses more
+                # entries than m * k (duplicates can make that); the C CPU kernel takes any CSR
+                t = time.perf_counter()
+                csr = csr.canonicalized()
+                steps["canonicalize"] = time.perf_counter() - t
             self._csr = csr
         self.stats["build_seconds"] = time.perf_counter() - t0
         if self.device == "gpu":

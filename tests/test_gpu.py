@@ -216,6 +216,31 @@ def test_fp64_on_gpu(bundled_int):
     assert_bit_exact(C, scipy_ref(A, B))
 
 
+@pytest.mark.parametrize("dtype,precision", [(np.float64, None), (np.float32, "fp32")])
+def test_cusparse_plans_take_unsorted_duplicate_csr(dtype, precision):
+    """The cuSPARSE path (float64, or precision='fp32') gets a canonical copy: cuSPARSE assumes sorted
+    rows without duplicates and cusparseCreateCsr refuses more entries than m * k, which duplicates
+    can make (found by a fuzz: a 1 x 9 row with 10 entries raised RuntimeError)."""
+    rng = np.random.default_rng(11)
+    cases = [(1, 9, np.array([0] * 10), np.array([3, 1, 1, 8, 0, 2, 5, 4, 6, 7]))]
+    rows = rng.integers(0, 40, 900)
+    cases.append((40, 17, rows, rng.integers(0, 17, 900)))  # 900 entries > 40 * 17
+    for m, k, r, c in cases:
+        order = np.argsort(r, kind="stable")
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=m))])
+        vals = rng.integers(-4, 5, r.size).astype(dtype)
+        A = sp.csr_matrix((vals, c[order].astype(np.int32), indptr.astype(np.int32)), shape=(m, k))
+        assert not A.has_canonical_format and A.nnz > m * k
+        before = (A.data.copy(), A.indices.copy(), A.indptr.copy())
+        B = int_dense(k, 5, seed=m, dtype=dtype)
+        ref = A.toarray().astype(np.float64) @ B.astype(np.float64)
+        with accspmm.plan(A, device="gpu", precision=precision) as p:
+            assert p.format == "csr"
+            assert_bit_exact(p(B), ref.astype(dtype))
+            assert_bit_exact(p(cp.asarray(B)).get(), ref.astype(dtype))
+        assert all(np.array_equal(x, y) for x, y in zip(before, (A.data, A.indices, A.indptr)))
+
+
 @pytest.mark.parametrize("balance", [False, True])
 @pytest.mark.parametrize("n", [1, 33, 128, 512])
 def test_tf32_random_values_bound(balance, n):
