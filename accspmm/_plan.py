@@ -425,10 +425,11 @@ class Plan:
             C = out.reshape(m, n)
         else:
             C = np.empty((m, n), self.dtype)
+        self._check_finite(Bc, check_finite)
         if self.device == "cpu":
             self._run_cpu(Bc, C)
         else:
-            self._run_gpu_host(Bc, C, stream, check_finite)
+            self._run_gpu_host(Bc, C, stream)
         return out if out is not None else C.reshape(shape)
 
     def _run_cpu(self, B: np.ndarray, C: np.ndarray):
@@ -446,8 +447,7 @@ class Plan:
                 raise ValueError("B holds NaN or inf (check_finite=True); by default they propagate as in "
                                  "scipy, to exactly the entries where a stored entry of A meets them")
 
-    def _run_gpu_host(self, B: np.ndarray, C: np.ndarray, stream, check_finite: bool):
-        self._check_finite(B, check_finite)
+    def _run_gpu_host(self, B: np.ndarray, C: np.ndarray, stream):
         s = stream_handle(stream)
         m, n = C.shape
         dB = DeviceArray.from_host(B, self._device_id, s)

@@ -37,3 +37,27 @@ def test_nonfinite_propagates_like_scipy():
     C = accspmm.spmm(A, B, device="cpu")
     np.testing.assert_array_equal(C, A @ B)
     np.testing.assert_array_equal(np.isnan(C), np.isnan(A @ B))
+
+
+def test_check_finite_on_cpu_plans():
+    """check_finite=True raises on every device (the CPU path ignored it; found by a fuzz), for NumPy
+    and PyTorch B, plans and one-shot calls, and leaves finite B alone."""
+    A = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 4.0]], np.float32))
+    bad = np.array([[np.nan, 1.0], [2.0, 0.0]], np.float32)
+    inf = np.array([[1.0, 1.0], [np.inf, 0.0]], np.float32)
+    good = np.array([[1.0, 1.0], [2.0, 0.0]], np.float32)
+    p = accspmm.plan(A, device="cpu")
+    arrays = [bad, inf]
+    try:
+        import torch
+
+        arrays += [torch.from_numpy(bad), torch.from_numpy(inf)]
+    except ImportError:
+        pass
+    for B in arrays:
+        with pytest.raises(ValueError, match="NaN or inf"):
+            p(B, check_finite=True)
+        with pytest.raises(ValueError, match="NaN or inf"):
+            accspmm.spmm(A, B, device="cpu", check_finite=True)
+    np.testing.assert_array_equal(p(good, check_finite=True), A @ good)
+    np.testing.assert_array_equal(np.isnan(p(bad)), np.isnan(A @ bad))  # the default still propagates
