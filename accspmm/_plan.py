@@ -266,6 +266,7 @@ class Plan:
                 t = time.perf_counter()
                 csr = csr.canonicalized()
                 steps["canonicalize"] = time.perf_counter() - t
+                self.stats["nnz"] = csr.nnz  # what cuSPARSE gets (duplicates summed)
             self._csr = csr
         self.stats["build_seconds"] = time.perf_counter() - t0
         if self.device == "gpu":
@@ -501,7 +502,8 @@ class Plan:
         m, k = self.shape
         if m == 0 or n == 0:
             return
-        if self.stats["nnz"] == 0 or k == 0:
+        nnz = self._csr.nnz if self.format == "csr" else self.stats["nnz"]  # csr: the uploaded arrays' size
+        if nnz == 0 or k == 0:
             _cuda.memset(d_C, 0, m * n * self.dtype.itemsize, stream)
             return
         if self.format == "csr":
@@ -509,7 +511,7 @@ class Plan:
             if plan is None:
                 dev = self._dev
                 plan = _cuda.cusparse_spmm_create(
-                    m, k, self.stats["nnz"], dev["indptr"].ptr, dev["indices"].ptr, dev["data"].ptr,
+                    m, k, nnz, dev["indptr"].ptr, dev["indices"].ptr, dev["data"].ptr,
                     self._index_bits, 1 if self.dtype == np.float64 else 0, n,
                     _SPMM_CSR_ALGS[self.cusparse_alg], d_B, d_C, stream)
                 self._cusparse[n] = plan

@@ -220,7 +220,8 @@ def test_fp64_on_gpu(bundled_int):
 def test_cusparse_plans_take_unsorted_duplicate_csr(dtype, precision):
     """The cuSPARSE path (float64, or precision='fp32') gets a canonical copy: cuSPARSE assumes sorted
     rows without duplicates and cusparseCreateCsr refuses more entries than m * k, which duplicates
-    can make (found by a fuzz: a 1 x 9 row with 10 entries raised RuntimeError)."""
+    can make (found by a fuzz: a 1 x 9 row with 10 entries raised RuntimeError; the first fix still
+    gave cuSPARSE the count before summing, which read past the arrays)."""
     rng = np.random.default_rng(11)
     cases = [(1, 9, np.array([0] * 10), np.array([3, 1, 1, 8, 0, 2, 5, 4, 6, 7]))]
     rows = rng.integers(0, 40, 900)
@@ -234,8 +235,11 @@ def test_cusparse_plans_take_unsorted_duplicate_csr(dtype, precision):
         before = (A.data.copy(), A.indices.copy(), A.indptr.copy())
         B = int_dense(k, 5, seed=m, dtype=dtype)
         ref = A.toarray().astype(np.float64) @ B.astype(np.float64)
+        canonical = A.copy()
+        canonical.sum_duplicates()
         with accspmm.plan(A, device="gpu", precision=precision) as p:
             assert p.format == "csr"
+            assert p.stats["nnz"] == canonical.nnz  # what cuSPARSE gets
             assert_bit_exact(p(B), ref.astype(dtype))
             assert_bit_exact(p(cp.asarray(B)).get(), ref.astype(dtype))
         assert all(np.array_equal(x, y) for x, y in zip(before, (A.data, A.indices, A.indptr)))
