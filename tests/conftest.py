@@ -120,3 +120,39 @@ def error_bound_check(A, B, C, u):
 @pytest.fixture(scope="session")
 def bundled_int():
     return with_int_values(datasets.load_bundled(np.float32), seed=42)
+
+
+def csr_raw(m, k, rows, cols, vals, dtype=np.float32, index_dtype=np.int32):
+    """CSR with entries in the given order per row (unsorted / duplicates kept as given)."""
+    order = np.argsort(rows, kind="stable")
+    rows, cols, vals = np.asarray(rows)[order], np.asarray(cols)[order], np.asarray(vals)[order]
+    indptr = np.zeros(m + 1, dtype=index_dtype)
+    np.add.at(indptr, rows + 1, 1)
+    indptr = np.cumsum(indptr).astype(index_dtype)
+    return sp.csr_matrix((vals.astype(dtype), cols.astype(index_dtype), indptr), shape=(m, k))
+
+
+try:  # hypothesis is a test dependency; conftest must import without it
+    from hypothesis import strategies as st
+except ImportError:  # pragma: no cover
+    st = None
+
+if st is not None:
+
+    @st.composite
+    def int_csr(draw):
+        """(integer-valued CSR as drawn: unsorted, duplicates, possibly more entries than m * k; int32/int64
+        indices, float32/float64 values), seed) for hypothesis."""
+        m = draw(st.integers(0, 45))
+        k = draw(st.integers(0, 45))
+        nnz = draw(st.integers(0, 300)) if m and k else 0
+        seed = draw(st.integers(0, 2**32 - 1))
+        rng = np.random.default_rng(seed)
+        rows = rng.integers(0, max(m, 1), size=nnz)
+        if draw(st.booleans()) and m:  # concentrate rows to leave empty windows
+            rows = rows % max(1, m // 3)
+        cols = rng.integers(0, max(k, 1), size=nnz)
+        vals = rng.integers(-8, 9, size=nnz)
+        index_dtype = draw(st.sampled_from([np.int32, np.int64]))
+        dtype = draw(st.sampled_from([np.float32, np.float64]))
+        return csr_raw(m, k, rows, cols, vals, dtype=dtype, index_dtype=index_dtype), seed

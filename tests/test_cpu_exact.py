@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import accspmm
-from conftest import assert_bit_exact, int_dense, scipy_ref, with_int_values
+from conftest import assert_bit_exact, csr_raw, int_csr, int_dense, scipy_ref, with_int_values
 
 FORMATS = ["csr", "bittcf"]
 NS = [1, 7, 32, 33, 128]
@@ -30,16 +30,6 @@ def test_plan_reuse_and_random_perm(bundled_int, fmt):
     for n in (5, 64):
         B = int_dense(A.shape[1], n, seed=n)
         assert_bit_exact(p(B), scipy_ref(A, B))
-
-
-def _csr_raw(m, k, rows, cols, vals, dtype=np.float32, index_dtype=np.int32):
-    """CSR with entries in the given order per row (unsorted / duplicates kept as given)."""
-    order = np.argsort(rows, kind="stable")
-    rows, cols, vals = np.asarray(rows)[order], np.asarray(cols)[order], np.asarray(vals)[order]
-    indptr = np.zeros(m + 1, dtype=index_dtype)
-    np.add.at(indptr, rows + 1, 1)
-    indptr = np.cumsum(indptr).astype(index_dtype)
-    return sp.csr_matrix((vals.astype(dtype), cols.astype(index_dtype), indptr), shape=(m, k))
 
 
 def _edge_cases():
@@ -68,8 +58,8 @@ def _edge_cases():
     rows = rng.integers(0, 30, size=400)
     cols = rng.integers(0, 25, size=400)
     vals = rng.integers(-8, 9, size=400)
-    cases["unsorted_dups_30x25"] = _csr_raw(30, 25, rows, cols, vals)
-    cases["unsorted_dups_int64_30x25"] = _csr_raw(30, 25, rows, cols, vals, index_dtype=np.int64)
+    cases["unsorted_dups_30x25"] = csr_raw(30, 25, rows, cols, vals)
+    cases["unsorted_dups_int64_30x25"] = csr_raw(30, 25, rows, cols, vals, index_dtype=np.int64)
     cases["int64_indices"] = sp.csr_matrix(cases["wide_19x1500"].copy())
     cases["int64_indices"].indices = cases["int64_indices"].indices.astype(np.int64)
     cases["int64_indices"].indptr = cases["int64_indices"].indptr.astype(np.int64)
@@ -131,23 +121,6 @@ def test_out_argument(bundled_int):
     r = accspmm.spmm(A, B, device="cpu", out=out)
     assert r is out
     assert_bit_exact(out, scipy_ref(A, B))
-
-
-@st.composite
-def int_csr(draw):
-    m = draw(st.integers(0, 45))
-    k = draw(st.integers(0, 45))
-    nnz = draw(st.integers(0, 300)) if m and k else 0
-    seed = draw(st.integers(0, 2**32 - 1))
-    rng = np.random.default_rng(seed)
-    rows = rng.integers(0, max(m, 1), size=nnz)
-    if draw(st.booleans()) and m:  # concentrate rows to leave empty windows
-        rows = rows % max(1, m // 3)
-    cols = rng.integers(0, max(k, 1), size=nnz)
-    vals = rng.integers(-8, 9, size=nnz)
-    index_dtype = draw(st.sampled_from([np.int32, np.int64]))
-    dtype = draw(st.sampled_from([np.float32, np.float64]))
-    return _csr_raw(m, k, rows, cols, vals, dtype=dtype, index_dtype=index_dtype), seed
 
 
 @settings(max_examples=150, deadline=None)

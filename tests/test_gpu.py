@@ -11,7 +11,10 @@ import pytest
 import scipy.sparse as sp
 
 import accspmm
-from conftest import (assert_bit_exact, error_bound_check, int_dense, load_int_matrix, long_window_matrix,
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import (assert_bit_exact, error_bound_check, int_csr, int_dense, load_int_matrix, long_window_matrix,
                       real_matrix_params, scipy_ref)
 
 pytestmark = pytest.mark.gpu
@@ -244,6 +247,37 @@ def test_cusparse_plans_take_unsorted_duplicate_csr(dtype, precision):
             assert_bit_exact(p(cp.asarray(B)).get(), ref.astype(dtype))
         assert all(np.array_equal(x, y) for x, y in zip(before, (A.data, A.indices, A.indptr)))
 
+
+
+GPU_KINDS = [{}, {"precision": "fp32"}, {"precision": "fp16", "format": "bsr16"}, {"precision": "fp16", "format": "bittcf"},
+             {"precision": "bf16", "format": "bsr16"}, {"precision": "bf16", "format": "bittcf"}]
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=int_csr(), n=st.sampled_from([1, 2, 7, 8, 9, 16, 31, 33]), kind=st.sampled_from(GPU_KINDS))
+def test_gpu_hypothesis_exact(case, n, kind):
+    """Every GPU plan kind on drawn CSR as users pass it (unsorted, duplicates, more entries than m * k,
+    int32/int64 indices, empty shapes), against scipy bit for bit: the default precision (TF32, or
+    FP64 through cuSPARSE), FP32 through cuSPARSE, and both half formats with their FP32 sums kept
+    (``out=`` float32: the integer sums are exact).  The CPU twin is test_cpu_exact's."""
+    A, seed = case
+    if kind and A.dtype == np.float64:
+        A = A.astype(np.float32)  # fp32 and half plans take float32 values
+    B = int_dense(A.shape[1], n, seed=seed % 1000, dtype=A.dtype)
+    ref = np.asarray(sp.csr_matrix(A) @ B)
+    before = (A.data.copy(), A.indices.copy(), A.indptr.copy())
+    with accspmm.plan(A, device="gpu", **kind) as p:
+        if "format" in kind:  # half: B in the format, C as the FP32 sums
+            Bh = cp.asarray(B.astype(np.float16)) if kind["precision"] == "fp16" else cp.asarray(B)
+            out = cp.full((A.shape[0], n), cp.nan, cp.float32)
+            p(Bh, out=out)
+            assert_bit_exact(out.get(), ref.astype(np.float32))
+        else:
+            out = cp.full((A.shape[0], n), cp.nan, A.dtype)
+            p(cp.asarray(B), out=out)
+            assert_bit_exact(out.get(), ref)
+            assert_bit_exact(p(B), ref)
+    assert all(np.array_equal(x, y) for x, y in zip(before, (A.data, A.indices, A.indptr)))
 
 @pytest.mark.parametrize("balance", [False, True])
 @pytest.mark.parametrize("n", [1, 33, 128, 512])
