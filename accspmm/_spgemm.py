@@ -162,7 +162,10 @@ class SpGEMMPlan:
     tile, candidate and surviving tile pairs, chunks), the device bytes the plan holds
     (``plan_bytes``) and the peak of the plan's device bytes with its temporaries (``peak_bytes``:
     the analysis, and the products made so far).
-    ``close()`` frees the device memory now (garbage collection does too).
+    ``close()`` frees the device memory now (garbage collection does too).  A GPU plan on the row path
+    whose large rows accumulate densely keeps, from its second product on, a copy of C's structural
+    column indices (4 bytes an entry): its later products read those rows' columns there instead of
+    rebuilding them from pattern bits (cuda/spgemm.cu, ``known_cols``; the same bits either way).
 
     Parameters (besides spgemm's device, precision and keep_zeros), for the GPU:
     algorithm : "auto" (default: cuda/spgemm.cu's model samples the operands' 8x8 tile densities

@@ -1099,6 +1099,7 @@ __global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(H
 struct DenseArgs : RowOperands {
     int64_t n, nlarge;
     const int64_t *large;
+    const int32_t *known; /* numeric: C's structural columns kept by the plan (acc_spgemm_gpu.known_cols), or NULL */
 };
 
 constexpr int kDenseStage = 256; /* numeric: A's entries whose B rows are located at a time */
@@ -1121,9 +1122,12 @@ constexpr int64_t kDenseWideCols = 8192;
  * entries' B rows and values are staged in shared memory kDenseStage at a time, and each thread
  * loads and multiplies its products of kDenseAhead entries and sets their bits before adding the
  * first: an entry's step is its adds and its barrier (a row of many entries runs its steps one after
- * another, and at the end alone). */
-template <bool NUMERIC, int T, typename ColT, typename OutT, typename V>
+ * another, and at the end alone).  KNOWN (numeric, a plan's later products): the row's columns are
+ * read from a.known (the structural pattern, the same for any values), so no bit is set or scanned:
+ * the same adds in the same order, the same output. */
+template <bool NUMERIC, int T, typename ColT, typename OutT, typename V, bool KNOWN = false>
 __global__ void __launch_bounds__(T, 1) dense_rows(DenseArgs a) {
+    static_assert(NUMERIC || !KNOWN, "the kept columns serve the numeric pass only");
     using Scan = cub::BlockScan<int, T>;
     extern __shared__ double dyn[];
     double *acc = dyn;
@@ -1137,8 +1141,9 @@ __global__ void __launch_bounds__(T, 1) dense_rows(DenseArgs a) {
     u64 zeros = 0;
     for (int64_t j = blockIdx.x; j < a.nlarge; j += gridDim.x) {
         const int64_t i = a.large[j], e0 = a.rpA[i], e1 = a.rpA[i + 1];
-        for (int w = threadIdx.x; w < words; w += T)
-            bits[w] = 0;
+        if (!KNOWN)
+            for (int w = threadIdx.x; w < words; w += T)
+                bits[w] = 0;
         if (NUMERIC)
             for (int64_t c = threadIdx.x; c < a.n; c += T)
                 acc[c] = 0.0;
@@ -1188,9 +1193,11 @@ __global__ void __launch_bounds__(T, 1) dense_rows(DenseArgs a) {
                         }
                         longer |= (len > T ? 1u : 0u) << u;
                     }
+                    if (!KNOWN) {
 #pragma unroll
-                    for (int u = 0; u < kDenseAhead; u++) /* the pattern's bits in any order */
-                        if (col[u] >= 0) atomicOr(&bits[col[u] >> 5], 1u << (col[u] & 31));
+                        for (int u = 0; u < kDenseAhead; u++) /* the pattern's bits in any order */
+                            if (col[u] >= 0) atomicOr(&bits[col[u] >> 5], 1u << (col[u] & 31));
+                    }
 #pragma unroll
                     for (int u = 0; u < kDenseAhead; u++) {
                         if (t0 + u < cnt) { /* uniform across the block */
@@ -1202,7 +1209,7 @@ __global__ void __launch_bounds__(T, 1) dense_rows(DenseArgs a) {
                                     const int64_t f = s_start[t0 + u] + x;
                                     const int64_t c = a.ciB[f];
                                     acc[c] += __dmul_rn(av, value<V>(a.valsB, f));
-                                    atomicOr(&bits[c >> 5], 1u << (c & 31));
+                                    if (!KNOWN) atomicOr(&bits[c >> 5], 1u << (c & 31));
                                 }
                             }
                             __syncthreads();
@@ -1212,6 +1219,19 @@ __global__ void __launch_bounds__(T, 1) dense_rows(DenseArgs a) {
             }
         }
         __syncthreads();
+        if (KNOWN) { /* the row's columns as kept: ascending, as the bits would give them */
+            ColT *cols = static_cast<ColT *>(a.cols);
+            OutT *out = static_cast<OutT *>(a.vals);
+            for (int64_t pos = a.row_ptr[i] + threadIdx.x; pos < a.row_ptr[i + 1]; pos += T) {
+                const int32_t col = a.known[pos];
+                const OutT v = (OutT)acc[col];
+                cols[pos] = (ColT)col;
+                out[pos] = v;
+                zeros += v == (OutT)0;
+            }
+            __syncthreads();
+            continue;
+        }
         /* thread t compacts words [t W, t W + W) of the pattern, W = ceil(words / threads) */
         const int per = (words + T - 1) / T, w0 = (int)threadIdx.x * per;
         const int w1 = min(w0 + per, words);
@@ -1477,6 +1497,7 @@ DenseArgs dense_args(acc_spgemm_gpu *p, const void *valsA, const void *valsB) {
     d.n = p->n;
     d.nlarge = p->nlarge;
     d.large = p->large;
+    d.known = nullptr;
     return d;
 }
 
@@ -1488,6 +1509,12 @@ int launch_dense(const DenseArgs &d, cudaStream_t s) {
     if (!NUMERIC)
         return launch_with_smem(dense_rows<false, kDenseSymbolicThreads, ColT, OutT, V>, grid,
                                 kDenseSymbolicThreads, bytes, s, d);
+    if (d.known) { /* no bits: the accumulator only */
+        const size_t kbytes = (size_t)d.n * sizeof(double);
+        if (d.n > kDenseWideCols)
+            return launch_with_smem(dense_rows<true, 256, ColT, OutT, V, true>, grid, 256, kbytes, s, d);
+        return launch_with_smem(dense_rows<true, 128, ColT, OutT, V, true>, grid, 128, kbytes, s, d);
+    }
     if (d.n > kDenseWideCols)
         return launch_with_smem(dense_rows<true, 256, ColT, OutT, V>, grid, 256, bytes, s, d);
     return launch_with_smem(dense_rows<true, 128, ColT, OutT, V>, grid, 128, bytes, s, d);
@@ -1589,6 +1616,7 @@ int numeric_typed(acc_spgemm_gpu *p, const void *valsA, const void *valsB, void 
         DenseArgs d = dense_args(p, valsA, valsB);
         d.cols = cols;
         d.vals = vals;
+        if constexpr (std::is_same<ColT, int32_t>::value) d.known = p->known_cols;
         return launch_dense<true, ColT, OutT, V>(d, s);
     }
     if (p->nmedium > 0) {

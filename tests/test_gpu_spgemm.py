@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import accspmm
 from accspmm import datasets
 from conftest import real_matrix_params
-from spgemm_reference import tile_structure
+from spgemm_reference import pattern, tile_structure
 
 pytestmark = pytest.mark.gpu
 
@@ -171,6 +171,33 @@ def test_dense_rows_with_b_rows_longer_than_a_warp_range(n):
         assert p.stats["large_rows"] >= 4
         same(p(), scipy_product(A, B))
 
+
+
+@pytest.mark.parametrize("keep_zeros", [False, True])
+@pytest.mark.parametrize("n", [500, 6000])
+def test_dense_rows_reuse_reads_kept_columns(n, keep_zeros):
+    """A plan keeps its dense rows' structural columns at its second product, and from the third on
+    those rows read them instead of setting and scanning pattern bits (cuda/spgemm.cu, known_cols):
+    every product is scipy's bit for bit, with new values that cancel to exact zeros (dropped, or kept
+    in the structural pattern), and with outputs poisoned before each product."""
+    A, B = long_b_rows_matrix(n, 5) if n == 6000 else row_classes_matrix(n, 3)
+    structure = sp.csr_matrix(pattern(A) @ pattern(B))
+    structure.sort_indices()
+    rng = np.random.default_rng(n)
+    with accspmm.spgemm_plan(A, B, device="gpu", algorithm="rows", keep_zeros=keep_zeros) as p:
+        p._poison = True
+        assert p.stats["algorithm"] == "rows" and p.stats["large_rows"] >= 4
+        for call in range(5):
+            A2 = A.copy()
+            A2.data = rng.integers(-2, 3, A.nnz).astype(A.dtype)  # small values: many exact cancellations
+            C = p(A2) if call else p()
+            A2 = A2 if call else A
+            ref = scipy_product(A2, B)
+            if keep_zeros:
+                assert np.array_equal(C.indptr, structure.indptr) and np.array_equal(C.indices, structure.indices)
+                C = C.copy()
+                C.eliminate_zeros()
+            same(C, ref)
 
 def test_sorted_large_rows_when_dense_accumulation_is_off(tmp_path):
     """ACCSPMM_SPGEMM_DENSE_COLS=0 (read once per process: a child process) sorts every large row
