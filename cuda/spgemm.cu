@@ -850,13 +850,13 @@ extern "C" int acc_spgemm_gpu_numeric(acc_spgemm_gpu *p, const void *d_a_values,
                                                   c_index_bits, d_values, out_dtype, s);
     /* A plan multiplied a second time will likely be again: keep its dense rows' structural columns
      * (this call's output before any compaction) for the next calls (acc_spgemm_gpu.known_cols). */
-    const bool keep = st == ACC_SUCCESS && ++p->numeric_calls == 2 && p->path != PATH_TILES && p->dense_large &&
-                      p->nlarge > 0 && c_index_bits == 32 && p->nnz_s > 0 && !p->known_cols;
+    const bool keep = st == ACC_SUCCESS && ++p->numeric_calls == 2 && p->path != PATH_TILES &&
+                      p->dense_large && p->nlarge > 0 && c_index_bits == 32 && p->nnz_s > 0 && !p->known_cols;
     if (keep) { /* an optimisation: without memory for it, the calls go on setting bits */
         int32_t *kept = nullptr;
         if (p->palloc(&kept, (size_t)p->nnz_s) == ACC_SUCCESS &&
-            cudaMemcpyAsync(kept, d_columns, (size_t)p->nnz_s * sizeof(int32_t), cudaMemcpyDeviceToDevice, s) ==
-                cudaSuccess)
+            cudaMemcpyAsync(kept, d_columns, (size_t)p->nnz_s * sizeof(int32_t), cudaMemcpyDeviceToDevice,
+                            s) == cudaSuccess)
             p->known_cols = kept;
         else
             (void)cudaGetLastError();
@@ -867,7 +867,8 @@ extern "C" int acc_spgemm_gpu_numeric(acc_spgemm_gpu *p, const void *d_a_values,
                              "cudaMemcpyAsync");
     const int sync = acc_cuda_status(cudaStreamSynchronize(s), "cudaStreamSynchronize");
     if (st == ACC_SUCCESS) st = sync;
-    if (st != ACC_SUCCESS) p->known_cols = nullptr; /* never read columns a failed call may not have written */
+    if (st != ACC_SUCCESS)
+        p->known_cols = nullptr; /* never read columns a failed call may not have written */
     *zeros = (int64_t)z;
     return st;
 }

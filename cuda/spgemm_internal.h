@@ -293,14 +293,14 @@ struct acc_spgemm_gpu {
     std::vector<int64_t> large_products;   /* their products (host) */
     int dense_large = 0; /* large rows accumulate densely in shared memory (n small, B's rows made canonical
                           * where needed: analyse); else every large row sorts */
-    int64_t numeric_calls = 0;     /* numeric phases run (acc_spgemm_gpu_numeric) */
-    int32_t *known_cols = nullptr; /* [nnz_s] C's structural columns, kept at the second numeric phase of a
-                                    * plan with dense large rows (32-bit columns): the third and later
-                                    * read their dense rows' columns here instead of setting and scanning
-                                    * bits (spgemm_rows.cu, dense_rows KNOWN).  One more copy of C's
-                                    * columns in device memory, for plans that multiply again. */
-    uint16_t *perm_small = nullptr;     /* [small_total] the small rows' products in sorted order */
-    int64_t nmedium = 0;                /* not dense_large: large rows one block sorts */
+    int64_t numeric_calls = 0;      /* numeric phases run (acc_spgemm_gpu_numeric) */
+    int32_t *known_cols = nullptr;  /* [nnz_s] C's structural columns, kept at the second numeric phase of a
+                                     * plan with dense large rows (32-bit columns): the third and later
+                                     * read their dense rows' columns here instead of setting and scanning
+                                     * bits (spgemm_rows.cu, dense_rows KNOWN).  One more copy of C's
+                                     * columns in device memory, for plans that multiply again. */
+    uint16_t *perm_small = nullptr; /* [small_total] the small rows' products in sorted order */
+    int64_t nmedium = 0;            /* not dense_large: large rows one block sorts */
     int64_t medium_tier[3] = {0, 0, 0}; /* of them, by block size (spgemm_rows.cu), in that order */
     int64_t *medium_rows = nullptr, *medium_prefix = nullptr; /* [nmedium], [nmedium+1] */
     uint16_t *perm_medium = nullptr;                          /* their products in sorted order */

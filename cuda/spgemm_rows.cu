@@ -1099,7 +1099,8 @@ __global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(H
 struct DenseArgs : RowOperands {
     int64_t n, nlarge;
     const int64_t *large;
-    const int32_t *known; /* numeric: C's structural columns kept by the plan (acc_spgemm_gpu.known_cols), or NULL */
+    const int32_t
+        *known; /* numeric: C's structural columns kept by the plan (acc_spgemm_gpu.known_cols), or NULL */
 };
 
 constexpr int kDenseStage = 256; /* numeric: A's entries whose B rows are located at a time */
