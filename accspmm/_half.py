@@ -93,8 +93,8 @@ PAIR_SHARE_MAX = 0.55
 #: 0.89x (95%) and 0.91x (99%) on uniform 8192², 1.07x and 0.97x on irregular rows (90%, 99%), 1.02x on
 #: uniform 32768² at 99%; geometric mean 1.01x.  The losses at n = 512 are on 8192², where the pair
 #: kernel's 2,048 warp-tasks fill 1.3 waves of its 12 warps per SM (a likely cause, not profiled); no
-#: rule fitted to these eight cases was kept, so pairs run from n = 256 up.  (Either kernel is deterministic; a width's kernel is fixed,
-#: as the TF32 schedule is per width.)
+#: rule fitted to these eight cases was kept, so pairs run from n = 256 up.  (Either kernel is
+#: deterministic; a width's kernel is fixed, as the TF32 schedule is per width.)
 PAIR_MIN_N = 256
 BSR16_KERNELS = ("auto", "pairs", "rows")
 

@@ -31,13 +31,14 @@ def rand_csr(m, k, density, kind):
     c = rng.integers(0, max(k, 1), nnz) if m and k else np.zeros(0, np.int64)
     if m and k and kind == "hub":  # a hub row and a hub column
         h, hc = rng.integers(m), rng.integers(k)
-        r = np.concatenate([r, np.full(k, h), np.arange(m)]); c = np.concatenate([c, np.arange(k), np.full(m, hc)])
+        r = np.concatenate([r, np.full(k, h), np.arange(m)])
+        c = np.concatenate([c, np.arange(k), np.full(m, hc)])
     if m and k and kind == "emptytail":
         keep = r < m // 2
         r, c = r[keep], c[keep]
     if m and k and kind == "denserow":
         h = rng.integers(m)
-        r = np.concatenate([r, np.full(k, h)]); c = np.concatenate([c, np.arange(k)])
+        r, c = np.concatenate([r, np.full(k, h)]), np.concatenate([c, np.arange(k)])
     A = sp.coo_matrix((np.ones(r.size), (r, c)), shape=(m, k)).tocsr()
     A.sum_duplicates()
     A.data = rng.integers(-4, 5, A.nnz).astype(np.float64)
@@ -50,16 +51,26 @@ def messy(A, idx):
     r, c, v = coo.row, coo.col, coo.data
     if v.size:
         extra = rng.integers(0, v.size, v.size // 3 + 1)
-        r = np.concatenate([r, r[extra]]); c = np.concatenate([c, c[extra]]); v = np.concatenate([v, np.ones(extra.size)])
+        r, c = np.concatenate([r, r[extra]]), np.concatenate([c, c[extra]])
+        v = np.concatenate([v, np.ones(extra.size)])
     order = np.lexsort((rng.random(r.size), r))
     r, c, v = r[order], c[order], v[order]
-    indptr = np.zeros(A.shape[0] + 1, np.int64); np.add.at(indptr, r + 1, 1); indptr = np.cumsum(indptr)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=A.shape[0]))])
     return sp.csr_matrix((v, c.astype(idx), indptr.astype(idx)), shape=A.shape)
+
+
+def scipy_product(X, Y):
+    """scipy's X @ Y with duplicates summed and exact zeros dropped."""
+    R = sp.csr_matrix(X @ Y)
+    R.sum_duplicates()
+    R.eliminate_zeros()
+    return R
 
 
 def to_np(X):
     if isinstance(X, torch.Tensor):
-        return X.detach().float().cpu().numpy() if X.dtype in (torch.float16, torch.bfloat16) else X.detach().cpu().numpy()
+        X = X.detach()
+        return (X.float() if X.dtype in (torch.float16, torch.bfloat16) else X).cpu().numpy()
     if isinstance(X, cupy.ndarray):
         return cupy.asnumpy(X)
     if sp.issparse(X) or csp.issparse(X):
@@ -158,7 +169,7 @@ for it in range(iters):
                 print("EXC", tag, type(e).__name__, str(e)[:300], flush=True)
     # spgemm: A Aᵀ, scipy and CuPy, both algorithms
     if m * m < 4e8:
-        R = sp.csr_matrix(Am @ Am.T.tocsr()); R.sum_duplicates(); R.eliminate_zeros()
+        R = scipy_product(Am, Am.T.tocsr())
         for alg in ("auto", "rows", "tiles"):
             tag = f"{base} spgemm {alg}"
             try:
@@ -166,10 +177,12 @@ for it in range(iters):
                     C = sp_p()
                     check(tag, C, R.toarray())
                     if C.nnz != R.nnz:
-                        fails += 1; print("PATTERN", tag, C.nnz, R.nnz, flush=True)
-                    Am2 = Am.copy(); Am2.data = Am2.data * 2
+                        fails += 1
+                        print("PATTERN", tag, C.nnz, R.nnz, flush=True)
+                    Am2 = Am.copy()
+                    Am2.data = Am2.data * 2
                     C2 = sp_p(Am2, None)
-                    R2 = sp.csr_matrix(Am2 @ Am.T.tocsr()); R2.sum_duplicates(); R2.eliminate_zeros()
+                    R2 = scipy_product(Am2, Am.T.tocsr())
                     check(tag + " reuse", C2, R2.toarray())
                 Cc = accspmm.spgemm(csp.csr_matrix(sp.csr_matrix(Am)), csp.csr_matrix(sp.csr_matrix(Am.T)))
                 check(tag + " cupy", Cc, R.toarray())

@@ -248,8 +248,8 @@ def test_cusparse_plans_take_unsorted_duplicate_csr(dtype, precision):
         assert all(np.array_equal(x, y) for x, y in zip(before, (A.data, A.indices, A.indptr)))
 
 
-
-GPU_KINDS = [{}, {"precision": "fp32"}, {"precision": "fp16", "format": "bsr16"}, {"precision": "fp16", "format": "bittcf"},
+GPU_KINDS = [{}, {"precision": "fp32"},
+             {"precision": "fp16", "format": "bsr16"}, {"precision": "fp16", "format": "bittcf"},
              {"precision": "bf16", "format": "bsr16"}, {"precision": "bf16", "format": "bittcf"}]
 
 
