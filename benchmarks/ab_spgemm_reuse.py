@@ -1,0 +1,53 @@
+"""A fresh ``spgemm`` against a plan's reuse, whole calls on CuPy operands (A·A), for one build: run it
+once per build (``PYTHONPATH=<build>``), interleaved, on one boot of the GPU machine, and compare the
+JSON lines.  Fresh: median of 5 calls after one warm-up; reuse: median of 9 plan calls after the
+plan's first three products (a plan keeps its dense rows' columns at its second product).  ``same``:
+the reuse result equals the fresh one bit for bit.
+
+    python benchmarks/ab_spgemm_reuse.py DATA_DIR NAME [NAME ...]
+"""
+
+import json
+import sys
+import time
+
+import cupy as cp
+import cupyx.scipy.sparse as csp
+import numpy as np
+
+import accspmm
+from accspmm import datasets
+
+
+def timed(fn, reps):
+    ts, r = [], None
+    for _ in range(reps):
+        cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        r = fn()
+        cp.cuda.Device().synchronize()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts)) * 1e3, r
+
+
+def main():
+    out = {}
+    for name in sys.argv[2:]:
+        A = datasets.load_matrix(f"{sys.argv[1]}/{name}.mtx.gz", np.float32)
+        Ag = csp.csr_matrix(A)
+        accspmm.spgemm(Ag, Ag)
+        fresh, Cf = timed(lambda: accspmm.spgemm(Ag, Ag), 5)
+        with accspmm.spgemm_plan(Ag, Ag) as p:
+            p()
+            p(Ag.data)
+            p(Ag.data)
+            reuse, Cr = timed(lambda: p(Ag.data), 9)
+            same = bool(cp.array_equal(Cf.indptr, Cr.indptr) and cp.array_equal(Cf.indices, Cr.indices)
+                        and cp.array_equal(Cf.data, Cr.data))
+            out[name] = {"fresh": round(fresh, 3), "reuse": round(reuse, 3), "ratio": round(fresh / reuse, 3),
+                         "same": same, "algorithm": p.stats["algorithm"], "large_rows": p.stats["large_rows"]}
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
