@@ -14,8 +14,8 @@ import accspmm
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import (assert_bit_exact, error_bound_check, int_csr, int_dense, load_int_matrix, long_window_matrix,
-                      real_matrix_params, scipy_ref)
+from conftest import (assert_bit_exact, csr_raw, error_bound_check, int_csr, int_dense, load_int_matrix,
+                      long_window_matrix, real_matrix_params, scipy_ref)
 
 pytestmark = pytest.mark.gpu
 
@@ -230,10 +230,7 @@ def test_cusparse_plans_take_unsorted_duplicate_csr(dtype, precision):
     rows = rng.integers(0, 40, 900)
     cases.append((40, 17, rows, rng.integers(0, 17, 900)))  # 900 entries > 40 * 17
     for m, k, r, c in cases:
-        order = np.argsort(r, kind="stable")
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=m))])
-        vals = rng.integers(-4, 5, r.size).astype(dtype)
-        A = sp.csr_matrix((vals, c[order].astype(np.int32), indptr.astype(np.int32)), shape=(m, k))
+        A = csr_raw(m, k, r, c, rng.integers(-4, 5, r.size), dtype=dtype)
         assert not A.has_canonical_format and A.nnz > m * k
         before = (A.data.copy(), A.indices.copy(), A.indptr.copy())
         B = int_dense(k, 5, seed=m, dtype=dtype)
