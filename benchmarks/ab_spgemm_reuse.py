@@ -20,6 +20,9 @@ from accspmm import datasets
 
 
 def timed(fn, reps):
+    """(median ms, last result) of `reps` synchronised calls.  bench_spgemm.wall times the same way
+    but importing bench_spgemm puts this checkout first on sys.path, which would shadow the build
+    under test (PYTHONPATH)."""
     ts, r = [], None
     for _ in range(reps):
         cp.cuda.Device().synchronize()
