@@ -2,11 +2,13 @@
 once per build (``PYTHONPATH=<build>``), interleaved, on one boot of the GPU machine, and compare the
 JSON lines.  Fresh: median of 5 calls after one warm-up; reuse: median of 9 plan calls after the
 plan's first three products (a plan keeps its dense rows' columns at its second product).  ``same``:
-the reuse result equals the fresh one bit for bit.
+the reuse result equals the fresh one bit for bit; ``digest``: SHA-1 of the fresh result's indptr,
+indices and data, to compare the builds' bits.
 
     python benchmarks/ab_spgemm_reuse.py DATA_DIR NAME [NAME ...]
 """
 
+import hashlib
 import json
 import sys
 import time
@@ -36,7 +38,7 @@ def timed(fn, reps):
 def main():
     out = {}
     for name in sys.argv[2:]:
-        A = datasets.load_matrix(f"{sys.argv[1]}/{name}.mtx.gz", np.float32)
+        A = datasets.load_matrix(datasets.matrix_path(sys.argv[1], name), np.float32)
         Ag = csp.csr_matrix(A)
         accspmm.spgemm(Ag, Ag)
         fresh, Cf = timed(lambda: accspmm.spgemm(Ag, Ag), 5)
@@ -48,7 +50,9 @@ def main():
             same = bool(cp.array_equal(Cf.indptr, Cr.indptr) and cp.array_equal(Cf.indices, Cr.indices)
                         and cp.array_equal(Cf.data, Cr.data))
             out[name] = {"fresh": round(fresh, 3), "reuse": round(reuse, 3), "ratio": round(fresh / reuse, 3),
-                         "same": same, "algorithm": p.stats["algorithm"], "large_rows": p.stats["large_rows"]}
+                         "same": same, "algorithm": p.stats["algorithm"], "large_rows": p.stats["large_rows"],
+                         "digest": hashlib.sha1(b"".join(x.get().tobytes() for x in (Cf.indptr, Cf.indices,
+                                                                                      Cf.data))).hexdigest()}
     print(json.dumps(out))
 
 

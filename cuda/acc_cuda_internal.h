@@ -13,6 +13,11 @@ extern "C" int acc_cuda_status(cudaError_t err, const char *what);
 extern "C" int acc_pool_alloc(void **p, size_t bytes, cudaStream_t s);
 extern "C" void acc_pool_free(void *p, cudaStream_t s);
 
+/* The current device's side stream (non-blocking, created at first use, kept for the process): work
+ * that may run beside a call's own stream, ordered against it by events only (spgemm's Fork).  Shared
+ * by every caller of the device: two callers' side work runs in turn, never out of their orders. */
+extern "C" int acc_side_stream(cudaStream_t *out);
+
 /* dst[r * ldd + c] = c < ncopy ? src[r * lds + c] : 0 for r < rows, c < ncols, elements of elem_bytes
  * (2 or 4) bytes, on `s`: B into a zero-padded operand, or a padded result into C (ncopy = ncols). */
 extern "C" int acc_copy_rows(const void *src, int64_t lds, void *dst, int64_t ldd, int64_t rows,

@@ -100,6 +100,7 @@ constexpr int kMaxDevices = 64;
 struct DevicePool {
     cudaMemPool_t pool;
     cudaStream_t stream; /* acc_cuda_malloc / acc_cuda_free's stream: nothing else runs on it */
+    cudaStream_t side;   /* acc_side_stream's, created at its first use */
 };
 std::mutex g_pool_lock;
 DevicePool g_pools[kMaxDevices];
@@ -161,6 +162,17 @@ extern "C" int acc_pool_alloc(void **p, size_t bytes, cudaStream_t s) {
 
 extern "C" void acc_pool_free(void *p, cudaStream_t s) {
     if (p) cudaFreeAsync(p, s);
+}
+
+extern "C" int acc_side_stream(cudaStream_t *out) {
+    *out = nullptr;
+    DevicePool *dp;
+    int st = current_pool(&dp);
+    if (st) return st;
+    std::lock_guard<std::mutex> guard(g_pool_lock);
+    if (!dp->side) ACC_CUDA_TRY(cudaStreamCreateWithFlags(&dp->side, cudaStreamNonBlocking));
+    *out = dp->side;
+    return ACC_SUCCESS;
 }
 
 extern "C" int acc_cuda_trim_pool(void) {

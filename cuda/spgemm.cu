@@ -69,6 +69,38 @@ PhaseTimer::~PhaseTimer() {
     }
 }
 
+Fork::Fork(acc_spgemm_gpu *plan, cudaStream_t s, bool want) : p_(plan), s_(s), side_(s) {
+    if (!want || p_->profile) return;
+    cudaStream_t t = nullptr;
+    if (acc_side_stream(&t) != ACC_SUCCESS || t == s) return;
+    for (cudaEvent_t &e : p_->fork_events)
+        if (!e && cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) {
+            e = nullptr;
+            (void)cudaGetLastError();
+            return;
+        }
+    if (cudaEventRecord(p_->fork_events[0], s) != cudaSuccess ||
+        cudaStreamWaitEvent(t, p_->fork_events[0], 0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return; /* nothing was enqueued on t for this fork: run in sequence on s */
+    }
+    side_ = t;
+}
+
+int Fork::join() {
+    if (side_ == s_) return ACC_SUCCESS;
+    const cudaStream_t t = side_;
+    side_ = s_;
+    if (cudaEventRecord(p_->fork_events[1], t) == cudaSuccess &&
+        cudaStreamWaitEvent(s_, p_->fork_events[1], 0) == cudaSuccess)
+        return ACC_SUCCESS;
+    /* s could not be ordered after t's work: wait for it here instead (the memory it uses is freed in
+     * s's order after this) */
+    const int st = acc_cuda_status(cudaGetLastError(), "Fork::join");
+    cudaStreamSynchronize(t);
+    return st ? st : ACC_ERR_CUDA;
+}
+
 /* ---- kernels: checks, the canonical form, values, the model's samples ----------------------------- */
 
 namespace {
@@ -355,22 +387,31 @@ int enqueue_sample(const acc_spgemm_gpu_csr *in, unsigned long long *out, cudaSt
     return ACC_SUCCESS;
 }
 
-/* The model's row statistics, exact: per row of A (a lane each, or a warp for rows of more than 32
- * entries), its products (the sum of B's row lengths at its columns); out[0] += the products of
- * small rows (at most ROWS_SMALL_MAX), out[1] += those of the others, out[2] += their entries,
- * out[3] += their count, out[4] += the products of rows of more than ROWS_MEDIUM_MAX, out[5] += the
- * products of tiny rows (at most ROWS_TINY_MAX entries and products: a warp each), out[6] += the
- * products of the other rows of at most hash_max entries and products (hashed: a warp each).  Offsets
- * (to ci's length, lengthA) and columns are clamped (this runs before the checks' verdict):
- * invalid operands give wrong statistics, never a fault.  One set of atomics per block: same-address atomics
- * of every warp cost about 100 us on the H100. */
+/* The model's row statistics, exact: per row of A (W lanes each, W a power of two up to 32 near its
+ * mean entries, or the whole warp for rows of more than 32 entries), its products (the sum of B's row
+ * lengths at its columns); out[0] += the products of small rows (at most ROWS_SMALL_MAX), out[1] +=
+ * those of the others, out[2] += their entries, out[3] += their count, out[4] += the products of rows
+ * of more than ROWS_MEDIUM_MAX, out[5] += the products of tiny rows (at most ROWS_TINY_MAX entries and
+ * products: a warp each), out[6] += the products of the other rows of at most hash_max entries and
+ * products (hashed: a warp each).  Offsets (to ci's length, lengthA) and columns are clamped (this runs
+ * before the checks' verdict): invalid operands give wrong statistics, never a fault.  One set of
+ * atomics per block: same-address atomics of every warp cost about 100 us on the H100.  W > 1 keeps
+ * small matrices from running on a few warps whose lanes walk their rows' entries one after another
+ * (H100, polblogs: 1,490 rows of 13 entries on average on 6 blocks of lanes: 20 us). */
 constexpr int kRowStatsThreads = 256;
+/* threads that keep a device busy (H100: 132 SMs of 2,048); more lanes a row than one only below
+ * that.  (The grid stops at 1,024 blocks: on G3_circuit, 1.58M rows of 4.8 entries, 8 lanes a row
+ * made each warp take 48 steps instead of 6, and its whole product was 8% slower.) */
+constexpr int64_t kRowStatsBusy = 1 << 18;
 
 template <typename IA, typename IB>
 __global__ void __launch_bounds__(kRowStatsThreads)
     row_stats(int64_t m, int64_t k, const IA *__restrict__ rpA, const IA *__restrict__ ciA, int64_t lengthA,
-              const IB *__restrict__ rpB, int64_t hash_max, unsigned long long *__restrict__ out) {
+              const IB *__restrict__ rpB, int64_t hash_max, int lanes_log2,
+              unsigned long long *__restrict__ out) {
     const int lane = threadIdx.x & 31;
+    const int W = 1 << lanes_log2, R = 32 >> lanes_log2; /* lanes per row, rows per warp at a time */
+    const int sub = lane & (W - 1);                      /* this lane's place in its row's lanes */
     const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
     const int64_t nnz = max((int64_t)0, min((int64_t)rpA[m], lengthA));
@@ -384,9 +425,9 @@ __global__ void __launch_bounds__(kRowStatsThreads)
                                                              (int64_t)0, min((int64_t)rpB[c + 1], nnzB) - lo);
     };
     unsigned long long small = 0, large = 0, entries = 0, rows = 0, huge = 0, tiny = 0, hashed = 0;
-    /* 32 rows per warp at a time, a lane each; rows of more than 32 entries by the whole warp */
-    for (int64_t base = warp * 32; base < m; base += warps * 32) {
-        const int64_t i = base + lane;
+    /* R rows per warp at a time, W lanes each; rows of more than 32 entries by the whole warp */
+    for (int64_t base = warp * R; base < m; base += warps * R) {
+        const int64_t i = base + (lane >> lanes_log2);
         int64_t e0 = 0, e1 = 0;
         if (i < m) {
             e0 = max((int64_t)0, min((int64_t)rpA[i], nnz));
@@ -395,9 +436,12 @@ __global__ void __launch_bounds__(kRowStatsThreads)
         const bool shared = e1 - e0 > 32;
         unsigned long long prod = 0;
         if (!shared)
-            for (int64_t e = e0; e < e1; e++)
+            for (int64_t e = e0 + sub; e < e1; e += W)
                 prod += length(e);
-        for (unsigned long_rows = __ballot_sync(0xFFFFFFFFu, shared); long_rows; long_rows &= long_rows - 1) {
+        for (int o = W >> 1; o > 0; o >>= 1) /* the row's lanes' sum, in its first lane */
+            prod += __shfl_xor_sync(0xFFFFFFFFu, prod, o);
+        for (unsigned long_rows = __ballot_sync(0xFFFFFFFFu, shared && sub == 0); long_rows;
+             long_rows &= long_rows - 1) {
             const int src = __ffs(long_rows) - 1;
             const int64_t s0 = __shfl_sync(0xFFFFFFFFu, e0, src), s1 = __shfl_sync(0xFFFFFFFFu, e1, src);
             unsigned long long part = 0;
@@ -408,7 +452,7 @@ __global__ void __launch_bounds__(kRowStatsThreads)
                 part += __shfl_xor_sync(0xFFFFFFFFu, part, o);
             if (lane == src) prod = part;
         }
-        if (i >= m) continue;
+        if (i >= m || sub != 0) continue;
         if (prod <= (unsigned long long)ROWS_SMALL_MAX) {
             small += prod;
             if (e1 - e0 <= ROWS_TINY_MAX && prod <= (unsigned long long)ROWS_TINY_MAX)
@@ -454,10 +498,17 @@ __global__ void __launch_bounds__(kRowStatsThreads)
 template <typename IA, typename IB>
 int enqueue_row_stats_typed(const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu_csr *B, int64_t hash_max,
                             unsigned long long *out, cudaStream_t s) {
-    const int64_t blocks = std::min<int64_t>((A->m + kRowStatsThreads - 1) / kRowStatsThreads, 1024);
+    /* W: one lane a row where the rows alone give kRowStatsBusy threads, else the power of two that
+     * does, at most the one at or above A's mean entries per row, and 32 */
+    int lanes_log2 = 0;
+    while (lanes_log2 < 5 && (A->m << lanes_log2) < kRowStatsBusy &&
+           ((int64_t)1 << lanes_log2) * A->m < A->nnz)
+        lanes_log2++;
+    const int64_t threads = (A->m << lanes_log2);
+    const int64_t blocks = std::min<int64_t>((threads + kRowStatsThreads - 1) / kRowStatsThreads, 1024);
     row_stats<IA, IB><<<(unsigned)blocks, kRowStatsThreads, 0, s>>>(
         A->m, B->m, (const IA *)A->d_row_offsets, (const IA *)A->d_column_indices, A->nnz,
-        (const IB *)B->d_row_offsets, hash_max, out);
+        (const IB *)B->d_row_offsets, hash_max, lanes_log2, out);
     LAUNCH_CHECK();
     return ACC_SUCCESS;
 }
@@ -727,6 +778,8 @@ using namespace acc_spgemm;
 acc_spgemm_gpu::~acc_spgemm_gpu() {
     for (void *q : owned)
         acc_pool_free(q, nullptr); /* every call synchronised before returning: nothing uses them */
+    for (cudaEvent_t e : fork_events)
+        if (e) cudaEventDestroy(e);
 }
 
 extern "C" int acc_spgemm_gpu_check_csr(const acc_spgemm_gpu_csr *ops, int count, int *canonical, int *bad,

@@ -251,7 +251,8 @@ struct acc_spgemm_gpu {
     double est_ms_tiles = 0, est_ms_rows = 0; /* its predictions */
     bool profile = false;
     double phase_ms[acc_spgemm::PH_COUNT] = {};
-    cudaStream_t stream = nullptr; /* the stream of the call in progress (allocations) */
+    cudaStream_t stream = nullptr;                   /* the stream of the call in progress (allocations) */
+    cudaEvent_t fork_events[2] = {nullptr, nullptr}; /* Fork's (created at its first use) */
 
     /* tile path */
     acc_spgemm::TileMat A, B;
@@ -335,6 +336,26 @@ struct PhaseTimer {
     PhaseTimer(acc_spgemm_gpu *plan, Phase phase);
     void next(Phase phase); /* ends the current phase, starts `phase` */
     ~PhaseTimer();
+};
+
+/* Work beside the call's stream s (spgemm_rows.cu: the dense large rows beside the small rows, which
+ * write other rows of C).  side() runs after everything enqueued on s before the Fork was made, and s
+ * waits at join() (or at the end of the scope) for everything enqueued on side() since.  Inactive
+ * (side() is s: the same work in sequence) where not wanted, where the plan times its phases (its
+ * timers synchronise s only), or where no side stream or event could be had. */
+class Fork {
+  public:
+    Fork(acc_spgemm_gpu *plan, cudaStream_t s, bool want);
+    Fork(const Fork &) = delete;
+    Fork &operator=(const Fork &) = delete;
+    bool active() const { return side_ != s_; }
+    cudaStream_t side() const { return side_; }
+    int join(); /* once; later calls return ACC_SUCCESS */
+    ~Fork() { join(); }
+
+  private:
+    acc_spgemm_gpu *p_;
+    cudaStream_t s_, side_;
 };
 
 /* spgemm_tiles.cu */
