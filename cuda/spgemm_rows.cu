@@ -1616,13 +1616,8 @@ int huge_batches(acc_spgemm_gpu *p, const void *valsA, const void *valsB, void *
 }
 
 template <typename ColT, typename OutT, typename V>
-int launch_dense_numeric(acc_spgemm_gpu *p, const void *valsA, const void *valsB, void *cols, void *vals,
-                         cudaStream_t s) {
+int launch_dense_numeric(acc_spgemm_gpu *p, const DenseArgs &d, cudaStream_t s) {
     PhaseTimer timer(p, PH_ROWS_LARGE);
-    DenseArgs d = dense_args(p, valsA, valsB);
-    d.cols = cols;
-    d.vals = vals;
-    if constexpr (std::is_same<ColT, int32_t>::value) d.known = p->known_cols;
     return launch_dense<true, ColT, OutT, V>(d, s);
 }
 
@@ -1632,10 +1627,15 @@ template <typename ColT, typename OutT, typename V>
 int numeric_typed(acc_spgemm_gpu *p, const void *valsA, const void *valsB, void *cols, void *vals,
                   cudaStream_t s) {
     const bool dense = p->nlarge > 0 && p->dense_large;
-    DenseArgs room = dense_args(p, valsA, valsB);
-    if constexpr (std::is_same<ColT, int32_t>::value) room.known = p->known_cols;
-    Fork fork(p, s, dense && dense_beside<true, ColT, OutT, V>(room));
-    if (fork.active()) TRY((launch_dense_numeric<ColT, OutT, V>(p, valsA, valsB, cols, vals, fork.side())));
+    DenseArgs d{};
+    if (dense) {
+        d = dense_args(p, valsA, valsB);
+        d.cols = cols;
+        d.vals = vals;
+        if constexpr (std::is_same<ColT, int32_t>::value) d.known = p->known_cols;
+    }
+    Fork fork(p, s, dense && dense_beside<true, ColT, OutT, V>(d));
+    if (fork.active()) TRY((launch_dense_numeric<ColT, OutT, V>(p, d, fork.side())));
     {
         PhaseTimer timer(p, PH_ROWS_SMALL);
         if (p->RA.nnz > 0) {
@@ -1658,9 +1658,7 @@ int numeric_typed(acc_spgemm_gpu *p, const void *valsA, const void *valsB, void 
                 TRY((launch_sorted_numeric<kGroupThreads, kGroupItems, ColT, OutT, V>(a, s)));
         }
     }
-    if (dense)
-        return fork.active() ? fork.join()
-                             : launch_dense_numeric<ColT, OutT, V>(p, valsA, valsB, cols, vals, s);
+    if (dense) return fork.active() ? fork.join() : launch_dense_numeric<ColT, OutT, V>(p, d, s);
     if (p->nlarge == 0) return ACC_SUCCESS;
     PhaseTimer timer(p, PH_ROWS_LARGE);
     if (p->nmedium > 0) {
@@ -1924,9 +1922,9 @@ int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
     TRY(p->palloc(&p->perm_small, (size_t)p->small_total));
     /* the dense large rows' counts beside the small rows' (numeric_typed) */
     const bool dense = p->nlarge > 0 && p->dense_large;
-    Fork fork(p, s, dense && dense_beside<false, int32_t, float, double>(dense_args(p, nullptr, nullptr)));
-    if (fork.active())
-        TRY((launch_dense<false, int32_t, float, double>(dense_args(p, nullptr, nullptr), fork.side())));
+    const DenseArgs d = dense ? dense_args(p, nullptr, nullptr) : DenseArgs{};
+    Fork fork(p, s, dense && dense_beside<false, int32_t, float, double>(d));
+    if (fork.active()) TRY((launch_dense<false, int32_t, float, double>(d, fork.side())));
     if (nnz > 0) TRY((launch_tiny<false, int32_t, float, double>(tiny_args(p, nullptr, nullptr), s)));
     if (p->ngroups > 0) {
         group_starts<<<grid_for(m + 1), kThreads, 0, s>>>(m, p->ngroups, stride, A.rp, small_prefix(p),
@@ -1939,7 +1937,7 @@ int rows_analyse(acc_spgemm_gpu *p, cudaStream_t s) {
     }
     timer.next(PH_ROWS_LARGE);
     if (dense && !fork.active()) {
-        TRY((launch_dense<false, int32_t, float, double>(dense_args(p, nullptr, nullptr), s)));
+        TRY((launch_dense<false, int32_t, float, double>(d, s)));
     } else if (p->nlarge > 0 && !dense) {
         TRY(launch_symbolic(p, true, s));
         TRY((huge_batches<false, int32_t, float, double>(p, nullptr, nullptr, nullptr, nullptr, s)));
