@@ -276,6 +276,7 @@ def test_gpu_hypothesis_exact(case, n, kind):
             assert_bit_exact(p(B), ref)
     assert all(np.array_equal(x, y) for x, y in zip(before, (A.data, A.indices, A.indptr)))
 
+
 @pytest.mark.parametrize("balance", [False, True])
 @pytest.mark.parametrize("n", [1, 33, 128, 512])
 def test_tf32_random_values_bound(balance, n):

@@ -172,7 +172,6 @@ def test_dense_rows_with_b_rows_longer_than_a_warp_range(n):
         same(p(), scipy_product(A, B))
 
 
-
 @pytest.mark.parametrize("keep_zeros", [False, True])
 @pytest.mark.parametrize("n", [500, 6000])
 def test_dense_rows_reuse_reads_kept_columns(n, keep_zeros):
@@ -198,6 +197,7 @@ def test_dense_rows_reuse_reads_kept_columns(n, keep_zeros):
                 C = C.copy()
                 C.eliminate_zeros()
             same(C, ref)
+
 
 def test_sorted_large_rows_when_dense_accumulation_is_off(tmp_path):
     """ACCSPMM_SPGEMM_DENSE_COLS=0 (read once per process: a child process) sorts every large row
