@@ -6,6 +6,9 @@ the reuse result equals the fresh one bit for bit; ``digest``: SHA-1 of the fres
 indices and data, to compare the builds' bits.
 
     python benchmarks/ab_spgemm_reuse.py DATA_DIR NAME [NAME ...]
+
+NAME: a matrix of DATA_DIR (A·A with its own values, or Aᵀ·A where it is not square), kron_poisson_bB or
+amg_{poisson,elasticity}_{RA,RAP} (spgemm_operands.py).
 """
 
 import hashlib
@@ -18,7 +21,7 @@ import cupyx.scipy.sparse as csp
 import numpy as np
 
 import accspmm
-from accspmm import datasets
+from spgemm_operands import operand
 
 
 def timed(fn, reps):
@@ -38,15 +41,17 @@ def timed(fn, reps):
 def main():
     out = {}
     for name in sys.argv[2:]:
-        A = datasets.load_matrix(datasets.matrix_path(sys.argv[1], name), np.float32)
+        A, B = operand(sys.argv[1], name, random_values=False)
         Ag = csp.csr_matrix(A)
-        accspmm.spgemm(Ag, Ag)
-        fresh, Cf = timed(lambda: accspmm.spgemm(Ag, Ag), 5)
-        with accspmm.spgemm_plan(Ag, Ag) as p:
+        Bg = Ag if B is A else csp.csr_matrix(B)
+        bv = None if B is A else Bg.data
+        accspmm.spgemm(Ag, Bg)
+        fresh, Cf = timed(lambda: accspmm.spgemm(Ag, Bg), 5)
+        with accspmm.spgemm_plan(Ag, Bg) as p:
             p()
-            p(Ag.data)
-            p(Ag.data)
-            reuse, Cr = timed(lambda: p(Ag.data), 9)
+            p(Ag.data, bv)
+            p(Ag.data, bv)
+            reuse, Cr = timed(lambda: p(Ag.data, bv), 9)
             same = bool(cp.array_equal(Cf.indptr, Cr.indptr) and cp.array_equal(Cf.indices, Cr.indices)
                         and cp.array_equal(Cf.data, Cr.data))
             out[name] = {"fresh": round(fresh, 3), "reuse": round(reuse, 3), "ratio": round(fresh / reuse, 3),

@@ -32,6 +32,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <mutex>
 #include <new>
 
 #include "spgemm_internal.h"
@@ -205,13 +206,27 @@ __global__ void gather(int64_t count, const V *__restrict__ in, const uint32_t *
 constexpr int kSampleThreads = 256, kSampleItems = 8, SAMPLES = 512;
 using SampleSort = cub::BlockRadixSort<uint32_t, kSampleThreads, kSampleItems>;
 
-/* Block per sampled tile row: its first (up to 2048) entries' tile columns, sorted; entries and
- * distinct tile columns added to out[0], out[1]. */
+/* One operand's sample: `samples` tile rows of its m rows; entries and distinct tile columns go to
+ * out[0], out[1]. */
+template <typename IdxT> struct SampleOperand {
+    int64_t m, samples, length; /* length: ci's length as the caller gave it */
+    const IdxT *rp, *ci;
+    int end_bit;
+    unsigned long long *out;
+};
+
+/* Block per sampled tile row of operand blockIdx.y (A and B in one launch: each is a wave of short
+ * blocks, so two launches took twice the time of one): its first (up to 2048) entries' tile columns,
+ * sorted; entries and distinct tile columns added to its out[0], out[1]. */
 template <typename IdxT>
-__global__ void __launch_bounds__(kSampleThreads)
-    sample_tiles(int64_t m, int64_t samples, const IdxT *__restrict__ rp, const IdxT *__restrict__ ci,
-                 int64_t length, int end_bit, unsigned long long *__restrict__ out) {
-    /* min(rp[m], length: ci's length as the caller gave it) bounds the reads of ci */
+__global__ void __launch_bounds__(kSampleThreads) sample_tiles(SampleOperand<IdxT> a, SampleOperand<IdxT> b) {
+    const SampleOperand<IdxT> &op = blockIdx.y ? b : a;
+    const int64_t m = op.m, samples = op.samples, length = op.length;
+    const IdxT *__restrict__ rp = op.rp;
+    const IdxT *__restrict__ ci = op.ci;
+    const int end_bit = op.end_bit;
+    unsigned long long *__restrict__ out = op.out;
+    /* min(rp[m], length) bounds the reads of ci */
     __shared__ union {
         typename SampleSort::TempStorage sort;
         uint32_t last[kSampleThreads];
@@ -270,8 +285,10 @@ template <typename V> struct NonZeroCount {
 template <typename IdxT>
 int enqueue_checks(const acc_spgemm_gpu_csr *A, unsigned long long *flags, bool canonical, cudaStream_t s) {
     const IdxT *rp = (const IdxT *)A->d_row_offsets, *ci = (const IdxT *)A->d_column_indices;
-    check_operand<IdxT><<<grid_for(std::max(A->m + 1, A->nnz)), kThreads, 0, s>>>(
-        A->m, A->k, A->nnz, rp, ci, flags, canonical && A->nnz > 1 ? flags + 1 : nullptr);
+    /* at most a wave of blocks: each ends with a block reduction */
+    const unsigned grid = wave_grid(check_operand<IdxT>, kThreads, 0, grid_for(std::max(A->m + 1, A->nnz)));
+    check_operand<IdxT><<<grid, kThreads, 0, s>>>(A->m, A->k, A->nnz, rp, ci, flags,
+                                                  canonical && A->nnz > 1 ? flags + 1 : nullptr);
     LAUNCH_CHECK();
     return ACC_SUCCESS;
 }
@@ -377,12 +394,27 @@ int canonicalize(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *in, RowMat *out, c
 }
 
 template <typename IdxT>
-int enqueue_sample(const acc_spgemm_gpu_csr *in, unsigned long long *out, cudaStream_t s) {
-    if (in->nnz == 0 || in->m == 0) return ACC_SUCCESS;
-    const int64_t samples = std::min<int64_t>(SAMPLES, (in->m + 7) / 8);
-    sample_tiles<IdxT><<<(unsigned)samples, kSampleThreads, 0, s>>>(
-        in->m, samples, (const IdxT *)in->d_row_offsets, (const IdxT *)in->d_column_indices, in->nnz,
-        std::max(1, bits_for((in->k + 7) / 8)), out);
+SampleOperand<IdxT> sample_operand(const acc_spgemm_gpu_csr *in, unsigned long long *out) {
+    const int64_t samples = in->nnz == 0 ? 0 : std::min<int64_t>(SAMPLES, (in->m + 7) / 8);
+    return {in->m,
+            samples,
+            in->nnz,
+            (const IdxT *)in->d_row_offsets,
+            (const IdxT *)in->d_column_indices,
+            std::max(1, bits_for((in->k + 7) / 8)),
+            out};
+}
+
+/* A's sample and B's (B may be NULL; both of IdxT) in one launch. */
+template <typename IdxT>
+int enqueue_samples(const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu_csr *B, unsigned long long *out,
+                    cudaStream_t s) {
+    const SampleOperand<IdxT> a = sample_operand<IdxT>(A, out);
+    const SampleOperand<IdxT> b = B ? sample_operand<IdxT>(B, out + 2) : SampleOperand<IdxT>{};
+    const int64_t blocks = std::max(a.samples, b.samples);
+    if (blocks == 0) return ACC_SUCCESS;
+    /* an operand with fewer samples than blocks (or none: B NULL, or no entries) has idle blocks */
+    sample_tiles<IdxT><<<dim3((unsigned)blocks, B ? 2u : 1u), kSampleThreads, 0, s>>>(a, b);
     LAUNCH_CHECK();
     return ACC_SUCCESS;
 }
@@ -527,11 +559,8 @@ int enqueue_row_stats(const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu_csr *B, 
 int enqueue_densities(const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu_csr *B, unsigned long long *out,
                       cudaStream_t s) {
     ACC_CUDA_TRY(cudaMemsetAsync(out, 0, 4 * sizeof(unsigned long long), s));
-    TRY(A->index_bits == 32 ? enqueue_sample<int32_t>(A, out, s) : enqueue_sample<int64_t>(A, out, s));
-    if (B)
-        TRY(B->index_bits == 32 ? enqueue_sample<int32_t>(B, out + 2, s)
-                                : enqueue_sample<int64_t>(B, out + 2, s));
-    return ACC_SUCCESS;
+    return A->index_bits == 32 ? enqueue_samples<int32_t>(A, B, out, s)
+                               : enqueue_samples<int64_t>(A, B, out, s);
 }
 
 /* The model: each algorithm's time (ms, whole call) as a linear function of statistics known before
@@ -726,6 +755,38 @@ int analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu
 }
 
 } // namespace
+
+int64_t wave_blocks(const void *kernel, int threads, size_t smem) {
+    struct Entry {
+        const void *kernel;
+        int device, threads;
+        size_t smem;
+        int64_t blocks;
+    };
+    static std::mutex lock;
+    static std::vector<Entry> cache;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    {
+        std::lock_guard<std::mutex> g(lock);
+        for (const Entry &e : cache)
+            if (e.kernel == kernel && e.device == dev && e.threads == threads && e.smem == smem)
+                return e.blocks;
+    }
+    int sms = 0, per_sm = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    const int64_t blocks = (int64_t)sms * per_sm;
+    std::lock_guard<std::mutex> g(lock);
+    cache.push_back({kernel, dev, threads, smem, blocks});
+    return blocks;
+}
 
 int canonical_rows(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *in, bool need, RowMat *out, cudaStream_t s) {
     out->m = in->m;

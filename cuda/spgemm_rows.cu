@@ -998,7 +998,19 @@ __global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(H
      * (else the row groups take them all, as classify_small_rows left them) */
     if (!VALUES && a.mode == HASH_FULL && 2 * counters[1] < counters[2]) return;
     u64 kept = 0, sampled = 0; /* this warp's (lane 0) */
-    for (int64_t x = (int64_t)blockIdx.x * kHashWarps + w; x < count; x += (int64_t)gridDim.x * kHashWarps) {
+    /* the warps stride over the list; in the sample each takes a contiguous part instead: the list is
+     * nearly in row order, so with a stride that is a multiple of HASH_SAMPLE_EVERY the sampled rows all
+     * fell to one warp in HASH_SAMPLE_EVERY, which ran them one after another (amg_poisson (RA)·P: the
+     * sample took 44 us, half the full pass) */
+    const int64_t warps = (int64_t)gridDim.x * kHashWarps, g = (int64_t)blockIdx.x * kHashWarps + w;
+    int64_t x0 = g, x1 = count, step = warps;
+    if (a.mode == HASH_SAMPLE) {
+        const int64_t part = (count + warps - 1) / warps;
+        x0 = min(count, g * part);
+        x1 = min(count, x0 + part);
+        step = 1;
+    }
+    for (int64_t x = x0; x < x1; x += step) {
         const uint32_t row = a.list[x];
         if (VALUES && row == kDemoted) continue; /* uniform across the warp */
         /* the sample: the candidates whose index is a multiple of HASH_SAMPLE_EVERY (the list's order
@@ -1481,12 +1493,14 @@ HashArgs hash_args(const acc_spgemm_gpu *p, const void *valsA, const void *valsB
     return h;
 }
 
-/* rows: an upper bound of the list's length (symbolic runs before the host knows it): at most about a
- * wave of warps (they stride over the list), fewer where the rows are few. */
+/* rows: an upper bound of the list's length (symbolic runs before the host knows it): at most one wave
+ * of blocks (the warps stride over the list: a second, partial wave would start its rows only as the
+ * first wave's blocks end), fewer where the rows are few. */
 template <bool NUMERIC, typename ColT, typename OutT, typename V>
 int launch_hashed(const HashArgs &h, int64_t rows, cudaStream_t s) {
     if (!h.list || rows == 0) return ACC_SUCCESS;
-    const unsigned blocks = (unsigned)std::min<int64_t>((rows + kHashWarps - 1) / kHashWarps, 1024);
+    const unsigned blocks = wave_grid(hashed_rows<NUMERIC, ColT, OutT, V>, kHashWarps * 32, 0,
+                                      std::min<int64_t>((rows + kHashWarps - 1) / kHashWarps, 1024));
     hashed_rows<NUMERIC, ColT, OutT, V><<<blocks, kHashWarps * 32, 0, s>>>(h);
     LAUNCH_CHECK();
     return ACC_SUCCESS;
