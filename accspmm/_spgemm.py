@@ -166,6 +166,10 @@ class SpGEMMPlan:
     whose large rows accumulate densely keeps, from its second product on, a copy of C's structural
     column indices (4 bytes an entry): its later products read those rows' columns there instead of
     rebuilding them from pattern bits (cuda/spgemm.cu, ``known_cols``; the same bits either way).
+    Likewise a plan whose rows are summed in hash tables keeps, at its second product, each such
+    row's products' places in C (a byte per product; ``stats["hash_places"]``), and its later
+    products add there without a table.  ``spgemm`` itself gives the symbolic phase the values, so
+    that those rows are summed there once (``stats["fused_cap"]``, ``"fused_reserved"``).
 
     Parameters (besides spgemm's device, precision and keep_zeros), for the GPU:
     algorithm : "auto" (default: cuda/spgemm.cu's model samples the operands' 8x8 tile densities
@@ -189,7 +193,7 @@ class SpGEMMPlan:
     _poison = False  # tests: fill GPU results with -1/NaN before the numeric phase writes them
 
     def __init__(self, A, B, *, device="auto", precision=None, keep_zeros=False, algorithm="auto", chunk_pairs=None,
-                 keep_pairs=True, path="model", row_hash=True):
+                 keep_pairs=True, path="model", row_hash=True, _one_shot=False):
         t0 = time.perf_counter()
         self.kind = _kinds(A, B)
         self.device = _resolve_device(device, self.kind)
@@ -231,9 +235,13 @@ class SpGEMMPlan:
                 self.stats["seconds"]["upload"] = time.perf_counter() - t
                 self._stream = None
             self._dev = (da, db)
+            values = None
+            if _one_shot:  # spgemm(): the planned values, as the first call passes them (__call__)
+                av, bv = (a.data, b.data) if self.kind == "cupy" else (da.data, db.data)
+                values = (av, bv, np.dtype(np.result_type(av.dtype, bv.dtype)), self.dtype)
             self._product = DeviceProduct(da, db, self.same, self._stream, chunk_pairs=chunk_pairs or 0,
                                           keep_pairs=keep_pairs, path=path, check=self.kind == "cupy",
-                                          algorithm=algorithm, row_hash=row_hash)
+                                          algorithm=algorithm, row_hash=row_hash, values=values)
             self.stats["seconds"].update(self._product.seconds)
             self.stats.update(self._product.stats())
         self.stats["seconds"]["plan"] = time.perf_counter() - t0
@@ -296,7 +304,8 @@ class SpGEMMPlan:
         indptr, indices, data = self._product.multiply(av, bv, wide, self.dtype, not self.keep_zeros, lib,
                                                        poison=self._poison)
         self.stats["seconds"]["numeric"] = self._product.seconds["numeric"]
-        self.stats["peak_bytes"] = int(self._product.info["peak_bytes"])  # the numeric phase's temporaries too
+        for key in ("peak_bytes", "plan_bytes", "hash_places"):  # the numeric phases' temporaries and kept arrays
+            self.stats[key] = int(self._product.info[key])
         if lib == "cupy":
             return _cupy_csr(data, indices, indptr, self.shape)
         return self._scipy_result(indptr, indices, data)
@@ -345,7 +354,8 @@ def spgemm(A, B, *, device="auto", precision=None, keep_zeros=False):
     kind = _kinds(A, B)
     dev = _resolve_device(device, kind)
     if dev == "gpu":
-        with SpGEMMPlan(A, B, device=dev, precision=precision, keep_zeros=keep_zeros, keep_pairs=False) as p:
+        with SpGEMMPlan(A, B, device=dev, precision=precision, keep_zeros=keep_zeros, keep_pairs=False,
+                        _one_shot=True) as p:
             return p()
     a = _operand(A, "A")
     b = a if B is A else _operand(B, "B")  # A @ A: one check, as SpGEMMPlan does

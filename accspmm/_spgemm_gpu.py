@@ -86,7 +86,7 @@ class DeviceProduct:
     """The symbolic phase of ``A @ B`` on the GPU (a capsule of cuda/spgemm.cu) and its numeric calls."""
 
     def __init__(self, a: DeviceOperand, b: DeviceOperand, same: bool, stream=None, chunk_pairs=0,
-                 keep_pairs=True, path="model", check=True, algorithm="auto", row_hash=True):
+                 keep_pairs=True, path="model", check=True, algorithm="auto", row_hash=True, values=None):
         cu = require_cuda()
         if path not in PATHS:
             raise ValueError(f"path must be one of {tuple(PATHS)}, got {path!r}")
@@ -96,10 +96,22 @@ class DeviceProduct:
         self.stream = stream
         self.shape = (a.shape[0], b.shape[1])
         t = time.perf_counter()
+        # `values` (a one-shot product): (a_values, b_values, in_dtype, out_dtype) of the first multiply,
+        # whose addresses the symbolic phase may already sum (cuda/spgemm.h, a_values); kept alive until then
+        self._fused = None
+        pa = pb = None
+        codes = (0, 0)
+        if values is not None:
+            av, bv, in_dtype, out_dtype = values
+            pa, keep_a = a.values_address(av, in_dtype, stream)
+            pb, keep_b = (pa, keep_a) if same else b.values_address(bv, in_dtype, stream)
+            self._fused = (av, bv, pa, pb, keep_a, keep_b)
+            codes = (_DTYPE_CODE[np.dtype(in_dtype)], _DTYPE_CODE[np.dtype(out_dtype)])
         # `check`: device operands are validated first (a clear ValueError, never a fault) and found
         # canonical or not, in the same synchronisation as the model's samples
         self._cap = cu.spgemm_analyse(a.csr6(), b.csr6(), int(chunk_pairs or 0), bool(keep_pairs), PATHS[path],
-                                      bool(same), ALGORITHMS[algorithm], bool(check), not row_hash, stream)
+                                      bool(same), ALGORITHMS[algorithm], bool(check), not row_hash, pa, pb, *codes,
+                                      stream)
         self.seconds = {"symbolic": time.perf_counter() - t}
         self.info = cu.spgemm_info(self._cap)
 
@@ -121,8 +133,12 @@ class DeviceProduct:
         t0 = time.perf_counter()
         m, n = self.shape
         s = self.stream
-        pa, keep_a = self.a.values_address(a_values, in_dtype, s)
-        pb, keep_b = (pa, keep_a) if self.same else self.b.values_address(b_values, in_dtype, s)
+        fused, self._fused = self._fused, None
+        if fused is not None and a_values is fused[0] and (self.same or b_values is fused[1]):
+            pa, pb, keep_a, keep_b = fused[2:]  # the addresses the symbolic phase was given
+        else:
+            pa, keep_a = self.a.values_address(a_values, in_dtype, s)
+            pb, keep_b = (pa, keep_a) if self.same else self.b.values_address(b_values, in_dtype, s)
         nnz = int(self.info["nnz_structural"])
         bits = 32 if nnz <= INT32_MAX and n <= INT32_MAX + 1 else 64
         if lib == "cupy" and bits == 64:

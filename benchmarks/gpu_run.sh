@@ -22,7 +22,7 @@
 #                 sanitize_spgemm: compute-sanitizer over benchmarks/sanitize_spgemm.py;
 #                 spgemm: benchmarks/bench_spgemm.py DATA_DIR $SPGEMM_ARGS (SpGEMM against cuSPARSE, CuPy, torch);
 #                 profile_spgemm: every kernel of one product per $SPGEMM_KERNELS entry (NAME:ALGO) under
-#                           ncu (ncu_spgemm.csv; $NCU_ARGS added, e.g. "--clock-control none" for the
+#                           ncu (ncu_spgemm.csv; $NCU_FLAGS added, e.g. "--clock-control none" for the
 #                           boost clock), and the host side of $SPGEMM_PYTHON products (cProfile).
 #   PREBUILT      1: use extensions built elsewhere for this machine's Python (accspmm/*.cpython-3*.so,
 #                 or packed in .prebuilt/ext.tar.xz by benchmarks/prebuild.sh) when they import,
@@ -110,7 +110,7 @@ fi
 if [[ $STAGES == *" profile_spgemm "* ]]; then
   stage profile_spgemm
   if [[ -n "${SPGEMM_KERNELS:-}" ]]; then
-    timeout "${NCU_TIMEOUT:-240}" ncu --profile-from-start off ${NCU_ARGS:-} --metrics gpu__time_duration.sum --csv --page raw \
+    timeout "${NCU_TIMEOUT:-240}" ncu --profile-from-start off ${NCU_FLAGS:-} --metrics gpu__time_duration.sum --csv --page raw \
       --log-file "$OUT/ncu_spgemm.csv" python3 benchmarks/profile_spgemm.py "$DATA" --kernels $SPGEMM_KERNELS 2>&1 | tail -5
   fi
   if [[ -n "${SPGEMM_NCU_DETAIL:-}" ]]; then  # NAME:ALGO:KERNEL_REGEX: one kernel's full sections

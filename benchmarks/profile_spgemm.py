@@ -5,8 +5,8 @@
     python benchmarks/profile_spgemm.py DATA_DIR --python NAME ...             # the host side: cProfile
 
 --kernels: for each NAME:ALGO (a matrix of DATA_DIR, kron_poisson_bB or amg_{poisson,elasticity}_{RA,RAP};
-ALGO tiles, rows, rows-sorted: no hash tables, or cupy: CuPy's own `A @ B`, cuSPARSE's kernels; ALGO+reuse: a
-plan's product with new values), one warm-up
+ALGO auto: accspmm.spgemm, tiles, rows, rows-sorted: no hash tables (a plan's first product), or cupy: CuPy's
+own `A @ B`, cuSPARSE's kernels; ALGO+reuse: a plan's product with new values), one warm-up
 call, then one call inside cudaProfilerStart/Stop, so ncu sees exactly the kernels of one product
 (run with --profile-from-start off).  --python: 200 one-shot products of each matrix under cProfile,
 the functions by their own time, and the wall time per call.
@@ -56,6 +56,8 @@ def main():
                 p(new_a, new_b)
             elif algo == "cupy":
                 Ag @ Bg
+            elif algo == "auto":  # the one-shot call (its symbolic phase may sum hashed rows)
+                accspmm.spgemm(Ag, Bg)
             else:
                 with accspmm.spgemm_plan(Ag, Bg, keep_pairs=False, **kw) as p:
                     p()

@@ -2,9 +2,11 @@
 benchmarks/sanitize_spgemm.py`): the tile algorithm (both numeric paths and the model, one and
 several chunks, kept and re-sorted pairs) and the row algorithm (hashed rows, row groups, large rows dense in
 shared memory and sorted in batches, tiny rows a warp each with 32- and 64-bit keys, a canonicalised
-operand), CuPy and scipy operands,
+operand, a one-shot product's hashed rows summed in the symbolic pass), CuPy and scipy operands,
 duplicates, NaN/inf, exact cancellations (the compaction), dense 8x8 tiles, empty rows and
 operands, a hub row.  Exits 1 on any wrong result."""
+
+import os
 
 import cupy as cp
 import cupyx.scipy.sparse as csp
@@ -103,5 +105,15 @@ Rw.sum_duplicates()
 Rw = sp.csr_matrix((Rw.data, uniq[Rw.indices], Rw.indptr), shape=W.shape)  # scipy's S @ W without an n-wide mask
 with accspmm.spgemm_plan(S, W, device="gpu", algorithm="rows") as p:
     check(p(), Rw, "tiny rows, 64-bit keys")
+# a one-shot product whose hashed rows are summed in the symbolic pass (over 2^19 candidates' products:
+# kron(2-D Poisson, 2x2 ones), rows of ~100 products), all of them and then only those that fit in 5,000 entries
+K1 = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(60, 60))
+K = sp.csr_matrix(sp.kron(sp.kronsum(K1, K1), np.ones((2, 2))))
+K.data = rng.integers(-3, 4, K.nnz).astype(np.float64)
+Kg = csp.csr_matrix(K.astype(np.float32))
+for cap in ("", "5000"):
+    os.environ["ACCSPMM_SPGEMM_FUSED_CAP"] = cap
+    check(accspmm.spgemm(Kg, Kg), (K @ K).astype(np.float32), f"one-shot hashed rows, fused cap {cap or 'default'}")
+del os.environ["ACCSPMM_SPGEMM_FUSED_CAP"]
 print("sanitize workload:", "OK" if ok else "WRONG")
 raise SystemExit(0 if ok else 1)

@@ -86,20 +86,23 @@ static PyObject *py_trim_pool(PyObject *self, PyObject *noargs) {
 }
 
 /* spgemm_analyse(csrA7, csrB7, chunk_pairs, keep_pairs, path, same, algorithm, validate, sort_small_rows,
- *                stream) -> capsule */
+ *                a_values, b_values, values_dtype, out_dtype, stream) -> capsule
+ * a_values, b_values: the addresses the numeric call to follow passes (a one-shot product), or None */
 static PyObject *py_analyse(PyObject *self, PyObject *args) {
-    PyObject *ta, *tb, *s;
+    PyObject *ta, *tb, *av, *bv, *s;
     long long chunk;
-    int keep, path, same, algorithm, validate, sort_small, bad = 0;
+    int keep, path, same, algorithm, validate, sort_small, vdtype, odtype, bad = 0;
     acc_spgemm_gpu_csr a, b;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!O!LpipippO", &PyTuple_Type, &ta, &PyTuple_Type, &tb, &chunk, &keep, &path,
-                          &same, &algorithm, &validate, &sort_small, &s) ||
+    if (!PyArg_ParseTuple(args, "O!O!LpipippOOiiO", &PyTuple_Type, &ta, &PyTuple_Type, &tb, &chunk, &keep,
+                          &path, &same, &algorithm, &validate, &sort_small, &av, &bv, &vdtype, &odtype, &s) ||
         parse_csr(ta, &a) < 0 || parse_csr(tb, &b) < 0)
         return NULL;
     void *stream = addr(s);
+    const void *pa = addr(av), *pb = addr(bv);
     if (PyErr_Occurred()) return NULL;
-    acc_spgemm_gpu_options opt = {chunk, keep, path, same, algorithm, validate, sort_small};
+    acc_spgemm_gpu_options opt = {chunk,      keep, path, same,   algorithm, validate,
+                                  sort_small, pa,   pb,   vdtype, odtype};
     acc_spgemm_gpu *plan = NULL;
     int st;
     Py_BEGIN_ALLOW_THREADS
@@ -134,7 +137,7 @@ static PyObject *py_info(PyObject *self, PyObject *cap) {
     if (!phases) return NULL;
     return Py_BuildValue(
         "{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:O,s:K,s:K,s:s,s:d,s:d,s:L,s:L,s:L,s:L,s:"
-        "L,s:L,s:L,s:L,"
+        "L,s:L,s:L,s:L,s:L,s:L,s:L,"
         "s:d,s:d,s:N}",
         "m", (long long)i.m, "k", (long long)i.k, "n", (long long)i.n, "tiles_a", (long long)i.tiles_a,
         "tiles_b", (long long)i.tiles_b, "values_a", (long long)i.values_a, "values_b", (long long)i.values_b,
@@ -147,8 +150,10 @@ static PyObject *py_info(PyObject *self, PyObject *cap) {
         i.density_b, "large_rows", (long long)i.large_rows, "row_groups", (long long)i.row_groups,
         "max_row_products", (long long)i.max_row_products, "large_products", (long long)i.large_products,
         "large_entries", (long long)i.large_entries, "tiny_products", (long long)i.tiny_products,
-        "hashed_products", (long long)i.hashed_products, "hashed_rows", (long long)i.hashed_rows,
-        "model_ms_tiles", i.model_ms_tiles, "model_ms_rows", i.model_ms_rows, "phase_ms", phases);
+        "hashed_products", (long long)i.hashed_products, "hashed_rows", (long long)i.hashed_rows, "fused_cap",
+        (long long)i.fused_cap, "fused_reserved", (long long)i.fused_reserved, "hash_places",
+        (long long)i.hash_places, "model_ms_tiles", i.model_ms_tiles, "model_ms_rows", i.model_ms_rows,
+        "phase_ms", phases);
 }
 
 /* spgemm_tiles(capsule) -> dict of the device addresses of C's tiles (tests) */

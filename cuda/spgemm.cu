@@ -746,8 +746,13 @@ int analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu
         TRY(rows_analyse(p, s));
     }
     int64_t h[3] = {0, 0, 0};
+    u64 reserved = 0;
     ACC_CUDA_TRY(cudaMemcpyAsync(h, p->row_ptr + p->m, sizeof h, cudaMemcpyDeviceToHost, s));
+    if (p->fused_ready)
+        ACC_CUDA_TRY(
+            cudaMemcpyAsync(&reserved, p->hash_count + 3, sizeof reserved, cudaMemcpyDeviceToHost, s));
     ACC_CUDA_TRY(cudaStreamSynchronize(s));
+    p->fused_reserved = (int64_t)reserved;
     p->nnz_s = h[0];
     p->wide_groups = h[1];
     p->hashed_rows = h[2];
@@ -917,6 +922,9 @@ extern "C" int acc_spgemm_gpu_get_info(const acc_spgemm_gpu *p, acc_spgemm_gpu_i
         info->max_row_products = std::max(info->max_row_products, u);
     for (int i = 0; i < PH_COUNT && i < 9; i++)
         info->phase_ms[i] = p->phase_ms[i];
+    info->fused_cap = p->fused_cap;
+    info->fused_reserved = p->fused_reserved;
+    info->hash_places = p->places_state == 2 ? p->rs_hashed : 0;
     return ACC_SUCCESS;
 }
 
@@ -944,6 +952,11 @@ extern "C" int acc_spgemm_gpu_numeric(acc_spgemm_gpu *p, const void *d_a_values,
     cudaStream_t s = (cudaStream_t)stream;
     p->stream = s;
     *zeros = 0;
+    /* the fused symbolic pass's sums serve the first numeric call only, and only with its values */
+    p->fused_use = p->fused_ready && p->numeric_calls == 0 && d_a_values == p->opt.a_values &&
+                   (p->same || d_b_values == p->opt.b_values) && (int)in_dtype == p->opt.values_dtype &&
+                   (int)out_dtype == p->opt.out_dtype;
+    p->fused_ready = false;
     int st = acc_cuda_status(cudaMemsetAsync(p->zeros, 0, sizeof(u64), s), "cudaMemsetAsync");
     if (st == ACC_SUCCESS) {
         if (c_index_bits == 32) {
@@ -964,6 +977,8 @@ extern "C" int acc_spgemm_gpu_numeric(acc_spgemm_gpu *p, const void *d_a_values,
                                                   c_index_bits, d_values, out_dtype, s);
     /* A plan multiplied a second time will likely be again: keep its dense rows' structural columns
      * (this call's output before any compaction) for the next calls (acc_spgemm_gpu.known_cols). */
+    p->fused_use = false;
+    if (p->places_state == 1) p->places_state = st == ACC_SUCCESS ? 2 : 3; /* 3: never read */
     const bool keep = st == ACC_SUCCESS && ++p->numeric_calls == 2 && p->path != PATH_TILES &&
                       p->dense_large && p->nlarge > 0 && c_index_bits == 32 && p->nnz_s > 0 && !p->known_cols;
     if (keep) { /* an optimisation: without memory for it, the calls go on setting bits */

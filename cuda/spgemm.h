@@ -63,6 +63,13 @@ typedef struct acc_spgemm_gpu_options {
                           * fields found on the device), in the synchronisation of the model's samples */
     int sort_small_rows; /* rows: 1 sorts every small row in row groups, none in hash tables (experiments:
                           * the same bits) */
+    /* One-shot products: the values (device arrays of values_dtype, in the analysed CSRs' order) that
+     * the numeric call to follow passes, with out_dtype for the result; a_values NULL: not known.  The
+     * row path's hashed rows then sum them in their symbolic pass, into the plan, and the first numeric
+     * call, given the same addresses and dtypes, copies those rows instead of hashing their products
+     * again (the same bits); every other numeric call computes them. */
+    const void *a_values, *b_values;
+    int values_dtype, out_dtype; /* acc_dtype */
 } acc_spgemm_gpu_options;
 
 typedef struct acc_spgemm_gpu acc_spgemm_gpu;
@@ -95,8 +102,14 @@ typedef struct acc_spgemm_gpu_info {
                               * at least twice as many products) */
     double model_ms_tiles;   /* auto: the model's predicted times of the whole call (ms, H100) */
     double model_ms_rows;
-    double phase_ms[9]; /* with ACCSPMM_SPGEMM_PROFILE set: check, tile, pairs, structure, values,
-                         * numeric (tiles), rows count, small rows, large rows (synchronised) */
+    double phase_ms[9];     /* with ACCSPMM_SPGEMM_PROFILE set: check, tile, pairs, structure, values,
+                             * numeric (tiles), rows count, small rows, large rows (synchronised) */
+    int64_t fused_cap;      /* rows, one-shot (options.a_values): entries the plan holds for the hashed
+                             * rows' sums from the symbolic pass (0: none) */
+    int64_t fused_reserved; /* entries the kept hashed rows asked for there (rows past fused_cap are
+                             * summed by the numeric call instead) */
+    int64_t hash_places;    /* rows, plans: bytes kept by the second numeric call for the hashed rows'
+                             * products' places in C (later calls add there without hashing; 0: none) */
 } acc_spgemm_gpu_info;
 
 /* Validates `count` device CSRs (row offsets start at 0, never decrease, end at nnz; columns in

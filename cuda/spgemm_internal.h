@@ -292,18 +292,34 @@ struct acc_spgemm_gpu {
     uint32_t *ps32 = nullptr;      /* ps in 32 bits, instead, where the products' total fits */
     uint32_t *tiny_bits = nullptr; /* [ceil(m/32)] bit i: row i is tiny (NULL: every row may be) */
     uint32_t *hash_list = nullptr; /* [m] the hash candidates (kDemoted: given to the row groups) */
-    acc_spgemm::u64 *hash_count = nullptr; /* [3] their count, the sample's kept and counted (device) */
-    int64_t nhashed = 0;                   /* the candidates' count (host) */
-    int64_t hashed_rows = 0;               /* the rows kept hashed (host, after analyse) */
-    int64_t small_total = 0;               /* products of the row groups' rows */
-    int64_t small_max = 0;                 /* the most products of one of those rows */
-    int64_t ngroups = 0;                   /* blocks of the small-row kernels */
-    int64_t wide_groups = 0;               /* of them, groups that a block does not stage (spgemm_rows.cu) */
-    int64_t *gstart = nullptr;             /* [ngroups+1] their first rows */
-    int64_t nlarge = 0;                    /* rows with more than SMALL_MAX products */
-    int64_t *large = nullptr;              /* [nlarge] those rows */
-    int64_t *large_prefix = nullptr;       /* [nlarge+1] products before each of them */
-    std::vector<int64_t> large_products;   /* their products (host) */
+    acc_spgemm::u64 *hash_count = nullptr; /* [4] their count, the sample's kept and counted, and the
+                                            * fused entries reserved (device) */
+    /* one-shot products (acc_spgemm_gpu_options.a_values): the hashed rows' sums from their symbolic pass
+     * (spgemm_rows.cu, hashed_rows FUSED), for the first numeric call with the same values */
+    uint32_t *fused_off = nullptr;  /* [m] per candidate of hash_list: its row's first entry in fused_cols
+                                     * and fused_vals, or kNoFused (demoted, or no room) */
+    uint32_t *fused_cols = nullptr; /* [fused_cap] the rows' columns, sorted */
+    void *fused_vals = nullptr;     /* [fused_cap] their values (opt.out_dtype) */
+    int64_t fused_cap = 0, fused_reserved = 0;
+    bool fused_ready = false; /* set by analyse; cleared by the first numeric call */
+    bool fused_use = false;   /* the numeric call in progress copies them (its values and dtypes are those) */
+    /* plans: each hashed row's products' places in its row of C, kept by the second numeric call for the
+     * later ones (spgemm_rows.cu, launch_hashed_numeric) */
+    uint8_t *hash_place = nullptr;          /* [rs_hashed] */
+    uint32_t *hash_poff = nullptr;          /* [nhashed] per candidate: its first place, or kNoFused */
+    acc_spgemm::u64 *place_count = nullptr; /* [1] the places reserved */
+    int places_state = 0;                /* 0 none, 1 being written by the numeric call in progress, 2 kept */
+    int64_t nhashed = 0;                 /* the candidates' count (host) */
+    int64_t hashed_rows = 0;             /* the rows kept hashed (host, after analyse) */
+    int64_t small_total = 0;             /* products of the row groups' rows */
+    int64_t small_max = 0;               /* the most products of one of those rows */
+    int64_t ngroups = 0;                 /* blocks of the small-row kernels */
+    int64_t wide_groups = 0;             /* of them, groups that a block does not stage (spgemm_rows.cu) */
+    int64_t *gstart = nullptr;           /* [ngroups+1] their first rows */
+    int64_t nlarge = 0;                  /* rows with more than SMALL_MAX products */
+    int64_t *large = nullptr;            /* [nlarge] those rows */
+    int64_t *large_prefix = nullptr;     /* [nlarge+1] products before each of them */
+    std::vector<int64_t> large_products; /* their products (host) */
     int dense_large = 0; /* large rows accumulate densely in shared memory (n small, B's rows made canonical
                           * where needed: analyse); else every large row sorts */
     int64_t numeric_calls = 0;      /* numeric phases run (acc_spgemm_gpu_numeric) */

@@ -877,7 +877,25 @@ struct HashArgs : RowOperands {
               * hashed row's are zeroed */
     int c_wide;
     int mode; /* HASH_NUMERIC, or symbolic's HASH_SAMPLE then HASH_FULL */
+    /* one-shot products (acc_spgemm_gpu.fused_*): the full symbolic pass (FUSED) writes each kept row's
+     * sorted entries at fcols/fvals[foff[x]..] (foff[x] kNoFused where they did not fit in fcap), and
+     * the numeric pass copies them; NULL foff: every row computes */
+    uint32_t *foff;
+    uint32_t *fcols;
+    void *fvals;
+    u64 fcap;
+    /* plans (acc_spgemm_gpu.hash_place): PLACES_BUILD writes each kept row's products' places in its row of
+     * C at place[poff[x]..] (kNoFused where place_cap would be passed; place_count the entries reserved),
+     * PLACES_USE adds at those places without a table */
+    uint8_t *place;
+    uint32_t *poff;
+    u64 *place_count;
+    u64 place_cap;
 };
+
+enum { PLACES_NONE = 0, PLACES_BUILD = 1, PLACES_USE = 2 };
+
+constexpr uint32_t kNoFused = 0xFFFFFFFFu; /* fused_off of a row whose sums the numeric pass computes */
 
 /* A warp's staging of 32 entries of A (hash_products): the product -> entry map of their products
  * (at most ROWS_HASH_MAX: the row's), and per entry its first product's position in B's arrays less its
@@ -889,15 +907,13 @@ struct HashStage {
 };
 
 /* Row i's products, 32 at a time in their expansion order (A's entries in CSR order, each one's B row
- * in its order: lane l takes product q0 + l, its entry staged in st), each inserted in the warp's table of T
- * = 2^tb slots (linear probing from a multiplicative hash of the column; its keys start free).  visit(active,
- * slot, fresh, value) runs for every step on all lanes: `fresh` where this lane's insertion took a
- * free slot; value = A's value x B's value (VALUES, rounded once: no fused multiply-add). */
-template <bool VALUES, typename V, typename F>
-__device__ __forceinline__ void hash_products(const HashArgs &a, int64_t e0, int64_t e1, int lane,
-                                              uint32_t *keys, int tb, HashStage &st, F visit) {
-    volatile uint32_t *vkeys = keys;
-    const unsigned mask = (1u << tb) - 1u;
+ * in its order: lane l takes product q0 + l, its entry staged in st).  slot = lookup(q, f, fresh) for
+ * the row's product q, B's entry f; visit(active, slot, fresh, value, q, f) runs for every step on all
+ * lanes; value = A's value x B's value (VALUES, rounded once: no fused multiply-add). */
+template <bool VALUES, typename V, typename L, typename F>
+__device__ __forceinline__ void row_products(const HashArgs &a, int64_t e0, int64_t e1, int lane,
+                                             HashStage &st, L lookup, F visit) {
+    int qbase = 0; /* the row's products in the chunks before */
     for (int64_t c = e0; c < e1; c += 32) {
         const int64_t e = c + lane;
         int64_t fb = 0;
@@ -928,27 +944,45 @@ __device__ __forceinline__ void hash_products(const HashArgs &a, int64_t e0, int
             int slot = 0;
             bool fresh = false;
             double v = 0.0;
+            int64_t f = 0;
             if (active) {
                 const int j = st.owner[q];
-                const int64_t f = st.fbase[j] + q;
-                const uint32_t col = (uint32_t)a.ciB[f];
+                f = st.fbase[j] + q;
                 if (VALUES) v = __dmul_rn(st.av[j], value<V>(a.valsB, f));
-                uint32_t h = (col * 0x9E3779B1u) >> (32 - tb);
-                for (;;) {
-                    uint32_t old = vkeys[h];
-                    if (old == kEmpty) {
-                        old = atomicCAS(&keys[h], kEmpty, col);
-                        fresh = old == kEmpty;
-                    }
-                    if (fresh || old == col) break;
-                    h = (h + 1) & mask;
-                }
-                slot = (int)h;
+                slot = lookup(qbase + q, f, fresh);
             }
-            visit(active, slot, fresh, v);
+            visit(active, slot, fresh, v, qbase + q, f);
         }
+        qbase += total;
         __syncwarp(); /* the stage is read: the next chunk rewrites it */
     }
+}
+
+/* row_products with each product inserted in the warp's table of T = 2^tb slots (linear probing from a
+ * multiplicative hash of the column; its keys start free): `fresh` where this lane's insertion took a
+ * free slot. */
+template <bool VALUES, typename V, typename F>
+__device__ __forceinline__ void hash_products(const HashArgs &a, int64_t e0, int64_t e1, int lane,
+                                              uint32_t *keys, int tb, HashStage &st, F visit) {
+    volatile uint32_t *vkeys = keys;
+    const unsigned mask = (1u << tb) - 1u;
+    row_products<VALUES, V>(
+        a, e0, e1, lane, st,
+        [&](int, int64_t f, bool &fresh) {
+            const uint32_t col = (uint32_t)a.ciB[f];
+            uint32_t h = (col * 0x9E3779B1u) >> (32 - tb);
+            for (;;) {
+                uint32_t old = vkeys[h];
+                if (old == kEmpty) {
+                    old = atomicCAS(&keys[h], kEmpty, col);
+                    fresh = old == kEmpty;
+                }
+                if (fresh || old == col) break;
+                h = (h + 1) & mask;
+            }
+            return (int)h;
+        },
+        visit);
 }
 
 enum { HASH_NUMERIC = 0, HASH_SAMPLE = 1, HASH_FULL = 2 };
@@ -965,6 +999,76 @@ __device__ __forceinline__ void leave_groups(const HashArgs &a, int64_t e0, int6
     }
 }
 
+/* The fused symbolic pass's kept row at list position x (nnz <= ROWS_HASH_NNZ entries: its table
+ * `keys` of HASH_SLOTS slots, each occupied slot's ordinal in `ords`, the sums by ordinal): reserves nnz
+ * entries of the fused arrays (none where fcap would be passed: foff[x] = kNoFused, and the numeric pass
+ * sums the row) and writes the row there sorted by column, its values rounded to OutT. */
+template <typename OutT>
+__device__ __forceinline__ void fused_store(const HashArgs &a, int64_t x, int nnz, uint32_t *keys,
+                                            uint8_t *ords, const double *sums, int lane) {
+    const unsigned below = (1u << lane) - 1u;
+    u64 off = 0;
+    if (lane == 0) {
+        off = atomicAdd(const_cast<u64 *>(a.count) + 3, (u64)nnz);
+        if (off + (u64)nnz > a.fcap) off = kNoFused;
+        a.foff[x] = (uint32_t)off;
+    }
+    off = __shfl_sync(kFull, off, 0);
+    if (off == kNoFused) return;
+    /* the occupied slots to the front (each chunk read before any is written), then each entry's place
+     * is the count of smaller columns (as in the numeric pass) */
+    int n = 0;
+    for (int t0 = 0; t0 < HASH_SLOTS; t0 += 32) {
+        const uint32_t k = keys[t0 + lane];
+        const uint8_t o = k != kEmpty ? ords[t0 + lane] : 0;
+        const unsigned occ = __ballot_sync(kFull, k != kEmpty);
+        __syncwarp();
+        if (k != kEmpty) {
+            keys[n + __popc(occ & below)] = k;
+            ords[n + __popc(occ & below)] = o;
+        }
+        n += __popc(occ);
+    }
+    if (lane < 4) keys[n + lane] = kEmpty; /* the rank loop reads 4 keys at a time */
+    __syncwarp();
+    const uint4 *k4 = reinterpret_cast<const uint4 *>(keys);
+    OutT *fv = static_cast<OutT *>(a.fvals);
+    for (int t = lane; t < n; t += 32) {
+        const uint32_t k = keys[t];
+        int place = 0;
+        for (int u = 0; u < (n + 3) / 4; u++) {
+            const uint4 g = k4[u];
+            place += (g.x < k) + (g.y < k) + (g.z < k) + (g.w < k);
+        }
+        a.fcols[off + place] = k;
+        fv[off + place] = (OutT)sums[ords[t]];
+    }
+}
+
+/* PLACES_BUILD, after row x (entries e0..e1) is written: each product's place in the row (its slot's,
+ * through the slot's index among the occupied ones) to a.place, at P entries reserved for the row. */
+__device__ __forceinline__ void store_places(const HashArgs &a, int64_t x, int64_t e0, int64_t e1,
+                                             const uint8_t *pslot, const uint8_t *cidx, const uint8_t *plc,
+                                             int lane) {
+    int P = 0;
+    for (int64_t e = e0 + lane; e < e1; e += 32) {
+        const int32_t k = a.ciA[e];
+        P += (int)(a.rpB[k + 1] - a.rpB[k]);
+    }
+    P = min(__reduce_add_sync(kFull, P), (int)ROWS_HASH_MAX);
+    u64 off = 0;
+    if (lane == 0) {
+        off = atomicAdd(a.place_count, (u64)P);
+        if (off + (u64)P > a.place_cap) off = kNoFused;
+        a.poff[x] = (uint32_t)off;
+    }
+    off = __shfl_sync(kFull, off, 0);
+    __syncwarp(); /* plc and cidx are written */
+    if (off == kNoFused) return;
+    for (int q = lane; q < P; q += 32)
+        a.place[off + q] = (uint8_t)(plc[cidx[pslot[q] & 0x7F]] | (pslot[q] & 0x80));
+}
+
 /* Symbolic, first a sample (the candidates of rows i = 0 mod HASH_SAMPLE_EVERY: counted, nothing
  * written), then every candidate row (a warp per row): its distinct columns counted in a table of
  * HASH_SLOTS (its P <= ROWS_HASH_MAX products fill at most half).  A row of at most ROWS_HASH_NNZ entries of
@@ -978,13 +1082,31 @@ __device__ __forceinline__ void leave_groups(const HashArgs &a, int64_t e0, int6
  * run in the products' expansion order, scipy's: within a step the lanes of one slot (__match_any_sync)
  * add in lane order, one rank at a time, and the first product of a slot assigns instead of adding (a
  * product of -0 stays -0, as in the sorted paths); then the occupied slots are compacted and each entry's
- * place in the row is the count of smaller columns. */
-template <bool VALUES, typename ColT, typename OutT, typename V>
+ * place in the row is the count of smaller columns.
+ * FUSED (the full symbolic pass of a one-shot product, HashArgs.foff): the same sums in the same order,
+ * kept per column by the order the row first saw it, and each kept row's entries written to the fused
+ * arrays (fused_store); the numeric pass copies those rows (the same bits) and sums the others.
+ * (ncu, H200 at its boost clock, amg_poisson (RA)·P: full symbolic 92 + numeric 162 us became 179-184 + 21.)
+ */
+template <bool VALUES, typename ColT, typename OutT, typename V, bool FUSED = false, int PLACES = PLACES_NONE>
 __global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(HashArgs a) {
+    static_assert(!(VALUES && FUSED), "FUSED is the full symbolic pass's");
+    static_assert(VALUES || PLACES == PLACES_NONE, "places are the numeric pass's");
     constexpr int SLOTS = VALUES ? HASH_NUMERIC_SLOTS : HASH_SLOTS;
     __shared__ uint32_t key_table[kHashWarps][SLOTS];
     __shared__ double val_table[VALUES ? kHashWarps : 1][VALUES ? SLOTS : 1];
     __shared__ HashStage stage[kHashWarps];
+    /* FUSED: each slot's column's ordinal in the row (the order the columns were first seen; 255 past
+     * ROWS_HASH_NNZ: such a row is not kept) and the sums by ordinal */
+    __shared__ uint8_t ord_table[FUSED ? kHashWarps : 1][FUSED ? SLOTS : 1];
+    __shared__ double sum_table[FUSED ? kHashWarps : 1][FUSED ? ROWS_HASH_NNZ : 1];
+    /* PLACES_BUILD: each product's slot, each slot's index among the occupied ones, their places */
+    constexpr bool B = PLACES == PLACES_BUILD;
+    __shared__ uint8_t pslot_table[B ? kHashWarps : 1][B ? ROWS_HASH_MAX : 1];
+    __shared__ uint8_t cidx_table[B ? kHashWarps : 1][B ? SLOTS : 1];
+    __shared__ uint8_t plc_table[B ? kHashWarps : 1][B ? ROWS_HASH_NNZ : 1];
+    uint8_t *pslot = pslot_table[B ? threadIdx.x >> 5 : 0], *cidx = cidx_table[B ? threadIdx.x >> 5 : 0],
+            *plc = plc_table[B ? threadIdx.x >> 5 : 0];
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
     uint32_t *keys = key_table[w];
     double *vals = val_table[VALUES ? w : 0];
@@ -1021,7 +1143,49 @@ __global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(H
         int64_t base = 0;
         if constexpr (VALUES) {
             base = a.row_ptr[i];
+            if (a.foff) { /* summed by the fused symbolic pass (uniform across the warp) */
+                const uint32_t off = a.foff[x];
+                if (off != kNoFused) {
+                    const int nnz = (int)(a.row_ptr[i + 1] - base);
+                    const OutT *fv = static_cast<const OutT *>(a.fvals);
+                    for (int t = lane; t < nnz; t += 32) {
+                        const OutT res = fv[off + t];
+                        cols[base + t] = (ColT)a.fcols[off + t];
+                        out[base + t] = res;
+                        zeros += res == (OutT)0;
+                    }
+                    continue;
+                }
+            }
             const int nnz = (int)(a.row_ptr[i + 1] - base); /* at most ROWS_HASH_NNZ (symbolic) */
+            if constexpr (PLACES == PLACES_USE) {
+                const uint32_t off = a.poff[x];
+                if (off != kNoFused) { /* each product's place kept by an earlier call: no table */
+                    const uint8_t *pl = a.place + off; /* 0x80: the place's first product (it assigns) */
+                    row_products<true, V>(
+                        a, e0, e1, lane, stage[w], [&](int q, int64_t, bool &) { return (int)pl[q]; },
+                        [&](bool active, int code, bool, double v, int, int64_t f) {
+                            const int place = code & 0x7F;
+                            const bool first = (code & 0x80) != 0;
+                            const unsigned peers =
+                                __match_any_sync(kFull, active ? (unsigned)place : 0x80000000u | lane);
+                            const int rank = __popc(peers & below);
+                            if (active && first) cols[base + place] = (ColT)a.ciB[f];
+                            const int most = __reduce_max_sync(kFull, active ? (unsigned)rank : 0u);
+                            for (int r = 0; r <= most; r++) {
+                                if (active && rank == r) vals[place] = first ? v : __dadd_rn(vals[place], v);
+                                __syncwarp();
+                            }
+                        });
+                    for (int t = lane; t < nnz; t += 32) {
+                        const OutT res = (OutT)vals[t];
+                        out[base + t] = res;
+                        zeros += res == (OutT)0;
+                    }
+                    __syncwarp(); /* vals is read: the next row may write it */
+                    continue;
+                }
+            }
             tb = min(max(5, 33 - __clz(max(nnz, 1) - 1)), tb);
         }
         const int T = 1 << tb;
@@ -1030,11 +1194,35 @@ __global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(H
         __syncwarp();
         if constexpr (!VALUES) {
             int fresh_count = 0, products = 0;
-            hash_products<false, double>(a, e0, e1, lane, keys, tb, stage[w],
-                                         [&](bool active, int, bool fresh, double) {
-                                             fresh_count += fresh;
-                                             products += active;
-                                         });
+            uint8_t *ords = ord_table[FUSED ? w : 0];
+            double *sums = sum_table[FUSED ? w : 0];
+            int seen = 0; /* FUSED: the row's columns so far (uniform) */
+            hash_products<FUSED, V>(
+                a, e0, e1, lane, keys, tb, stage[w],
+                [&](bool active, int slot, bool fresh, double v, int, int64_t) {
+                    fresh_count += fresh;
+                    products += active;
+                    if constexpr (FUSED) { /* the numeric pass's sums, in its order (below) */
+                        const unsigned fb = __ballot_sync(kFull, fresh);
+                        if (fresh) {
+                            const int o = seen + __popc(fb & below);
+                            ords[slot] = (uint8_t)(o < ROWS_HASH_NNZ ? o : 255);
+                        }
+                        seen += __popc(fb);
+                        __syncwarp();
+                        const int o = active ? ords[slot] : 255;
+                        const unsigned peers =
+                            __match_any_sync(kFull, active ? (unsigned)slot : 0x80000000u | lane);
+                        const bool created = (fb & peers) != 0;
+                        const int rank = __popc(peers & below);
+                        const int most = __reduce_max_sync(kFull, active ? (unsigned)rank : 0u);
+                        for (int r = 0; r <= most; r++) {
+                            if (active && rank == r && o < ROWS_HASH_NNZ)
+                                sums[o] = r == 0 && created ? v : __dadd_rn(sums[o], v);
+                            __syncwarp();
+                        }
+                    }
+                });
             fresh_count = __reduce_add_sync(kFull, fresh_count);
             products = __reduce_add_sync(kFull, products);
             const bool keep = fresh_count <= ROWS_HASH_NNZ && 2 * fresh_count <= products;
@@ -1044,24 +1232,29 @@ __global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(H
                 if (keep) {
                     if (lane == 0) a.row_nnz[i] = fresh_count;
                     leave_groups(a, e0, e1, lane);
+                    if constexpr (FUSED) fused_store<OutT>(a, x, fresh_count, keys, ords, sums, lane);
                 } else if (lane == 0) {
                     a.list[x] = kDemoted;
                 }
             }
         } else {
-            hash_products<true, V>(
-                a, e0, e1, lane, keys, tb, stage[w], [&](bool active, int slot, bool fresh, double v) {
-                    const unsigned peers =
-                        __match_any_sync(kFull, active ? (unsigned)slot : 0x80000000u | lane);
-                    const bool created = (__ballot_sync(kFull, fresh) & peers) != 0;
-                    const int rank = __popc(peers & below);
-                    const int most = __reduce_max_sync(kFull, active ? (unsigned)rank : 0u);
-                    for (int r = 0; r <= most; r++) {
-                        if (active && rank == r)
-                            vals[slot] = r == 0 && created ? v : __dadd_rn(vals[slot], v);
-                        __syncwarp();
-                    }
-                });
+            hash_products<true, V>(a, e0, e1, lane, keys, tb, stage[w],
+                                   [&](bool active, int slot, bool fresh, double v, int q, int64_t) {
+                                       const unsigned peers = __match_any_sync(
+                                           kFull, active ? (unsigned)slot : 0x80000000u | lane);
+                                       const bool created = (__ballot_sync(kFull, fresh) & peers) != 0;
+                                       const int rank = __popc(peers & below);
+                                       /* the slot, and 0x80 on its first product (the one that assigns) */
+                                       if (PLACES == PLACES_BUILD && active)
+                                           pslot[q] = (uint8_t)(slot | (created && rank == 0 ? 0x80 : 0));
+                                       const int most =
+                                           __reduce_max_sync(kFull, active ? (unsigned)rank : 0u);
+                                       for (int r = 0; r <= most; r++) {
+                                           if (active && rank == r)
+                                               vals[slot] = r == 0 && created ? v : __dadd_rn(vals[slot], v);
+                                           __syncwarp();
+                                       }
+                                   });
             /* compact the occupied slots to the front (each chunk read before any is written) */
             int nnz = 0;
             for (int t0 = 0; t0 < T; t0 += 32) {
@@ -1072,6 +1265,7 @@ __global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(H
                 if (k != kEmpty) {
                     keys[nnz + __popc(occ & below)] = k;
                     vals[nnz + __popc(occ & below)] = y;
+                    if (PLACES == PLACES_BUILD) cidx[t0 + lane] = (uint8_t)(nnz + __popc(occ & below));
                 }
                 nnz += __popc(occ);
             }
@@ -1089,7 +1283,9 @@ __global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(H
                 cols[base + place] = (ColT)k;
                 out[base + place] = res;
                 zeros += res == (OutT)0;
+                if (PLACES == PLACES_BUILD) plc[t] = (uint8_t)place;
             }
+            if (PLACES == PLACES_BUILD) store_places(a, x, e0, e1, pslot, cidx, plc, lane);
         }
         __syncwarp(); /* the table is read: the next row may clear it */
     }
@@ -1490,20 +1686,76 @@ HashArgs hash_args(const acc_spgemm_gpu *p, const void *valsA, const void *valsB
     h.c_wide = 0;
     h.mode = HASH_NUMERIC;
     h.m = p->m;
+    h.foff = nullptr;
+    h.fcols = nullptr;
+    h.fvals = nullptr;
+    h.fcap = 0;
+    h.place = nullptr;
+    h.poff = nullptr;
+    h.place_count = nullptr;
+    h.place_cap = 0;
     return h;
 }
 
 /* rows: an upper bound of the list's length (symbolic runs before the host knows it): at most one wave
  * of blocks (the warps stride over the list: a second, partial wave would start its rows only as the
  * first wave's blocks end), fewer where the rows are few. */
-template <bool NUMERIC, typename ColT, typename OutT, typename V>
+template <bool NUMERIC, typename ColT, typename OutT, typename V, bool FUSED = false,
+          int PLACES = PLACES_NONE>
 int launch_hashed(const HashArgs &h, int64_t rows, cudaStream_t s) {
     if (!h.list || rows == 0) return ACC_SUCCESS;
-    const unsigned blocks = wave_grid(hashed_rows<NUMERIC, ColT, OutT, V>, kHashWarps * 32, 0,
+    const unsigned blocks = wave_grid(hashed_rows<NUMERIC, ColT, OutT, V, FUSED, PLACES>, kHashWarps * 32, 0,
                                       std::min<int64_t>((rows + kHashWarps - 1) / kHashWarps, 1024));
-    hashed_rows<NUMERIC, ColT, OutT, V><<<blocks, kHashWarps * 32, 0, s>>>(h);
+    hashed_rows<NUMERIC, ColT, OutT, V, FUSED, PLACES><<<blocks, kHashWarps * 32, 0, s>>>(h);
     LAUNCH_CHECK();
     return ACC_SUCCESS;
+}
+
+/* The entries the fused arrays hold: a quarter of the candidates' products (a kept row makes at most
+ * half as many entries as products; amg_poisson (RA)·P makes one per 7.3, kron b2 one per 3.8: 96% of
+ * its rows fit), so 2 bytes a product for a float result, 3 for double (cuSPARSE's ALG2 held 3.7 to 22
+ * a product on the products of benchmarks/results/h100_spgemm.md), at most 2^32 - 2; or
+ * ACCSPMM_SPGEMM_FUSED_CAP where that is set (tests: rows that do not fit).  Allocated before the
+ * sample's verdict is known: where it gives the candidates back to the row groups, unused. */
+int64_t fused_cap(const acc_spgemm_gpu *p) {
+    const char *e = std::getenv("ACCSPMM_SPGEMM_FUSED_CAP");
+    const int64_t cap = e && *e ? std::max<int64_t>(std::atoll(e), 0) : p->rs_hashed / 4;
+    return std::min<int64_t>(cap, (int64_t)kNoFused - 1);
+}
+
+/* The hashed rows' full symbolic pass; for a one-shot product (opt.a_values) whose numeric call will
+ * read the caller's values directly (canonical operands, no float64 -> float32 gather: rows_numeric's
+ * `direct`), the fused one, which also sums the kept rows into the plan (acc_spgemm_gpu.fused_*). */
+int launch_hashed_full(acc_spgemm_gpu *p, HashArgs h, int64_t rows, cudaStream_t s) {
+    const acc_spgemm_gpu_options &o = p->opt;
+    const bool raw = p->RA.src == nullptr && (p->same || p->RB.src == nullptr);
+    const bool in32 = o.values_dtype == ACC_FLOAT32, out32 = o.out_dtype == ACC_FLOAT32;
+    const bool dtypes = (in32 || o.values_dtype == ACC_FLOAT64) && (out32 || o.out_dtype == ACC_FLOAT64);
+    const int64_t cap = p->rs_known ? fused_cap(p) : 0;
+    if (!o.a_values || (!p->same && !o.b_values) || !raw || !dtypes || (in32 && !out32) || cap <= 0)
+        return launch_hashed<false, int32_t, float, double>(h, rows, s);
+    TRY(p->palloc(&p->fused_off, (size_t)p->m));
+    TRY(p->palloc(&p->fused_cols, (size_t)cap));
+    if (out32) {
+        float *v = nullptr;
+        TRY(p->palloc(&v, (size_t)cap));
+        p->fused_vals = v;
+    } else {
+        double *v = nullptr;
+        TRY(p->palloc(&v, (size_t)cap));
+        p->fused_vals = v;
+    }
+    p->fused_cap = cap;
+    p->fused_ready = true;
+    h.valsA = o.a_values;
+    h.valsB = p->same ? o.a_values : o.b_values;
+    h.foff = p->fused_off;
+    h.fcols = p->fused_cols;
+    h.fvals = p->fused_vals;
+    h.fcap = (u64)cap;
+    if (in32) return launch_hashed<false, int32_t, float, float, true>(h, rows, s);
+    if (out32) return launch_hashed<false, int32_t, float, double, true>(h, rows, s);
+    return launch_hashed<false, int32_t, double, double, true>(h, rows, s);
 }
 
 DenseArgs dense_args(acc_spgemm_gpu *p, const void *valsA, const void *valsB) {
@@ -1514,6 +1766,33 @@ DenseArgs dense_args(acc_spgemm_gpu *p, const void *valsA, const void *valsB) {
     d.large = p->large;
     d.known = nullptr;
     return d;
+}
+
+/* The hashed rows' numeric pass.  A plan's second product also keeps each product's place in its row
+ * of C (a byte per product of the candidates, hash_place), and its later products add at those places
+ * without a hash table (the same adds in the same order: the same bits); a one-shot product's first
+ * (fused_use) copies the symbolic pass's sums instead.  (kron b3, the H100: reuse was 1.82x a fresh
+ * product once the fused symbolic pass made the fresh one faster.) */
+template <typename ColT, typename OutT, typename V>
+int launch_hashed_numeric(acc_spgemm_gpu *p, HashArgs h, cudaStream_t s) {
+    if (p->fused_use || !p->rs_known || p->rs_hashed >= (int64_t)kNoFused)
+        return launch_hashed<true, ColT, OutT, V>(h, p->nhashed, s);
+    if (p->places_state == 0 && p->numeric_calls == 1) { /* a plan multiplying again: keep the places */
+        TRY(p->palloc(&p->hash_place, (size_t)p->rs_hashed));
+        TRY(p->palloc(&p->hash_poff, (size_t)p->nhashed));
+        TRY(p->palloc(&p->place_count, 1));
+        ACC_CUDA_TRY(cudaMemsetAsync(p->place_count, 0, sizeof(u64), s));
+        p->places_state = 1; /* 2 once this call has succeeded (acc_spgemm_gpu_numeric) */
+    } else if (p->places_state != 2) {
+        return launch_hashed<true, ColT, OutT, V>(h, p->nhashed, s);
+    }
+    h.place = p->hash_place;
+    h.poff = p->hash_poff;
+    h.place_count = p->place_count;
+    h.place_cap = (u64)p->rs_hashed;
+    if (p->places_state == 1)
+        return launch_hashed<true, ColT, OutT, V, false, PLACES_BUILD>(h, p->nhashed, s);
+    return launch_hashed<true, ColT, OutT, V, false, PLACES_USE>(h, p->nhashed, s);
 }
 
 /* The dense kernel's instantiation for d, its block size and dynamic shared memory. */
@@ -1660,7 +1939,13 @@ int numeric_typed(acc_spgemm_gpu *p, const void *valsA, const void *valsB, void 
             HashArgs h = hash_args(p, valsA, valsB);
             h.cols = cols;
             h.vals = vals;
-            if (p->hashed_rows > 0) TRY((launch_hashed<true, ColT, OutT, V>(h, p->nhashed, s)));
+            if (p->fused_use) { /* the fused symbolic pass's sums, in this call's output type */
+                h.foff = p->fused_off;
+                h.fcols = p->fused_cols;
+                h.fvals = p->fused_vals;
+                h.fcap = (u64)p->fused_cap;
+            }
+            if (p->hashed_rows > 0) TRY((launch_hashed_numeric<ColT, OutT, V>(p, h, s)));
         }
         if (p->ngroups > 0) {
             GroupArgs a = sorted_args(p, false, valsA, valsB);
@@ -1814,8 +2099,8 @@ int fill_group_prefix(acc_spgemm_gpu *p, T *c, const Temp<int64_t> &rows, const 
     TRY(p->palloc(&p->tiny_bits, (size_t)(m + 31) / 32));
     if (hash_max > 0) {
         TRY(p->palloc(&p->hash_list, (size_t)m));
-        TRY(p->palloc(&p->hash_count, 3));
-        ACC_CUDA_TRY(cudaMemsetAsync(p->hash_count, 0, 3 * sizeof(u64), s));
+        TRY(p->palloc(&p->hash_count, 4));
+        ACC_CUDA_TRY(cudaMemsetAsync(p->hash_count, 0, 4 * sizeof(u64), s));
     }
     classify_small_rows<T><<<grid_for((m + 31) / 32 * 32), kThreads, 0, s>>>(
         m, A.rp, hash_max, c, p->tiny_bits, p->hash_list, p->hash_count);
@@ -1827,7 +2112,7 @@ int fill_group_prefix(acc_spgemm_gpu *p, T *c, const Temp<int64_t> &rows, const 
         h.mode = HASH_SAMPLE;
         TRY((launch_hashed<false, int32_t, float, double>(h, m, s)));
         h.mode = HASH_FULL;
-        TRY((launch_hashed<false, int32_t, float, double>(h, m, s)));
+        TRY(launch_hashed_full(p, h, m, s));
     }
     return scan_in_place(c + 1, nnz, true, s, &p->tr);
 }

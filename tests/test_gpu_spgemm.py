@@ -385,6 +385,89 @@ def test_hashed_rows_of_a_blocky_product(dups):
         assert np.allclose(Ch.toarray(), ref.toarray(), rtol=1e-5, atol=1e-6)
 
 
+def one_shot(A, B, **kw):
+    """spgemm's own plan (values given to the symbolic phase), results poisoned: its first product (the
+    symbolic phase's sums), second (which keeps the hashed products' places) and third (which adds at
+    them); and its statistics after each."""
+    with accspmm.SpGEMMPlan(A, B, device="gpu", keep_pairs=False, _one_shot=True, **kw) as p:
+        p._poison = True
+        Cs, stats = [], []
+        for _ in range(3):
+            Cs.append(p())
+            stats.append(dict(p.stats))
+    return Cs, stats
+
+
+@pytest.mark.parametrize("kind", ["scipy", "cupy"])
+def test_one_shot_sums_hashed_rows_in_the_symbolic_pass(kind, monkeypatch):
+    """A one-shot product (spgemm) gives the symbolic phase its values: the kept hashed rows are summed
+    there, into the plan, and the numeric call copies them.  The same bits as a plan's product, which
+    hashes them in the numeric call (integers: scipy's; random values, signs of zero included: the
+    plan's), for each input and output precision; where the plan's room holds only some rows
+    (ACCSPMM_SPGEMM_FUSED_CAP), the others are summed by the numeric call, with the same bits.  A plan's
+    second product keeps each hashed product's place in C, and its third adds there without a table:
+    the same bits again, with new values too."""
+    T = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(60, 60))
+    A = sp.csr_matrix(sp.kron(sp.kronsum(T, T), np.ones((2, 2))))  # 14,400 rows of ~100 products: hashed
+    rng = np.random.default_rng(5)
+    A.data = rng.integers(-3, 4, A.nnz).astype(np.float64)
+    import cupyx.scipy.sparse as csp
+
+    conv = (lambda M: csp.csr_matrix(M)) if kind == "cupy" else (lambda M: M)  # noqa: E731
+    host = (lambda C: C.get()) if kind == "cupy" else (lambda C: C)  # noqa: E731
+    cases = [(np.float64, None), (np.float32, None), (np.float64, "fp32")]
+    for dt, precision in cases:
+        for integer in (True, False):
+            Af = A.astype(dt)
+            if not integer:
+                Af.data = rng.standard_normal(Af.nnz).astype(dt)
+                Af.data[::5] = -0.0
+            Ag = conv(Af)
+            (C, D, E), (stats, _, last) = one_shot(Ag, Ag, precision=precision, keep_zeros=not integer)
+            assert stats["algorithm"] == "rows" and stats["hashed_rows"] == A.shape[0]
+            assert stats["hash_places"] == 0 < last["hash_places"]
+            # room for a quarter of the products: most of these rows (about 3.9 products an entry)
+            assert stats["fused_reserved"] > 0.9 * stats["fused_cap"] > 0
+            ref = gpu_product(Ag, Ag, precision=precision, keep_zeros=not integer)  # summed by the numeric call
+            same(host(C), host(ref))
+            same(host(D), host(ref))
+            same(host(E), host(ref))
+            assert np.array_equal(np.signbit(host(C).data), np.signbit(host(ref).data))
+            if integer:
+                want = np.float32 if dt == np.float32 or precision == "fp32" else np.float64
+                same(host(C), scipy_product(A, A, want))
+            same(host(accspmm.spgemm(Ag, Ag, precision=precision, keep_zeros=not integer)), host(ref))
+    # room for some rows only: the rest are summed by the numeric call
+    monkeypatch.setenv("ACCSPMM_SPGEMM_FUSED_CAP", "5000")
+    (C, _, _), (stats, _, _) = one_shot(conv(A), conv(A))
+    assert stats["fused_cap"] == 5000 and stats["fused_reserved"] > 5000
+    same(host(C), scipy_product(A, A))
+    # a plan's products with new values: the second keeps the places, the third and later add there
+    Af = A.astype(np.float32)
+    Ag = conv(Af)
+    with gpu_plan(Ag, Ag) as p:  # A @ A: new values for both
+        p._poison = True
+        for t in range(4):
+            An = Af.copy()
+            An.data = rng.standard_normal(Af.nnz).astype(np.float32)
+            Ang = conv(An)
+            got = p(Ang)
+            assert (p.stats["hash_places"] > 0) == (t >= 1)  # kept by the second product
+            same(host(got), host(gpu_product(Ang, Ang)))
+    monkeypatch.delenv("ACCSPMM_SPGEMM_FUSED_CAP")
+    # B with duplicates, its rows unsorted (used as it is: no dense large rows): summed like scipy's
+    B = with_duplicates(A, 6)
+    (C, _, E), (stats, _, _) = one_shot(conv(A), conv(B))
+    assert stats["fused_reserved"] > 0
+    same(host(C), scipy_product(A, B))
+    same(host(E), scipy_product(A, B))
+    # float32 data for a float64 result (the numeric call widens the values it gathers): not fused
+    (C, _, _), (stats, _, _) = one_shot(conv(A.astype(np.float32)), conv(A.astype(np.float32)),
+                                        precision="fp64")
+    assert stats["fused_cap"] == 0
+    same(host(C), scipy_product(A, A))
+
+
 @pytest.mark.parametrize("bits", [32, 64])
 def test_canonical_check_counts_descents(bits):
     """The device check (one pass: offsets, column range, and a descent ci[e] <= ci[e-1] allowed
