@@ -137,7 +137,7 @@ static PyObject *py_info(PyObject *self, PyObject *cap) {
     if (!phases) return NULL;
     return Py_BuildValue(
         "{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:O,s:K,s:K,s:s,s:d,s:d,s:L,s:L,s:L,s:L,s:"
-        "L,s:L,s:L,s:L,s:L,s:L,s:L,"
+        "L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,"
         "s:d,s:d,s:N}",
         "m", (long long)i.m, "k", (long long)i.k, "n", (long long)i.n, "tiles_a", (long long)i.tiles_a,
         "tiles_b", (long long)i.tiles_b, "values_a", (long long)i.values_a, "values_b", (long long)i.values_b,
@@ -152,8 +152,8 @@ static PyObject *py_info(PyObject *self, PyObject *cap) {
         "large_entries", (long long)i.large_entries, "tiny_products", (long long)i.tiny_products,
         "hashed_products", (long long)i.hashed_products, "hashed_rows", (long long)i.hashed_rows, "fused_cap",
         (long long)i.fused_cap, "fused_reserved", (long long)i.fused_reserved, "hash_places",
-        (long long)i.hash_places, "model_ms_tiles", i.model_ms_tiles, "model_ms_rows", i.model_ms_rows,
-        "phase_ms", phases);
+        (long long)i.hash_places, "tiny_places", (long long)i.tiny_places, "model_ms_tiles", i.model_ms_tiles,
+        "model_ms_rows", i.model_ms_rows, "phase_ms", phases);
 }
 
 /* spgemm_tiles(capsule) -> dict of the device addresses of C's tiles (tests) */

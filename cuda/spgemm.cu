@@ -925,6 +925,7 @@ extern "C" int acc_spgemm_gpu_get_info(const acc_spgemm_gpu *p, acc_spgemm_gpu_i
     info->fused_cap = p->fused_cap;
     info->fused_reserved = p->fused_reserved;
     info->hash_places = p->places_state == 2 ? p->rs_hashed : 0;
+    info->tiny_places = p->tiny_state == 2 ? 32 * p->m : 0;
     return ACC_SUCCESS;
 }
 
@@ -979,6 +980,7 @@ extern "C" int acc_spgemm_gpu_numeric(acc_spgemm_gpu *p, const void *d_a_values,
      * (this call's output before any compaction) for the next calls (acc_spgemm_gpu.known_cols). */
     p->fused_use = false;
     if (p->places_state == 1) p->places_state = st == ACC_SUCCESS ? 2 : 3; /* 3: never read */
+    if (p->tiny_state == 1) p->tiny_state = st == ACC_SUCCESS ? 2 : 3;
     const bool keep = st == ACC_SUCCESS && ++p->numeric_calls == 2 && p->path != PATH_TILES &&
                       p->dense_large && p->nlarge > 0 && c_index_bits == 32 && p->nnz_s > 0 && !p->known_cols;
     if (keep) { /* an optimisation: without memory for it, the calls go on setting bits */

@@ -110,6 +110,8 @@ typedef struct acc_spgemm_gpu_info {
                              * summed by the numeric call instead) */
     int64_t hash_places;    /* rows, plans: bytes kept by the second numeric call for the hashed rows'
                              * products' places in C (later calls add there without hashing; 0: none) */
+    int64_t tiny_places;    /* rows, plans: bytes kept by the second numeric call for the tiny rows'
+                             * sorted orders (later calls do not sort; 0: none) */
 } acc_spgemm_gpu_info;
 
 /* Validates `count` device CSRs (row offsets start at 0, never decrease, end at nnz; columns in

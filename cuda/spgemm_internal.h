@@ -309,6 +309,8 @@ struct acc_spgemm_gpu {
     uint32_t *hash_poff = nullptr;          /* [nhashed] per candidate: its first place, or kNoFused */
     acc_spgemm::u64 *place_count = nullptr; /* [1] the places reserved */
     int places_state = 0;                /* 0 none, 1 being written by the numeric call in progress, 2 kept */
+    uint8_t *tiny_place = nullptr;       /* [32 m] plans: the tiny rows' sorted orders (spgemm_rows.cu) */
+    int tiny_state = 0;                  /* as places_state */
     int64_t nhashed = 0;                 /* the candidates' count (host) */
     int64_t hashed_rows = 0;             /* the rows kept hashed (host, after analyse) */
     int64_t small_total = 0;             /* products of the row groups' rows */

@@ -677,7 +677,13 @@ __global__ void classify_small_rows(int64_t m, const int64_t *__restrict__ rpA, 
 struct TinyArgs : RowOperands {
     int64_t m, n;         /* rows of A, columns of B */
     const uint32_t *tiny; /* bit i: row i is tiny (classify_small_rows); NULL: every row may be */
+    /* plans (acc_spgemm_gpu.tiny_place): [32 m] per tiny row i and sorted lane l, at 32 i + l, the lane
+     * whose product sorts there, 0x80 where a run of equal columns starts: written by TINY_BUILD, read by
+     * TINY_USE instead of sorting */
+    uint8_t *place;
 };
+
+enum { TINY_SORT = 0, TINY_BUILD = 1, TINY_USE = 2 };
 
 /* A warp takes TINY_ROWS consecutive rows at a time and runs each step for all of them before the
  * next step (branch-free: a row that is not tiny has P = 0), so that their dependent loads (row
@@ -695,10 +701,10 @@ __device__ __forceinline__ bool no_tiny_row(const TinyArgs &a, int64_t i0) {
  * Lane l < len holds entry e0 + l and its B row's length (a warp scan gives each entry's first
  * product); the entry of product p is the nonempty entry whose first product is the last start at
  * or before p (`owner`: this warp's shared bytes, start -> lane, per row). */
-template <bool VALUES, typename K, typename V>
-__device__ __forceinline__ void tiny_expand(const TinyArgs &a, int64_t i0, int lane, uint8_t (*owner)[32],
-                                            int64_t (&e0)[TINY_ROWS], int (&P)[TINY_ROWS],
-                                            K (&key)[TINY_ROWS], double (&val)[TINY_ROWS]) {
+template <bool VALUES, typename K, typename V, bool KEYS = true>
+__device__ __forceinline__ void
+tiny_expand(const TinyArgs &a, int64_t i0, int lane, uint8_t (*owner)[32], int64_t (&e0)[TINY_ROWS],
+            int (&P)[TINY_ROWS], K (&key)[TINY_ROWS], double (&val)[TINY_ROWS], int64_t (&f)[TINY_ROWS]) {
     int64_t e1[TINY_ROWS];
 #pragma unroll
     for (int r = 0; r < TINY_ROWS; r++) {
@@ -743,7 +749,6 @@ __device__ __forceinline__ void tiny_expand(const TinyArgs &a, int64_t i0, int l
         starts[r] = __reduce_or_sync(kFull, count[r] > 0 ? 1u << start[r] : 0u);
     }
     __syncwarp();
-    int64_t f[TINY_ROWS];
 #pragma unroll
     for (int r = 0; r < TINY_ROWS; r++) {
         /* bit 0 is set where P > 0 (the first nonempty entry starts at 0); (2u << 31) - 1 is all ones */
@@ -757,7 +762,7 @@ __device__ __forceinline__ void tiny_expand(const TinyArgs &a, int64_t i0, int l
     for (int r = 0; r < TINY_ROWS; r++) {
         key[r] = ~K(0);
         if (lane < P[r]) {
-            key[r] = ((K)a.ciB[f[r]] << 5) | (K)lane;
+            if (KEYS) key[r] = ((K)a.ciB[f[r]] << 5) | (K)lane;
             if (VALUES) val[r] = av[r] * value<V>(a.valsB, f[r]);
         }
     }
@@ -794,7 +799,8 @@ __global__ void __launch_bounds__(kTinyWarps * 32, 4) tiny_symbolic(TinyArgs a) 
         int P[TINY_ROWS];
         uint64_t key[TINY_ROWS];
         double unused[TINY_ROWS];
-        tiny_expand<false, uint64_t, double>(a, i0, lane, owners[threadIdx.x >> 5], e0, P, key, unused);
+        int64_t f[TINY_ROWS];
+        tiny_expand<false, uint64_t, double>(a, i0, lane, owners[threadIdx.x >> 5], e0, P, key, unused, f);
 #pragma unroll
         for (int r = 0; r < TINY_ROWS; r++) {
             /* a column is an int32: matched as 32 bits (a 64-bit match costs about twice as much) */
@@ -807,8 +813,10 @@ __global__ void __launch_bounds__(kTinyWarps * 32, 4) tiny_symbolic(TinyArgs a) 
 
 /* Numeric: sorted as above (equal columns keep their expansion order, scipy's order of the sums);
  * each run's head sums it left to right (its length from the heads' ballot) and writes it at
- * row_ptr[i] + the heads before it. */
-template <typename K, typename ColT, typename OutT, typename V>
+ * row_ptr[i] + the heads before it.  TINY_BUILD also keeps each sorted lane's source lane and run
+ * start (a.place); TINY_USE reads them instead of loading every product's column and sorting (the same
+ * sums in the same order), and loads the column of a run's head only. */
+template <typename K, typename ColT, typename OutT, typename V, int MODE = TINY_SORT>
 __global__ void __launch_bounds__(kTinyWarps * 32, 4) tiny_numeric(TinyArgs a) {
     __shared__ uint8_t owners[kTinyWarps][TINY_ROWS][32];
     const int lane = threadIdx.x & 31;
@@ -819,21 +827,35 @@ __global__ void __launch_bounds__(kTinyWarps * 32, 4) tiny_numeric(TinyArgs a) {
     for (int64_t i0 = ((int64_t)blockIdx.x * kTinyWarps + (threadIdx.x >> 5)) * TINY_ROWS; i0 < a.m;
          i0 += step) {
         if (no_tiny_row(a, i0)) continue; /* uniform across the warp */
-        int64_t e0[TINY_ROWS], base[TINY_ROWS];
+        int64_t e0[TINY_ROWS], base[TINY_ROWS], f[TINY_ROWS];
         int P[TINY_ROWS];
         K key[TINY_ROWS];
         double val[TINY_ROWS];
-        tiny_expand<true, K, V>(a, i0, lane, owners[threadIdx.x >> 5], e0, P, key, val);
-#pragma unroll
-        for (int r = 0; r < TINY_ROWS; r++)
-            base[r] = P[r] > 0 ? a.row_ptr[i0 + r] : 0;
-        warp_sort(key, lane);
+        tiny_expand<true, K, V, MODE != TINY_USE>(a, i0, lane, owners[threadIdx.x >> 5], e0, P, key, val, f);
+        uint8_t code[TINY_ROWS];
 #pragma unroll
         for (int r = 0; r < TINY_ROWS; r++) {
-            const double v = __shfl_sync(kFull, val[r], (int)(key[r] & 31)); /* the sorted product's value */
-            const K col = key[r] >> 5;
-            const K prev = __shfl_up_sync(kFull, col, 1);
-            const bool head = lane < P[r] && (lane == 0 || col != prev);
+            base[r] = P[r] > 0 ? a.row_ptr[i0 + r] : 0;
+            if (MODE == TINY_USE) code[r] = lane < P[r] ? a.place[(i0 + r) * 32 + lane] : 0;
+        }
+        if (MODE != TINY_USE) warp_sort(key, lane);
+#pragma unroll
+        for (int r = 0; r < TINY_ROWS; r++) {
+            const int src =
+                MODE == TINY_USE ? code[r] & 31 : (int)(key[r] & 31); /* the sorted product's lane */
+            const double v = __shfl_sync(kFull, val[r], src);
+            K col = key[r] >> 5;
+            bool head;
+            if (MODE == TINY_USE) {
+                head = lane < P[r] && (code[r] & 0x80);
+                const int64_t fs = __shfl_sync(kFull, f[r], src);
+                if (head) col = (K)a.ciB[fs];
+            } else {
+                const K prev = __shfl_up_sync(kFull, col, 1);
+                head = lane < P[r] && (lane == 0 || col != prev);
+                if (MODE == TINY_BUILD && lane < P[r])
+                    a.place[(i0 + r) * 32 + lane] = (uint8_t)(src | (head ? 0x80 : 0));
+            }
             const unsigned heads = __ballot_sync(kFull, head);
             /* a run ends at the next head or at P ((2u << 31) - 1 is all ones) */
             const unsigned later = heads & ~((2u << lane) - 1u);
@@ -1659,22 +1681,43 @@ TinyArgs tiny_args(const acc_spgemm_gpu *p, const void *valsA, const void *valsB
     t.m = p->m;
     t.n = p->n;
     t.tiny = p->tiny_bits;
+    t.place = nullptr;
     return t;
 }
 
-template <bool NUMERIC, typename ColT, typename OutT, typename V>
+template <bool NUMERIC, typename ColT, typename OutT, typename V, int MODE = TINY_SORT>
 int launch_tiny(const TinyArgs &t, cudaStream_t s) {
     if (t.m == 0) return ACC_SUCCESS;
     const int64_t per_block = (int64_t)kTinyWarps * TINY_ROWS;
     const unsigned blocks = (unsigned)std::min<int64_t>((t.m + per_block - 1) / per_block, 1 << 16);
     if (NUMERIC && t.n <= (int64_t(1) << 27)) /* (column, product) keys fit 32 bits */
-        tiny_numeric<uint32_t, ColT, OutT, V><<<blocks, kTinyWarps * 32, 0, s>>>(t);
+        tiny_numeric<uint32_t, ColT, OutT, V, MODE><<<blocks, kTinyWarps * 32, 0, s>>>(t);
     else if (NUMERIC)
-        tiny_numeric<uint64_t, ColT, OutT, V><<<blocks, kTinyWarps * 32, 0, s>>>(t);
+        tiny_numeric<uint64_t, ColT, OutT, V, MODE><<<blocks, kTinyWarps * 32, 0, s>>>(t);
     else
         tiny_symbolic<<<blocks, kTinyWarps * 32, 0, s>>>(t);
     LAUNCH_CHECK();
     return ACC_SUCCESS;
+}
+
+/* The tiny rows' numeric pass.  A plan's second product also keeps each tiny row's sorted order (32
+ * bytes a row, tiny_place: only where the tiny rows average at least 16 products over all rows, so
+ * that it costs at most 2 bytes a product), and its later products read it instead of sorting (the
+ * same bits).  (G3_circuit, whose time is its tiny rows: reuse was 1.99x a fresh product on the H100.) */
+template <typename ColT, typename OutT, typename V>
+int launch_tiny_numeric(acc_spgemm_gpu *p, TinyArgs t, cudaStream_t s) {
+    const bool worth = p->rs_known && p->rs_tiny > 0 && 32 * p->m <= 2 * p->rs_tiny;
+    if (worth && p->tiny_state == 0 && p->numeric_calls == 1) {
+        TRY(p->palloc(&p->tiny_place, (size_t)(32 * p->m)));
+        p->tiny_state = 1; /* 2 once this call has succeeded (acc_spgemm_gpu_numeric) */
+        t.place = p->tiny_place;
+        return launch_tiny<true, ColT, OutT, V, TINY_BUILD>(t, s);
+    }
+    if (p->tiny_state == 2) {
+        t.place = p->tiny_place;
+        return launch_tiny<true, ColT, OutT, V, TINY_USE>(t, s);
+    }
+    return launch_tiny<true, ColT, OutT, V>(t, s);
 }
 
 HashArgs hash_args(const acc_spgemm_gpu *p, const void *valsA, const void *valsB) {
@@ -1935,7 +1978,7 @@ int numeric_typed(acc_spgemm_gpu *p, const void *valsA, const void *valsB, void 
             TinyArgs t = tiny_args(p, valsA, valsB);
             t.cols = cols;
             t.vals = vals;
-            TRY((launch_tiny<true, ColT, OutT, V>(t, s)));
+            TRY((launch_tiny_numeric<ColT, OutT, V>(p, t, s)));
             HashArgs h = hash_args(p, valsA, valsB);
             h.cols = cols;
             h.vals = vals;

@@ -468,6 +468,30 @@ def test_one_shot_sums_hashed_rows_in_the_symbolic_pass(kind, monkeypatch):
     same(host(C), scipy_product(A, A))
 
 
+def test_plan_keeps_tiny_rows_sorted_order():
+    """Rows of at most 32 entries and products sort their products in a warp; a plan whose tiny rows
+    hold at least 16 products a row keeps, at its second product, each row's sorted order, and its later
+    products read it instead of sorting: the same bits as a fresh product for new values (random, with
+    -0.0), and scipy's on integers."""
+    rng = np.random.default_rng(8)
+    m = 20000
+    rows, cols = np.repeat(np.arange(m), 5), rng.integers(0, m, 5 * m)
+    A = sp.csr_matrix((rng.integers(-3, 4, 5 * m).astype(np.float64), (rows, cols)), shape=(m, m))
+    with gpu_plan(A, A) as p:
+        p._poison = True
+        assert p.stats["algorithm"] == "rows" and p.stats["tiny_products"] >= 16 * m
+        for t in range(4):
+            An = A.copy()
+            An.data = rng.standard_normal(A.nnz)
+            An.data[::7] = -0.0
+            got = p(An)
+            assert (p.stats["tiny_places"] > 0) == (t >= 1)  # kept by the second product
+            fresh = gpu_product(An, An)
+            same(got, fresh)
+            assert np.array_equal(np.signbit(got.data), np.signbit(fresh.data))
+        same(p(A), scipy_product(A, A))
+
+
 @pytest.mark.parametrize("bits", [32, 64])
 def test_canonical_check_counts_descents(bits):
     """The device check (one pass: offsets, column range, and a descent ci[e] <= ci[e-1] allowed
