@@ -167,7 +167,7 @@ class SpGEMMPlan:
     column indices (4 bytes an entry): its later products read those rows' columns there instead of
     rebuilding them from pattern bits (cuda/spgemm.cu, ``known_cols``; the same bits either way).
     Likewise a plan whose rows are summed in hash tables keeps, at its second product, each such
-    row's products' places in C (a byte per product; ``stats["hash_places"]``), and its later
+    row's products' places in C (2 bytes per product; ``stats["hash_places"]``), and its later
     products add there without a table.  ``spgemm`` itself gives the symbolic phase the values, so
     that those rows are summed there once (``stats["fused_cap"]``, ``"fused_reserved"``).
 

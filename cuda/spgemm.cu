@@ -924,7 +924,7 @@ extern "C" int acc_spgemm_gpu_get_info(const acc_spgemm_gpu *p, acc_spgemm_gpu_i
         info->phase_ms[i] = p->phase_ms[i];
     info->fused_cap = p->fused_cap;
     info->fused_reserved = p->fused_reserved;
-    info->hash_places = p->places_state == 2 ? p->rs_hashed : 0;
+    info->hash_places = p->places_state == 2 ? 2 * p->rs_hashed : 0;
     info->tiny_places = p->tiny_state == 2 ? 32 * p->m : 0;
     return ACC_SUCCESS;
 }

@@ -303,9 +303,9 @@ struct acc_spgemm_gpu {
     int64_t fused_cap = 0, fused_reserved = 0;
     bool fused_ready = false; /* set by analyse; cleared by the first numeric call */
     bool fused_use = false;   /* the numeric call in progress copies them (its values and dtypes are those) */
-    /* plans: each hashed row's products' places in its row of C, kept by the second numeric call for the
-     * later ones (spgemm_rows.cu, launch_hashed_numeric) */
-    uint8_t *hash_place = nullptr;          /* [rs_hashed] */
+    /* plans: each hashed row's products' places in its row of C and ranks in their steps, kept by the second
+     * numeric call for the later ones (spgemm_rows.cu, launch_hashed_numeric) */
+    uint16_t *hash_place = nullptr;         /* [rs_hashed] */
     uint32_t *hash_poff = nullptr;          /* [nhashed] per candidate: its first place, or kNoFused */
     acc_spgemm::u64 *place_count = nullptr; /* [1] the places reserved */
     int places_state = 0;                /* 0 none, 1 being written by the numeric call in progress, 2 kept */

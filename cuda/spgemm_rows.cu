@@ -909,7 +909,8 @@ struct HashArgs : RowOperands {
     /* plans (acc_spgemm_gpu.hash_place): PLACES_BUILD writes each kept row's products' places in its row of
      * C at place[poff[x]..] (kNoFused where place_cap would be passed; place_count the entries reserved),
      * PLACES_USE adds at those places without a table */
-    uint8_t *place;
+    uint16_t *place; /* per product: its place (bits 0-5), 0x40 on a place's first product, and its rank among
+                      * the products of its place in its step of 32 (bits 7-11) */
     uint32_t *poff;
     u64 *place_count;
     u64 place_cap;
@@ -1070,7 +1071,7 @@ __device__ __forceinline__ void fused_store(const HashArgs &a, int64_t x, int nn
 /* PLACES_BUILD, after row x (entries e0..e1) is written: each product's place in the row (its slot's,
  * through the slot's index among the occupied ones) to a.place, at P entries reserved for the row. */
 __device__ __forceinline__ void store_places(const HashArgs &a, int64_t x, int64_t e0, int64_t e1,
-                                             const uint8_t *pslot, const uint8_t *cidx, const uint8_t *plc,
+                                             const uint16_t *pslot, const uint8_t *cidx, const uint8_t *plc,
                                              int lane) {
     int P = 0;
     for (int64_t e = e0 + lane; e < e1; e += 32) {
@@ -1088,7 +1089,8 @@ __device__ __forceinline__ void store_places(const HashArgs &a, int64_t x, int64
     __syncwarp(); /* plc and cidx are written */
     if (off == kNoFused) return;
     for (int q = lane; q < P; q += 32)
-        a.place[off + q] = (uint8_t)(plc[cidx[pslot[q] & 0x7F]] | (pslot[q] & 0x80));
+        a.place[off + q] =
+            (uint16_t)(plc[cidx[pslot[q] & 0x7F]] | ((pslot[q] & 0x80) >> 1) | (pslot[q] >> 8 << 7));
 }
 
 /* Symbolic, first a sample (the candidates of rows i = 0 mod HASH_SAMPLE_EVERY: counted, nothing
@@ -1124,11 +1126,11 @@ __global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(H
     __shared__ double sum_table[FUSED ? kHashWarps : 1][FUSED ? ROWS_HASH_NNZ : 1];
     /* PLACES_BUILD: each product's slot, each slot's index among the occupied ones, their places */
     constexpr bool B = PLACES == PLACES_BUILD;
-    __shared__ uint8_t pslot_table[B ? kHashWarps : 1][B ? ROWS_HASH_MAX : 1];
+    __shared__ uint16_t pslot_table[B ? kHashWarps : 1][B ? ROWS_HASH_MAX : 1];
     __shared__ uint8_t cidx_table[B ? kHashWarps : 1][B ? SLOTS : 1];
     __shared__ uint8_t plc_table[B ? kHashWarps : 1][B ? ROWS_HASH_NNZ : 1];
-    uint8_t *pslot = pslot_table[B ? threadIdx.x >> 5 : 0], *cidx = cidx_table[B ? threadIdx.x >> 5 : 0],
-            *plc = plc_table[B ? threadIdx.x >> 5 : 0];
+    uint16_t *pslot = pslot_table[B ? threadIdx.x >> 5 : 0];
+    uint8_t *cidx = cidx_table[B ? threadIdx.x >> 5 : 0], *plc = plc_table[B ? threadIdx.x >> 5 : 0];
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
     uint32_t *keys = key_table[w];
     double *vals = val_table[VALUES ? w : 0];
@@ -1183,15 +1185,12 @@ __global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(H
             if constexpr (PLACES == PLACES_USE) {
                 const uint32_t off = a.poff[x];
                 if (off != kNoFused) { /* each product's place kept by an earlier call: no table */
-                    const uint8_t *pl = a.place + off; /* 0x80: the place's first product (it assigns) */
+                    const uint16_t *pl = a.place + off;
                     row_products<true, V>(
                         a, e0, e1, lane, stage[w], [&](int q, int64_t, bool &) { return (int)pl[q]; },
                         [&](bool active, int code, bool, double v, int, int64_t f) {
-                            const int place = code & 0x7F;
-                            const bool first = (code & 0x80) != 0;
-                            const unsigned peers =
-                                __match_any_sync(kFull, active ? (unsigned)place : 0x80000000u | lane);
-                            const int rank = __popc(peers & below);
+                            const int place = code & 0x3F, rank = code >> 7; /* no __match_any_sync */
+                            const bool first = (code & 0x40) != 0;           /* it assigns */
                             if (active && first) cols[base + place] = (ColT)a.ciB[f];
                             const int most = __reduce_max_sync(kFull, active ? (unsigned)rank : 0u);
                             for (int r = 0; r <= most; r++) {
@@ -1260,23 +1259,23 @@ __global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(H
                 }
             }
         } else {
-            hash_products<true, V>(a, e0, e1, lane, keys, tb, stage[w],
-                                   [&](bool active, int slot, bool fresh, double v, int q, int64_t) {
-                                       const unsigned peers = __match_any_sync(
-                                           kFull, active ? (unsigned)slot : 0x80000000u | lane);
-                                       const bool created = (__ballot_sync(kFull, fresh) & peers) != 0;
-                                       const int rank = __popc(peers & below);
-                                       /* the slot, and 0x80 on its first product (the one that assigns) */
-                                       if (PLACES == PLACES_BUILD && active)
-                                           pslot[q] = (uint8_t)(slot | (created && rank == 0 ? 0x80 : 0));
-                                       const int most =
-                                           __reduce_max_sync(kFull, active ? (unsigned)rank : 0u);
-                                       for (int r = 0; r <= most; r++) {
-                                           if (active && rank == r)
-                                               vals[slot] = r == 0 && created ? v : __dadd_rn(vals[slot], v);
-                                           __syncwarp();
-                                       }
-                                   });
+            hash_products<true, V>(
+                a, e0, e1, lane, keys, tb, stage[w],
+                [&](bool active, int slot, bool fresh, double v, int q, int64_t) {
+                    const unsigned peers =
+                        __match_any_sync(kFull, active ? (unsigned)slot : 0x80000000u | lane);
+                    const bool created = (__ballot_sync(kFull, fresh) & peers) != 0;
+                    const int rank = __popc(peers & below);
+                    /* the slot, and 0x80 on its first product (the one that assigns) */
+                    if (PLACES == PLACES_BUILD && active)
+                        pslot[q] = (uint16_t)(slot | (created && rank == 0 ? 0x80 : 0) | rank << 8);
+                    const int most = __reduce_max_sync(kFull, active ? (unsigned)rank : 0u);
+                    for (int r = 0; r <= most; r++) {
+                        if (active && rank == r)
+                            vals[slot] = r == 0 && created ? v : __dadd_rn(vals[slot], v);
+                        __syncwarp();
+                    }
+                });
             /* compact the occupied slots to the front (each chunk read before any is written) */
             int nnz = 0;
             for (int t0 = 0; t0 < T; t0 += 32) {
@@ -1812,8 +1811,9 @@ DenseArgs dense_args(acc_spgemm_gpu *p, const void *valsA, const void *valsB) {
 }
 
 /* The hashed rows' numeric pass.  A plan's second product also keeps each product's place in its row
- * of C (a byte per product of the candidates, hash_place), and its later products add at those places
- * without a hash table (the same adds in the same order: the same bits); a one-shot product's first
+ * of C and its rank among its place's products in its step (2 bytes per product of the candidates,
+ * hash_place), and its later products add at those places in that order without a hash table or a
+ * __match_any_sync (the same adds in the same order: the same bits); a one-shot product's first
  * (fused_use) copies the symbolic pass's sums instead.  (kron b3, the H100: reuse was 1.82x a fresh
  * product once the fused symbolic pass made the fresh one faster.) */
 template <typename ColT, typename OutT, typename V>
