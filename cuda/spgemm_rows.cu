@@ -1022,6 +1022,41 @@ __device__ __forceinline__ void leave_groups(const HashArgs &a, int64_t e0, int6
     }
 }
 
+/* The occupied slots of a warp's table of T keys moved to its front in slot order (each chunk of 32
+ * read before any is written): store(from, to, load(from)) moves a slot's payload.  Returns their
+ * count n; keys[n .. n + 3] become free (place_of reads 4 keys at a time). */
+template <typename Load, typename Store>
+__device__ __forceinline__ int compact_slots(uint32_t *keys, int T, int lane, Load load, Store store) {
+    const unsigned below = (1u << lane) - 1u;
+    int n = 0;
+    for (int t0 = 0; t0 < T; t0 += 32) {
+        const uint32_t k = keys[t0 + lane];
+        const auto y = k != kEmpty ? load(t0 + lane) : decltype(load(0))(0);
+        const unsigned occ = __ballot_sync(kFull, k != kEmpty);
+        __syncwarp();
+        if (k != kEmpty) {
+            const int to = n + __popc(occ & below);
+            keys[to] = k;
+            store(t0 + lane, to, y);
+        }
+        n += __popc(occ);
+    }
+    if (lane < 4) keys[n + lane] = kEmpty;
+    __syncwarp();
+    return n;
+}
+
+/* Key k's place among the n keys compact_slots left at the front: the count of smaller ones. */
+__device__ __forceinline__ int place_of(const uint32_t *keys, int n, uint32_t k) {
+    const uint4 *k4 = reinterpret_cast<const uint4 *>(keys);
+    int place = 0;
+    for (int u = 0; u < (n + 3) / 4; u++) {
+        const uint4 g = k4[u];
+        place += (g.x < k) + (g.y < k) + (g.z < k) + (g.w < k);
+    }
+    return place;
+}
+
 /* The fused symbolic pass's kept row at list position x (nnz <= ROWS_HASH_NNZ entries: its table
  * `keys` of HASH_SLOTS slots, each occupied slot's ordinal in `ords`, the sums by ordinal): reserves nnz
  * entries of the fused arrays (none where fcap would be passed: foff[x] = kNoFused, and the numeric pass
@@ -1029,7 +1064,6 @@ __device__ __forceinline__ void leave_groups(const HashArgs &a, int64_t e0, int6
 template <typename OutT>
 __device__ __forceinline__ void fused_store(const HashArgs &a, int64_t x, int nnz, uint32_t *keys,
                                             uint8_t *ords, const double *sums, int lane) {
-    const unsigned below = (1u << lane) - 1u;
     u64 off = 0;
     if (lane == 0) {
         off = atomicAdd(const_cast<u64 *>(a.count) + 3, (u64)nnz);
@@ -1038,32 +1072,13 @@ __device__ __forceinline__ void fused_store(const HashArgs &a, int64_t x, int nn
     }
     off = __shfl_sync(kFull, off, 0);
     if (off == kNoFused) return;
-    /* the occupied slots to the front (each chunk read before any is written), then each entry's place
-     * is the count of smaller columns (as in the numeric pass) */
-    int n = 0;
-    for (int t0 = 0; t0 < HASH_SLOTS; t0 += 32) {
-        const uint32_t k = keys[t0 + lane];
-        const uint8_t o = k != kEmpty ? ords[t0 + lane] : 0;
-        const unsigned occ = __ballot_sync(kFull, k != kEmpty);
-        __syncwarp();
-        if (k != kEmpty) {
-            keys[n + __popc(occ & below)] = k;
-            ords[n + __popc(occ & below)] = o;
-        }
-        n += __popc(occ);
-    }
-    if (lane < 4) keys[n + lane] = kEmpty; /* the rank loop reads 4 keys at a time */
-    __syncwarp();
-    const uint4 *k4 = reinterpret_cast<const uint4 *>(keys);
+    const int n = compact_slots(
+        keys, HASH_SLOTS, lane, [&](int t) { return ords[t]; },
+        [&](int, int to, uint8_t o) { ords[to] = o; });
     OutT *fv = static_cast<OutT *>(a.fvals);
     for (int t = lane; t < n; t += 32) {
-        const uint32_t k = keys[t];
-        int place = 0;
-        for (int u = 0; u < (n + 3) / 4; u++) {
-            const uint4 g = k4[u];
-            place += (g.x < k) + (g.y < k) + (g.z < k) + (g.w < k);
-        }
-        a.fcols[off + place] = k;
+        const int place = place_of(keys, n, keys[t]);
+        a.fcols[off + place] = keys[t];
         fv[off + place] = (OutT)sums[ords[t]];
     }
 }
@@ -1276,30 +1291,15 @@ __global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(H
                         __syncwarp();
                     }
                 });
-            /* compact the occupied slots to the front (each chunk read before any is written) */
-            int nnz = 0;
-            for (int t0 = 0; t0 < T; t0 += 32) {
-                const uint32_t k = keys[t0 + lane];
-                const double y = k != kEmpty ? vals[t0 + lane] : 0.0;
-                const unsigned occ = __ballot_sync(kFull, k != kEmpty);
-                __syncwarp();
-                if (k != kEmpty) {
-                    keys[nnz + __popc(occ & below)] = k;
-                    vals[nnz + __popc(occ & below)] = y;
-                    if (PLACES == PLACES_BUILD) cidx[t0 + lane] = (uint8_t)(nnz + __popc(occ & below));
-                }
-                nnz += __popc(occ);
-            }
-            if (lane < 4) keys[nnz + lane] = kEmpty; /* the rank loop reads 4 keys at a time */
-            __syncwarp();
-            const uint4 *k4 = reinterpret_cast<const uint4 *>(keys);
+            const int nnz = compact_slots(
+                keys, T, lane, [&](int t) { return vals[t]; },
+                [&](int from, int to, double y) {
+                    vals[to] = y;
+                    if (PLACES == PLACES_BUILD) cidx[from] = (uint8_t)to;
+                });
             for (int t = lane; t < nnz; t += 32) {
                 const uint32_t k = keys[t];
-                int place = 0;
-                for (int u = 0; u < (nnz + 3) / 4; u++) {
-                    const uint4 g = k4[u];
-                    place += (g.x < k) + (g.y < k) + (g.z < k) + (g.w < k);
-                }
+                const int place = place_of(keys, nnz, k);
                 const OutT res = (OutT)vals[t];
                 cols[base + place] = (ColT)k;
                 out[base + place] = res;
