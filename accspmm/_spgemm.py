@@ -304,7 +304,8 @@ class SpGEMMPlan:
         indptr, indices, data = self._product.multiply(av, bv, wide, self.dtype, not self.keep_zeros, lib,
                                                        poison=self._poison)
         self.stats["seconds"]["numeric"] = self._product.seconds["numeric"]
-        for key in ("peak_bytes", "plan_bytes", "hash_places", "tiny_places"):  # the numeric phases' temporaries and kept arrays
+        # the numeric phases' temporaries, and what the plan keeps for its later products
+        for key in ("peak_bytes", "plan_bytes", "hash_places", "tiny_places"):
             self.stats[key] = int(self._product.info[key])
         if lib == "cupy":
             return _cupy_csr(data, indices, indptr, self.shape)
