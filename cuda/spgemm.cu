@@ -761,6 +761,18 @@ int analyse(acc_spgemm_gpu *p, const acc_spgemm_gpu_csr *A, const acc_spgemm_gpu
 
 } // namespace
 
+int64_t resident_blocks(const void *kernel, int threads, size_t smem, int *per_sm) {
+    int dev = 0, sms = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (per_sm) *per_sm = n;
+    return (int64_t)sms * n;
+}
+
 int64_t wave_blocks(const void *kernel, int threads, size_t smem) {
     struct Entry {
         const void *kernel;
@@ -781,13 +793,8 @@ int64_t wave_blocks(const void *kernel, int threads, size_t smem) {
             if (e.kernel == kernel && e.device == dev && e.threads == threads && e.smem == smem)
                 return e.blocks;
     }
-    int sms = 0, per_sm = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    const int64_t blocks = (int64_t)sms * per_sm;
+    const int64_t blocks = resident_blocks(kernel, threads, smem, nullptr);
+    if (blocks == 0) return 0;
     std::lock_guard<std::mutex> g(lock);
     cache.push_back({kernel, dev, threads, smem, blocks});
     return blocks;
@@ -976,11 +983,11 @@ extern "C" int acc_spgemm_gpu_numeric(acc_spgemm_gpu *p, const void *d_a_values,
                                                    c_index_bits, d_values, out_dtype, s)
                                    : rows_numeric(p, d_a_values, d_b_values, in_dtype, d_columns,
                                                   c_index_bits, d_values, out_dtype, s);
-    /* A plan multiplied a second time will likely be again: keep its dense rows' structural columns
-     * (this call's output before any compaction) for the next calls (acc_spgemm_gpu.known_cols). */
     p->fused_use = false;
     if (p->places_state == 1) p->places_state = st == ACC_SUCCESS ? 2 : 3; /* 3: never read */
     if (p->tiny_state == 1) p->tiny_state = st == ACC_SUCCESS ? 2 : 3;
+    /* A plan multiplied a second time will likely be again: keep its dense rows' structural columns
+     * (this call's output before any compaction) for the next calls (acc_spgemm_gpu.known_cols). */
     const bool keep = st == ACC_SUCCESS && ++p->numeric_calls == 2 && p->path != PATH_TILES &&
                       p->dense_large && p->nlarge > 0 && c_index_bits == 32 && p->nnz_s > 0 && !p->known_cols;
     if (keep) { /* an optimisation: without memory for it, the calls go on setting bits */

@@ -36,9 +36,13 @@ inline unsigned grid_for(int64_t n) {
 }
 
 /* The blocks of `kernel` (threads a block, smem dynamic shared bytes) that the current device holds at
- * once (occupancy x SMs), cached per kernel and device; 0 where the runtime cannot tell.  A grid-stride
- * kernel launched with at most this many blocks runs in one wave: no second, partial wave of blocks
- * that start after the first ones end (spgemm.cu). */
+ * once (occupancy x SMs; *per_sm, may be NULL: the occupancy), 0 where the runtime cannot tell (a
+ * kernel past 48 KB of dynamic shared memory needs its attribute set first) (spgemm.cu). */
+int64_t resident_blocks(const void *kernel, int threads, size_t smem, int *per_sm);
+
+/* resident_blocks, cached per kernel and device (kernels of a fixed smem).  A grid-stride kernel
+ * launched with at most this many blocks runs in one wave: no second, partial wave of blocks that start
+ * after the first ones end. */
 int64_t wave_blocks(const void *kernel, int threads, size_t smem);
 
 /* min(wanted, wave_blocks(...)), at least 1: a grid-stride kernel's grid. */

@@ -932,10 +932,11 @@ struct HashStage {
 /* Row i's products, 32 at a time in their expansion order (A's entries in CSR order, each one's B row
  * in its order: lane l takes product q0 + l, its entry staged in st).  slot = lookup(q, f, fresh) for
  * the row's product q, B's entry f; visit(active, slot, fresh, value, q, f) runs for every step on all
- * lanes; value = A's value x B's value (VALUES, rounded once: no fused multiply-add). */
+ * lanes; value = A's value x B's value (VALUES, rounded once: no fused multiply-add).  Returns the row's
+ * products (at most ROWS_HASH_MAX), the same on every lane. */
 template <bool VALUES, typename V, typename L, typename F>
-__device__ __forceinline__ void row_products(const HashArgs &a, int64_t e0, int64_t e1, int lane,
-                                             HashStage &st, L lookup, F visit) {
+__device__ __forceinline__ int row_products(const HashArgs &a, int64_t e0, int64_t e1, int lane,
+                                            HashStage &st, L lookup, F visit) {
     int qbase = 0; /* the row's products in the chunks before */
     for (int64_t c = e0; c < e1; c += 32) {
         const int64_t e = c + lane;
@@ -979,17 +980,18 @@ __device__ __forceinline__ void row_products(const HashArgs &a, int64_t e0, int6
         qbase += total;
         __syncwarp(); /* the stage is read: the next chunk rewrites it */
     }
+    return qbase;
 }
 
 /* row_products with each product inserted in the warp's table of T = 2^tb slots (linear probing from a
  * multiplicative hash of the column; its keys start free): `fresh` where this lane's insertion took a
  * free slot. */
 template <bool VALUES, typename V, typename F>
-__device__ __forceinline__ void hash_products(const HashArgs &a, int64_t e0, int64_t e1, int lane,
-                                              uint32_t *keys, int tb, HashStage &st, F visit) {
+__device__ __forceinline__ int hash_products(const HashArgs &a, int64_t e0, int64_t e1, int lane,
+                                             uint32_t *keys, int tb, HashStage &st, F visit) {
     volatile uint32_t *vkeys = keys;
     const unsigned mask = (1u << tb) - 1u;
-    row_products<VALUES, V>(
+    return row_products<VALUES, V>(
         a, e0, e1, lane, st,
         [&](int, int64_t f, bool &fresh) {
             const uint32_t col = (uint32_t)a.ciB[f];
@@ -1083,17 +1085,10 @@ __device__ __forceinline__ void fused_store(const HashArgs &a, int64_t x, int nn
     }
 }
 
-/* PLACES_BUILD, after row x (entries e0..e1) is written: each product's place in the row (its slot's,
+/* PLACES_BUILD, after row x (P products) is written: each product's place in the row (its slot's,
  * through the slot's index among the occupied ones) to a.place, at P entries reserved for the row. */
-__device__ __forceinline__ void store_places(const HashArgs &a, int64_t x, int64_t e0, int64_t e1,
-                                             const uint16_t *pslot, const uint8_t *cidx, const uint8_t *plc,
-                                             int lane) {
-    int P = 0;
-    for (int64_t e = e0 + lane; e < e1; e += 32) {
-        const int32_t k = a.ciA[e];
-        P += (int)(a.rpB[k + 1] - a.rpB[k]);
-    }
-    P = min(__reduce_add_sync(kFull, P), (int)ROWS_HASH_MAX);
+__device__ __forceinline__ void store_places(const HashArgs &a, int64_t x, int P, const uint16_t *pslot,
+                                             const uint8_t *cidx, const uint8_t *plc, int lane) {
     u64 off = 0;
     if (lane == 0) {
         off = atomicAdd(a.place_count, (u64)P);
@@ -1229,15 +1224,14 @@ __global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(H
             keys[t] = kEmpty;
         __syncwarp();
         if constexpr (!VALUES) {
-            int fresh_count = 0, products = 0;
+            int fresh_count = 0;
             uint8_t *ords = ord_table[FUSED ? w : 0];
             double *sums = sum_table[FUSED ? w : 0];
             int seen = 0; /* FUSED: the row's columns so far (uniform) */
-            hash_products<FUSED, V>(
+            const int products = hash_products<FUSED, V>(
                 a, e0, e1, lane, keys, tb, stage[w],
                 [&](bool active, int slot, bool fresh, double v, int, int64_t) {
                     fresh_count += fresh;
-                    products += active;
                     if constexpr (FUSED) { /* the numeric pass's sums, in its order (below) */
                         const unsigned fb = __ballot_sync(kFull, fresh);
                         if (fresh) {
@@ -1260,7 +1254,6 @@ __global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(H
                     }
                 });
             fresh_count = __reduce_add_sync(kFull, fresh_count);
-            products = __reduce_add_sync(kFull, products);
             const bool keep = fresh_count <= ROWS_HASH_NNZ && 2 * fresh_count <= products;
             kept += keep;
             sampled++;
@@ -1274,7 +1267,7 @@ __global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(H
                 }
             }
         } else {
-            hash_products<true, V>(
+            const int products = hash_products<true, V>(
                 a, e0, e1, lane, keys, tb, stage[w],
                 [&](bool active, int slot, bool fresh, double v, int q, int64_t) {
                     const unsigned peers =
@@ -1306,7 +1299,7 @@ __global__ void __launch_bounds__(kHashWarps * 32, VALUES ? 8 : 6) hashed_rows(H
                 zeros += res == (OutT)0;
                 if (PLACES == PLACES_BUILD) plc[t] = (uint8_t)place;
             }
-            if (PLACES == PLACES_BUILD) store_places(a, x, e0, e1, pslot, cidx, plc, lane);
+            if (PLACES == PLACES_BUILD) store_places(a, x, products, pslot, cidx, plc, lane);
         }
         __syncwarp(); /* the table is read: the next row may clear it */
     }
@@ -1818,7 +1811,14 @@ DenseArgs dense_args(acc_spgemm_gpu *p, const void *valsA, const void *valsB) {
  * product once the fused symbolic pass made the fresh one faster.) */
 template <typename ColT, typename OutT, typename V>
 int launch_hashed_numeric(acc_spgemm_gpu *p, HashArgs h, cudaStream_t s) {
-    if (p->fused_use || !p->rs_known || p->rs_hashed >= (int64_t)kNoFused)
+    if (p->fused_use) { /* the fused symbolic pass's sums, in this call's output type */
+        h.foff = p->fused_off;
+        h.fcols = p->fused_cols;
+        h.fvals = p->fused_vals;
+        h.fcap = (u64)p->fused_cap;
+        return launch_hashed<true, ColT, OutT, V>(h, p->nhashed, s);
+    }
+    if (!p->rs_known || p->rs_hashed >= (int64_t)kNoFused)
         return launch_hashed<true, ColT, OutT, V>(h, p->nhashed, s);
     if (p->places_state == 0 && p->numeric_calls == 1) { /* a plan multiplying again: keep the places */
         TRY(p->palloc(&p->hash_place, (size_t)p->rs_hashed));
@@ -1874,16 +1874,15 @@ int launch_dense(const DenseArgs &d, cudaStream_t s) {
  * (reuse, fresh) on musae_facebook (22,470 columns: 202 KB of accumulator, one block an SM). */
 template <bool NUMERIC, typename ColT, typename OutT, typename V> bool dense_beside(const DenseArgs &d) {
     const DenseKernel k = pick_dense<NUMERIC, ColT, OutT, V>(d);
-    int dev = 0, sms = 0, per_sm = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        cudaFuncSetAttribute(k.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)k.bytes) !=
-            cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k.kernel, k.threads, k.bytes) != cudaSuccess) {
+    if (cudaFuncSetAttribute(k.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)k.bytes) !=
+        cudaSuccess) {
         (void)cudaGetLastError();
         return false;
     }
-    return per_sm >= 2 || d.nlarge < (int64_t)sms * per_sm;
+    int per_sm = 0; /* not cached: the accumulator's bytes change with n */
+    const int64_t resident =
+        resident_blocks(reinterpret_cast<const void *>(k.kernel), k.threads, k.bytes, &per_sm);
+    return resident > 0 && (per_sm >= 2 || d.nlarge < resident);
 }
 
 /* The huge rows in batches of at most BATCH products, on the device: symbolic (counts) or numeric. */
@@ -1982,12 +1981,6 @@ int numeric_typed(acc_spgemm_gpu *p, const void *valsA, const void *valsB, void 
             HashArgs h = hash_args(p, valsA, valsB);
             h.cols = cols;
             h.vals = vals;
-            if (p->fused_use) { /* the fused symbolic pass's sums, in this call's output type */
-                h.foff = p->fused_off;
-                h.fcols = p->fused_cols;
-                h.fvals = p->fused_vals;
-                h.fcap = (u64)p->fused_cap;
-            }
             if (p->hashed_rows > 0) TRY((launch_hashed_numeric<ColT, OutT, V>(p, h, s)));
         }
         if (p->ngroups > 0) {
