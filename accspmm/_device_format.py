@@ -21,13 +21,21 @@ class DeviceBitTCF:
     Host attributes: ``shape``, ``nnz``, ``num_blocks``, ``num_windows``, ``window_offsets``
     (int64 NumPy), ``perm`` (None for the identity), ``stats`` (as :attr:`BitTCF.stats`)."""
 
-    def __init__(self, csr, perm, dev: dict, device: int, stream=None, keep_blocks=False, defer=False):
+    #: ``method`` of the build (cuda/bittcf_build.cu): the sort of every entry, or the ranks of the
+    #: small matrices' path (no sort; two cooperative launches).  Both give the same arrays.
+    METHODS = {"auto": 0, "sort": 1, "ranks": 2}
+
+    def __init__(self, csr, perm, dev: dict, device: int, stream=None, keep_blocks=False, defer=False,
+                 method="auto"):
         """csr: canonical float32 CSR (accspmm._validate.CSR); perm: int64 NumPy (new -> old, already
         checked) or None for the identity.  keep_blocks: also keep the BitTCF arrays on the device
         (``block_cols``, ``block_mask``, ``block_value_offsets``, ``raw_values``; see to_host).
         defer: return once the window offsets are on the host, with the build's last steps still
         queued on ``stream``; :meth:`wait` must run before the arrays are used on another stream
-        (a plan waits at its first call, after the host-side schedule, so the two overlap)."""
+        (a plan waits at its first call, after the host-side schedule, so the two overlap).
+        method: "auto" (the ranks up to 2^20 nonzeros, else the sort), "sort" or "ranks" (tests: a
+        CSR whose rows' columns do not ascend goes to the sort either way); ``self.method`` says
+        which ran."""
         from . import _cuda
 
         m, k = csr.shape
@@ -50,8 +58,9 @@ class DeviceBitTCF:
                                      np.ascontiguousarray(csr.indices[: self.nnz], np.int32),
                                      np.ascontiguousarray(csr.data[: self.nnz], np.float32),
                                      None if perm is None else dev["perm"].ptr, dev["window_offsets"].ptr,
-                                     self.window_offsets, keep_blocks, stream, defer)
+                                     self.window_offsets, keep_blocks, stream, defer, self.METHODS[method])
         self._ready = int(out["ready"])  # an event handle, 0 when the build synchronised
+        self.method = {0: "none", 1: "sort", 2: "ranks"}[out["method"]]
         self._failed = None
         nb = self.num_blocks = int(out["num_blocks"])
         dev["block_meta"] = DeviceArray((max(nb, 1) * 12,), np.int32, device, adopt=out["block_meta"])

@@ -158,6 +158,7 @@ class Plan:
 
     Statistics: ``plan.stats`` holds the format's metrics, ``seconds`` (every preprocessing step;
     ``build_gpu_wait``, after the first GPU call: how long it waited for the end of the GPU build),
+    ``build_gpu_method`` (GPU TF32 plans: "ranks" up to 2^20 nonzeros, else "sort"; the same format),
     ``reorder`` (method, prediction, why), ``schedule_by_n`` (the kernel's decision per width, with
     ``first_call_seconds``: the host time of that width's first call, decision, uploads and launch) and,
     for GPU TF32 plans, ``vs_cusparse``: the predicted break-even against cuSPARSE at n = 128 in
@@ -371,6 +372,7 @@ class Plan:
             # the build's last steps overlap the schedule of the first call, which waits for them
             self._bittcf = DeviceBitTCF(csr, perm, self._dev, self._device_id, defer=True)
             self.stats.update(self._bittcf.stats)
+            self.stats["build_gpu_method"] = self._bittcf.method
             self.stats["seconds"]["build_gpu"] = time.perf_counter() - t
         self._tf32 = TF32Runner(self._bittcf, put, self._dev, self._device_id, self.stats, self.balance,
                                 self._tuning)

@@ -35,7 +35,7 @@ def main():
     warm = datasets.load_matrix(datasets.bundled_path(), np.float32)
     accspmm.plan(warm)(torch.ones(warm.shape[1], args.n, device="cuda"))  # context, allocator, modules
     for name in args.names:
-        A = datasets.load_matrix(f"{args.dir}/{name}.mtx.gz", np.float32)
+        A = datasets.load_matrix(datasets.matrix_path(args.dir, name), np.float32)
         B = torch.randn(A.shape[1], args.n, device="cuda")
         setup, total = [], []
         for _ in range(args.reps):

@@ -405,19 +405,24 @@ static const void *host_input(PyObject *a, int type, long long count, const char
 }
 
 /* bittcf_gpu_build(m, k, nnz, indptr, indices, values, d_perm or None, d_window_offsets,
- * h_window_offsets, keep_blocks, stream[, defer]) -> dict of the allocated device addresses (the
- * caller owns them: pool memory, for free()), num_blocks and ready (with defer: an event handle
+ * h_window_offsets, keep_blocks, stream[, defer[, method]]) -> dict of the allocated device addresses (the
+ * caller owns them: pool memory, for free()), num_blocks, method (the method that ran: 1 sort, 2 ranks;
+ * the argument: 0 auto, 1, 2) and ready (with defer: an event handle
  * for event_wait / event_destroy, or 0; the build returns without synchronising its last steps).  The CSR is
  * three device addresses, or three host ndarrays (int64 indptr [m+1], int32 indices and float32 values
  * [nnz]), which the build uploads itself; h_window_offsets: writeable C-contiguous int64 ndarray [W+1]. */
 static PyObject *py_bittcf_gpu_build(PyObject *self, PyObject *args) {
     long long m, k, nnz;
     PyObject *ip, *ix, *iv, *pp, *wo, *h, *s;
-    int keep, defer = 0;
+    int keep, defer = 0, method = ACC_BITTCF_GPU_AUTO;
     (void)self;
-    if (!PyArg_ParseTuple(args, "LLLOOOOOOpO|p", &m, &k, &nnz, &ip, &ix, &iv, &pp, &wo, &h, &keep, &s,
-                          &defer))
+    if (!PyArg_ParseTuple(args, "LLLOOOOOOpO|pi", &m, &k, &nnz, &ip, &ix, &iv, &pp, &wo, &h, &keep, &s,
+                          &defer, &method))
         return NULL;
+    if (method < ACC_BITTCF_GPU_AUTO || method > ACC_BITTCF_GPU_RANKS) {
+        PyErr_SetString(PyExc_ValueError, "bittcf_gpu_build: method must be 0 (auto), 1 (sort) or 2 (ranks)");
+        return NULL;
+    }
     const long long W = (m + 7) / 8;
     if (!PyArray_Check(h) || PyArray_TYPE((PyArrayObject *)h) != NPY_INT64 ||
         !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)h) || !PyArray_ISWRITEABLE((PyArrayObject *)h) ||
@@ -431,6 +436,7 @@ static PyObject *py_bittcf_gpu_build(PyObject *self, PyObject *args) {
     in.k = k;
     in.nnz = nnz;
     in.d_perm = pp == Py_None ? NULL : as_ptr(pp);
+    in.method = method;
     if (PyArray_Check(ip)) {
         in.h_row_offsets = host_input(ip, NPY_INT64, m + 1, "indptr");
         if (in.h_row_offsets) in.h_column_indices = host_input(ix, NPY_INT32, nnz, "indices");
@@ -462,10 +468,10 @@ static PyObject *py_bittcf_gpu_build(PyObject *self, PyObject *args) {
         return acc_py_cuda_raise(st, "BitTCF GPU build failed", 0);
     }
     PyObject *res = Py_BuildValue(
-        "{s:L,s:N,s:N,s:N,s:N,s:N,s:N,s:N}", "num_blocks", (long long)out.num_blocks, "block_meta",
-        PyLong_FromVoidPtr(out.d_block_meta), "values_tf32", PyLong_FromVoidPtr(out.d_values_tf32),
-        "block_cols", PyLong_FromVoidPtr(out.d_block_cols), "block_mask",
-        PyLong_FromVoidPtr(out.d_block_mask), "block_value_offsets",
+        "{s:L,s:i,s:N,s:N,s:N,s:N,s:N,s:N,s:N}", "num_blocks", (long long)out.num_blocks, "method",
+        out.method_used, "block_meta", PyLong_FromVoidPtr(out.d_block_meta), "values_tf32",
+        PyLong_FromVoidPtr(out.d_values_tf32), "block_cols", PyLong_FromVoidPtr(out.d_block_cols),
+        "block_mask", PyLong_FromVoidPtr(out.d_block_mask), "block_value_offsets",
         PyLong_FromVoidPtr(out.d_block_value_offsets), "values", PyLong_FromVoidPtr(out.d_values), "ready",
         PyLong_FromVoidPtr(out.ready));
     if (!res) { /* the outputs leak (as for any failed result dict); the event must not be waited on */
@@ -620,7 +626,7 @@ static PyMethodDef cuda_methods[] = {
     {"fill_identity", py_fill_identity, METH_VARARGS, "fill_identity(d_int64, n, stream): d[i] = i"},
     {"bittcf_gpu_build", py_bittcf_gpu_build, METH_VARARGS,
      "bittcf_gpu_build(m, k, nnz, indptr, indices, values, perm|None, window_offsets, h_window_offsets, "
-     "keep_blocks, stream[, defer]) -> dict of device addresses, num_blocks, ready"},
+     "keep_blocks, stream[, defer[, method]]) -> dict of device addresses, num_blocks, method, ready"},
     {"event_wait", py_event_wait, METH_O,
      "event_wait(handle): wait for a deferred build and destroy its event"},
     {"event_destroy", py_event_destroy, METH_O, "event_destroy(handle): destroy a deferred build's event"},

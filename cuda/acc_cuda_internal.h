@@ -4,6 +4,9 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "accspmm_cuda.h"
 
 extern "C" int acc_cuda_status(cudaError_t err, const char *what);
@@ -39,6 +42,22 @@ int with_padded_copies(const void *B, void *C, int64_t m, int64_t k, int64_t n, 
     if (!st) st = acc_copy_rows(buf + bbytes, n8, C, n, m, n, n, (int)cbytes, s);
     acc_pool_free(buf, s);
     return st;
+}
+
+/* The blocks of `kernel` (threads a block, smem dynamic shared bytes) that the current device holds at
+ * once (occupancy x SMs; *per_sm, may be NULL: the occupancy), 0 where the runtime cannot tell (a
+ * kernel past 48 KB of dynamic shared memory needs its attribute set first) (spgemm.cu). */
+int64_t resident_blocks(const void *kernel, int threads, size_t smem, int *per_sm);
+
+/* resident_blocks, cached per kernel and device (kernels of a fixed smem).  A grid-stride kernel
+ * launched with at most this many blocks runs in one wave: no second, partial wave of blocks that start
+ * after the first ones end. */
+int64_t wave_blocks(const void *kernel, int threads, size_t smem);
+
+/* min(wanted, wave_blocks(...)), at least 1: a grid-stride kernel's grid. */
+template <typename K> unsigned wave_grid(K *kernel, int threads, size_t smem, int64_t wanted) {
+    const int64_t w = wave_blocks(reinterpret_cast<const void *>(kernel), threads, smem);
+    return (unsigned)std::max<int64_t>(1, w > 0 ? std::min(wanted, w) : wanted);
 }
 
 /* Returns the mapped status of a CUDA call from the enclosing function. */

@@ -91,7 +91,13 @@ typedef struct acc_bittcf_gpu_input {
     const int64_t *h_row_offsets;    /* [m+1], host (used when the d_ CSR pointers are NULL) */
     const int32_t *h_column_indices; /* [nnz], host */
     const float *h_values;           /* [nnz], host */
+    int method; /* ACC_BITTCF_GPU_AUTO (0): ranks up to ACC_BITTCF_GPU_RANKS_MAX nonzeros, else the sort */
 } acc_bittcf_gpu_input;
+
+/* acc_bittcf_gpu_input.method (bittcf_build.cu's header): the same arrays either way. */
+enum { ACC_BITTCF_GPU_AUTO = 0, ACC_BITTCF_GPU_SORT = 1, ACC_BITTCF_GPU_RANKS = 2 };
+/* AUTO takes the ranks up to this many nonzeros: there the sort's fixed host cost dominates. */
+#define ACC_BITTCF_GPU_RANKS_MAX ((int64_t)1 << 20)
 
 /* The caller provides d_window_offsets (device) and h_window_offsets (host), both [W+1] with
  * W = ceil(m / 8), and keep_blocks; the build cudaMalloc's the rest (the caller frees them):
@@ -115,6 +121,7 @@ typedef struct acc_bittcf_gpu_output {
     int32_t *d_block_meta;
     float *d_values_tf32;
     int64_t num_blocks;
+    int method_used; /* set by the build: ACC_BITTCF_GPU_SORT or ACC_BITTCF_GPU_RANKS */
 } acc_bittcf_gpu_output;
 
 /* Builds BitTCF on `stream`, bit-identical to acc_bittcf_count + acc_bittcf_fill, and the TF32

@@ -35,9 +35,25 @@
  * before returning; the outputs come from the library's pool (device.cu) and are owned by the caller.
  * One host synchronisation, to read the number of blocks before the block
  * arrays are allocated.
+ *
+ * Ranks (the second method, for small matrices: ACC_BITTCF_GPU_RANKS_MAX nonzeros or fewer).  The
+ * sort's ~20 launches and cub's calls cost about 0.2 ms of host time on the GPU machine, several
+ * times the device work of a matrix of 100k nonzeros.  Where every row's columns ascend (a
+ * canonical CSR), no sort is needed: the entry e = (row i, column c) at position r of window w is
+ * the *representative* of its (window, column) when no row at an earlier position of w holds c (at
+ * most 7 binary searches); the window's distinct columns are its representatives, and the rank of c
+ * among them is the sum over w's 8 rows of the representatives below c's lower bound in that row
+ * (an exclusive scan S of the representative flags in CSR order: S[lower bound] - S[row start]).
+ * Rank, block, slot and bit are then those of the sort (steps 5-7 as above), so the arrays are the
+ * same bit for bit.  Two cooperative kernels (grid-wide barriers between the steps; the grid is
+ * one wave), one host synchronisation between them.  O(nnz log(row length)) work: 14 binary
+ * searches per entry at most, whatever the degrees.  A row whose columns do not ascend (the
+ * caller's CSR is not canonical) sends the build to the sort (method 0), which also reports
+ * duplicates.
  */
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
+#include <cooperative_groups.h>
 
 #include <cstdint>
 
@@ -144,41 +160,237 @@ __device__ __forceinline__ float round_tf32(float x) {
     return __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xFFFFE000u); /* as accspmm._tf32.round_tf32 */
 }
 
-/* Step 6: values in the C builder's order (and their TF32 rounding). */
+/* Step 6: value j (source index src) at its place in the C builder's order (and its TF32 rounding). */
+__device__ __forceinline__ void place_value(int64_t pos, int64_t src, const float *__restrict__ values_in,
+                                            const unsigned long long *__restrict__ mask,
+                                            const int64_t *__restrict__ offsets, float *__restrict__ values,
+                                            float *__restrict__ values_tf32) {
+    const int64_t b = pos >> 6;
+    const int bit = (int)(pos & 63);
+    const int64_t at = offsets[b] + __popcll(mask[b] & ((1ull << bit) - 1));
+    const float v = values_in[src];
+    if (values) values[at] = v;
+    if (values_tf32) values_tf32[at] = round_tf32(v);
+}
+
 template <typename V>
 __global__ void place_values(int64_t nnz, const int64_t *__restrict__ D, const V *__restrict__ src,
                              const float *__restrict__ values_in, const unsigned long long *__restrict__ mask,
                              const int64_t *__restrict__ offsets, float *__restrict__ values,
                              float *__restrict__ values_tf32) {
-    GRID_STRIDE(j, nnz) {
-        const int64_t pos = D[j], b = pos >> 6;
-        const int bit = (int)(pos & 63);
-        const int64_t at = offsets[b] + __popcll(mask[b] & ((1ull << bit) - 1));
-        const float v = values_in[src[j]];
-        if (values) values[at] = v;
-        if (values_tf32) values_tf32[at] = round_tf32(v);
-    }
+    GRID_STRIDE(j, nnz) place_value(D[j], (int64_t)src[j], values_in, mask, offsets, values, values_tf32);
 }
 
-/* Step 7: the TF32 kernel's 12-int32 block record (cuda/tf32_spmm.h block_meta). */
+/* Step 7: block b's 12-int32 record for the TF32 kernel (cuda/tf32_spmm.h block_meta). */
+__device__ __forceinline__ void pack_one(int64_t b, const int32_t *__restrict__ block_cols,
+                                         const unsigned long long *__restrict__ mask,
+                                         const int64_t *__restrict__ offsets, int32_t *__restrict__ meta) {
+    const int32_t *c = block_cols + b * 8;
+    int32_t *out = meta + b * 12;
+    for (int t = 0; t < 4; t++) {
+        const int32_t lo = c[t] < 0 ? c[0] : c[t];
+        out[2 * t] = lo;
+        out[2 * t + 1] = c[t + 4] < 0 ? lo : c[t + 4];
+    }
+    const unsigned long long mk = mask[b];
+    const uint64_t off = (uint64_t)offsets[b];
+    out[8] = (int32_t)(uint32_t)mk;
+    out[9] = (int32_t)(uint32_t)(mk >> 32);
+    out[10] = (int32_t)(uint32_t)off;
+    out[11] = (int32_t)(uint32_t)(off >> 32);
+}
+
 __global__ void pack_meta(int64_t nblocks, const int32_t *__restrict__ block_cols,
                           const unsigned long long *__restrict__ mask, const int64_t *__restrict__ offsets,
                           int32_t *__restrict__ meta) {
-    GRID_STRIDE(b, nblocks) {
-        const int32_t *c = block_cols + b * 8;
-        int32_t *out = meta + b * 12;
-        for (int t = 0; t < 4; t++) {
-            const int32_t lo = c[t] < 0 ? c[0] : c[t];
-            out[2 * t] = lo;
-            out[2 * t + 1] = c[t + 4] < 0 ? lo : c[t + 4];
-        }
-        const unsigned long long mk = mask[b];
-        const uint64_t off = (uint64_t)offsets[b];
-        out[8] = (int32_t)(uint32_t)mk;
-        out[9] = (int32_t)(uint32_t)(mk >> 32);
-        out[10] = (int32_t)(uint32_t)off;
-        out[11] = (int32_t)(uint32_t)(off >> 32);
+    GRID_STRIDE(b, nblocks) pack_one(b, block_cols, mask, offsets, meta);
+}
+
+/* ---- the ranks (this file's header): two cooperative kernels ------------------------------- */
+
+namespace cg = cooperative_groups;
+
+struct RankArgs {
+    int64_t m, k, nnz, W;
+    const int64_t *ro;        /* row offsets [m + 1] */
+    const int32_t *ci;        /* column indices [nnz] */
+    const float *vin;         /* values [nnz] */
+    const int64_t *perm;      /* [m] or NULL (identity) */
+    int64_t *iperm;           /* [m] when perm */
+    int32_t *row_of;          /* [nnz]: each entry's row */
+    int32_t *S;               /* [nnz + 1]: representative flags, then their exclusive scan */
+    int32_t *wcount;          /* [W]: distinct columns per window */
+    int64_t *wo;              /* [W + 1]: window offsets (output) */
+    int64_t *partial;         /* [2 * gridDim.x]: the blocks' sums of the grid-wide scans */
+    int *flags;               /* [2]: a duplicate entry, a descent (columns not ascending) */
+    int64_t nb;               /* blocks (second kernel) */
+    int32_t *cols;            /* [8 nb] */
+    unsigned long long *mask; /* [nb] */
+    int64_t *offsets;         /* [nb + 1] */
+    int64_t *D;               /* [nnz]: (block << 6) | bit */
+    float *values, *values_tf32;
+    int32_t *meta;
+};
+
+/* Row of window position g: perm[g], or g for the identity. */
+__device__ __forceinline__ int64_t window_row(const RankArgs &a, int64_t g) { return a.perm ? a.perm[g] : g; }
+
+/* First position in ci[lo, hi) (ascending) whose column is >= c. */
+__device__ __forceinline__ int64_t lower_bound(const int32_t *__restrict__ ci, int64_t lo, int64_t hi,
+                                               int32_t c) {
+    while (lo < hi) {
+        const int64_t mid = (lo + hi) >> 1;
+        if (ci[mid] < c)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
+    return lo;
+}
+
+/* The exclusive scan of v over the block (blockDim.x a multiple of 32, at most 1024); *total: the
+ * block's sum.  sh: 32 int64 of shared memory.  Every thread of the block calls it. */
+__device__ int64_t block_exclusive(int64_t v, int64_t *sh, int64_t *total) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    int64_t x = v;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const int64_t y = __shfl_up_sync(0xffffffffu, x, d);
+        if (lane >= d) x += y;
+    }
+    __syncthreads(); /* sh is free (an earlier call's readers are done) */
+    if (lane == 31) sh[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+        int64_t t = lane < warps ? sh[lane] : 0;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const int64_t y = __shfl_up_sync(0xffffffffu, t, d);
+            if (lane >= d) t += y;
+        }
+        if (lane < warps) sh[lane] = t; /* inclusive over warps */
+    }
+    __syncthreads();
+    *total = sh[warps - 1];
+    return (warp ? sh[warp - 1] : 0) + x - v;
+}
+
+/* A grid-wide scan of f(i), i < n, in two calls with a grid barrier between them: blocks own
+ * contiguous chunks.  First: the block's chunk sum into part[blockIdx.x].  Second: out(i, exclusive
+ * prefix of f) for every i of the chunk; returns the grand total (every thread). */
+template <class F> __device__ void chunk_sum(int64_t n, int64_t *part, int64_t *sh, F f) {
+    const int64_t per = (n + gridDim.x - 1) / gridDim.x, lo = min(n, per * blockIdx.x), hi = min(n, lo + per);
+    int64_t acc = 0, t;
+    for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
+        acc += f(i);
+    block_exclusive(acc, sh, &t);
+    if (threadIdx.x == 0) part[blockIdx.x] = t;
+}
+
+template <class F, class O>
+__device__ int64_t chunk_scan(int64_t n, const int64_t *part, int64_t *sh, F f, O out) {
+    const int64_t per = (n + gridDim.x - 1) / gridDim.x, lo = min(n, per * blockIdx.x), hi = min(n, lo + per);
+    int64_t before = 0, all = 0, carry, t;
+    for (int64_t b = threadIdx.x; b < gridDim.x; b += blockDim.x) {
+        all += part[b];
+        if (b < blockIdx.x) before += part[b];
+    }
+    block_exclusive(before, sh, &carry); /* the chunks before this block's */
+    block_exclusive(all, sh, &all);
+    for (int64_t base = lo; base < hi; base += blockDim.x) {
+        const int64_t i = base + threadIdx.x;
+        const int64_t v = i < hi ? f(i) : 0;
+        const int64_t x = block_exclusive(v, sh, &t);
+        if (i < hi) out(i, carry + x);
+        carry += t;
+    }
+    return all;
+}
+
+/* First kernel: representatives, distinct columns per window, S scanned, window offsets. */
+__global__ void __launch_bounds__(kThreads) ranks_count(const RankArgs a) {
+    __shared__ int64_t sh[32];
+    cg::grid_group grid = cg::this_grid();
+    GRID_STRIDE(i, a.m) if (a.perm) a.iperm[a.perm[i]] = i;
+    GRID_STRIDE(w, a.W) a.wcount[w] = 0;
+    if (blockIdx.x == 0 && threadIdx.x < 2) a.flags[threadIdx.x] = 0;
+    grid.sync();
+    GRID_STRIDE(e, a.nnz) {
+        int64_t lo = 0, hi = a.m - 1; /* the last row whose offset is <= e: it holds e */
+        while (lo < hi) {
+            const int64_t mid = (lo + hi + 1) >> 1;
+            if (a.ro[mid] <= e)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        a.row_of[e] = (int32_t)lo;
+        const int32_t c = a.ci[e];
+        if (e > a.ro[lo] && a.ci[e - 1] >= c) atomicOr(a.flags + (a.ci[e - 1] == c ? 0 : 1), 1);
+        const int64_t ni = a.perm ? a.iperm[lo] : lo, w = ni >> 3;
+        int rep = 1;
+        for (int j = 0; j < (int)(ni & 7); j++) {
+            const int64_t q = window_row(a, 8 * w + j), z = a.ro[q + 1];
+            const int64_t at = lower_bound(a.ci, a.ro[q], z, c);
+            if (at < z && a.ci[at] == c) {
+                rep = 0;
+                break;
+            }
+        }
+        a.S[e] = rep;
+        if (rep) atomicAdd(a.wcount + w, 1);
+    }
+    grid.sync();
+    const int64_t G = gridDim.x;
+    chunk_sum(a.nnz, a.partial, sh, [&](int64_t e) { return (int64_t)a.S[e]; });
+    chunk_sum(a.W, a.partial + G, sh, [&](int64_t w) { return (int64_t)((a.wcount[w] + 7) >> 3); });
+    grid.sync();
+    const int64_t reps = chunk_scan(
+        a.nnz, a.partial, sh, [&](int64_t e) { return (int64_t)a.S[e]; },
+        [&](int64_t e, int64_t x) { a.S[e] = (int32_t)x; });
+    chunk_scan(
+        a.W, a.partial + G, sh, [&](int64_t w) { return (int64_t)((a.wcount[w] + 7) >> 3); },
+        [&](int64_t w, int64_t x) { a.wo[w + 1] = x + ((a.wcount[w] + 7) >> 3); });
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        a.S[a.nnz] = (int32_t)reps;
+        a.wo[0] = 0;
+    }
+}
+
+/* Second kernel: each entry's rank -> block, slot, bit (step 5), value offsets (step 6), values and
+ * metadata (steps 6-7). */
+__global__ void __launch_bounds__(kThreads) ranks_place(const RankArgs a) {
+    __shared__ int64_t sh[32];
+    cg::grid_group grid = cg::this_grid();
+    GRID_STRIDE(j, 8 * a.nb) a.cols[j] = -1; /* ACC_PAD_COL */
+    GRID_STRIDE(b, a.nb) a.mask[b] = 0;
+    grid.sync();
+    GRID_STRIDE(e, a.nnz) {
+        const int64_t row = a.row_of[e], ni = a.perm ? a.iperm[row] : row, w = ni >> 3;
+        const int r = (int)(ni & 7);
+        const int32_t c = a.ci[e];
+        int64_t rank = 0;
+        for (int j = 0; j < 8 && 8 * w + j < a.m; j++) {
+            const int64_t q = window_row(a, 8 * w + j), lo = a.ro[q];
+            const int64_t at = j == r ? e : lower_bound(a.ci, lo, a.ro[q + 1], c);
+            rank += a.S[at] - a.S[lo];
+        }
+        const int64_t b = a.wo[w] + (rank >> 3);
+        const int slot = (int)(rank & 7), bit = r * 8 + slot;
+        if (a.S[e + 1] != a.S[e]) a.cols[b * 8 + slot] = c;
+        atomicOr(a.mask + b, 1ull << bit);
+        a.D[e] = (b << 6) | bit;
+    }
+    grid.sync();
+    chunk_sum(a.nb, a.partial, sh, [&](int64_t b) { return (int64_t)__popcll(a.mask[b]); });
+    grid.sync();
+    chunk_scan(
+        a.nb, a.partial, sh, [&](int64_t b) { return (int64_t)__popcll(a.mask[b]); },
+        [&](int64_t b, int64_t x) { a.offsets[b + 1] = x + __popcll(a.mask[b]); });
+    if (blockIdx.x == 0 && threadIdx.x == 0) a.offsets[0] = 0;
+    grid.sync();
+    GRID_STRIDE(e, a.nnz) place_value(a.D[e], e, a.vin, a.mask, a.offsets, a.values, a.values_tf32);
+    GRID_STRIDE(b, a.nb) pack_one(b, a.cols, a.mask, a.offsets, a.meta);
 }
 
 #define TRY(call)                                                                                            \
@@ -199,7 +411,7 @@ template <typename T> int out_alloc(T **out, size_t count, cudaStream_t s) {
 /* Temporaries of one build, freed (stream-ordered) on every exit path. */
 struct Temps {
     cudaStream_t s;
-    void *p[20] = {};
+    void *p[32] = {};
     int used = 0;
     explicit Temps(cudaStream_t stream) : s(stream) {}
     template <typename T> int get(T **out, size_t count) {
@@ -216,6 +428,104 @@ struct Temps {
 };
 
 #define LAUNCH_CHECK() ACC_CUDA_TRY(cudaPeekAtLastError())
+
+/* The block arrays for nb blocks: the caller's outputs with keep_blocks (tests compare them with
+ * the C builder), else temporaries; and the TF32 kernel's outputs (metadata, rounded values). */
+int alloc_blocks(acc_bittcf_gpu_output *out, int64_t nb, int64_t nnz, cudaStream_t s, Temps &tmp,
+                 int32_t **cols, unsigned long long **mask, int64_t **offsets) {
+    out->num_blocks = nb;
+    if (!out->keep_blocks) {
+        TRY(tmp.get(cols, (size_t)nb * 8));
+        TRY(tmp.get(mask, (size_t)nb));
+        TRY(tmp.get(offsets, (size_t)nb + 1));
+    } else {
+        TRY(out_alloc(&out->d_block_cols, (size_t)(nb ? nb : 1) * 8, s));
+        TRY(out_alloc(&out->d_block_mask, (size_t)(nb ? nb : 1), s));
+        TRY(out_alloc(&out->d_block_value_offsets, (size_t)(nb + 1), s));
+        TRY(out_alloc(&out->d_values, (size_t)(nnz ? nnz : 1), s));
+        *cols = out->d_block_cols;
+        *mask = (unsigned long long *)out->d_block_mask;
+        *offsets = out->d_block_value_offsets;
+    }
+    TRY(out_alloc(&out->d_block_meta, (size_t)(nb ? nb : 1) * 12, s));
+    TRY(out_alloc(&out->d_values_tf32, (size_t)(nnz ? nnz : 1), s));
+    return ACC_SUCCESS;
+}
+
+/* The end of a build: synchronise, or (defer_sync) record the event the caller waits on at its
+ * first use (a plan: its first call, after the host-side schedule); the temporaries are released
+ * in stream order after the work. */
+int finish(acc_bittcf_gpu_output *out, cudaStream_t s) {
+    if (!out->defer_sync) {
+        ACC_CUDA_TRY(cudaStreamSynchronize(s));
+        return ACC_SUCCESS;
+    }
+    cudaEvent_t ev;
+    ACC_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    const cudaError_t e = cudaEventRecord(ev, s);
+    if (e != cudaSuccess) {
+        cudaEventDestroy(ev);
+        return acc_cuda_status(e, "cudaEventRecord");
+    }
+    out->ready = ev;
+    return ACC_SUCCESS;
+}
+
+/* A cooperative launch of `kernel` over a grid of `blocks` (at most one wave). */
+int launch_coop(void (*kernel)(RankArgs), unsigned blocks, RankArgs *a, cudaStream_t s) {
+    void *args[] = {a};
+    return acc_cuda_status(cudaLaunchCooperativeKernel(reinterpret_cast<const void *>(kernel), dim3(blocks),
+                                                       dim3(kThreads), args, 0, s),
+                           "cudaLaunchCooperativeKernel");
+}
+
+/* Ranks instead of the sort (this file's header).  RANKS_DECLINED where a row's columns do not
+ * ascend, or the device cannot tell how many blocks run at once (the caller runs the sort on the
+ * same input: nothing of this call is left queued). */
+constexpr int RANKS_DECLINED = 1;
+
+int build_ranks(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cudaStream_t s, Temps &tmp) {
+    const int64_t m = in->m, nnz = in->nnz, W = (m + 7) / 8;
+    RankArgs a = {};
+    a.m = m;
+    a.k = in->k;
+    a.nnz = nnz;
+    a.W = W;
+    a.ro = in->d_row_offsets;
+    a.ci = in->d_column_indices;
+    a.vin = in->d_values;
+    a.perm = in->d_perm;
+    a.wo = out->d_window_offsets;
+    const int64_t want = std::max<int64_t>(1, (std::max(nnz, m) + kThreads - 1) / kThreads);
+    if (wave_blocks(reinterpret_cast<const void *>(ranks_count), kThreads, 0) <= 0 ||
+        wave_blocks(reinterpret_cast<const void *>(ranks_place), kThreads, 0) <= 0)
+        return RANKS_DECLINED;
+    const unsigned g1 = wave_grid(ranks_count, kThreads, 0, want),
+                   g2 = wave_grid(ranks_place, kThreads, 0, want);
+    if (a.perm) TRY(tmp.get(&a.iperm, (size_t)m));
+    TRY(tmp.get(&a.row_of, (size_t)nnz));
+    TRY(tmp.get(&a.S, (size_t)nnz + 1));
+    TRY(tmp.get(&a.wcount, (size_t)W));
+    TRY(tmp.get(&a.partial, 2 * (size_t)std::max(g1, g2)));
+    TRY(tmp.get(&a.flags, 2));
+    TRY(tmp.get(&a.D, (size_t)nnz));
+    TRY(launch_coop(ranks_count, g1, &a, s));
+    int h_flags[2] = {0, 0};
+    ACC_CUDA_TRY(cudaMemcpyAsync(out->h_window_offsets, a.wo, (size_t)(W + 1) * sizeof(int64_t),
+                                 cudaMemcpyDeviceToHost, s));
+    ACC_CUDA_TRY(cudaMemcpyAsync(h_flags, a.flags, sizeof h_flags, cudaMemcpyDeviceToHost, s));
+    ACC_CUDA_TRY(cudaStreamSynchronize(s));
+    if (h_flags[0]) return ACC_ERR_NOT_CANONICAL;
+    if (h_flags[1]) return RANKS_DECLINED;
+    a.nb = out->h_window_offsets[W];
+    TRY(alloc_blocks(out, a.nb, nnz, s, tmp, &a.cols, &a.mask, &a.offsets));
+    a.values = out->d_values;
+    a.values_tf32 = out->d_values_tf32;
+    a.meta = out->d_block_meta;
+    TRY(launch_coop(ranks_place, g2, &a, s));
+    out->method_used = ACC_BITTCF_GPU_RANKS;
+    return finish(out, s);
+}
 
 template <typename V>
 int build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cudaStream_t s, Temps &tmp) {
@@ -275,26 +585,10 @@ int build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cudaStream
     ACC_CUDA_TRY(cudaStreamSynchronize(s));
     if (h_dup) return ACC_ERR_NOT_CANONICAL;
     const int64_t nb = out->h_window_offsets[W];
-    out->num_blocks = nb;
-    /* the block arrays: the caller's when given (tests compare them with the C builder), else ours */
-    int32_t *cols = out->d_block_cols;
-    unsigned long long *mask = (unsigned long long *)out->d_block_mask;
-    int64_t *offsets = out->d_block_value_offsets;
-    if (!out->keep_blocks) {
-        TRY(tmp.get(&cols, (size_t)nb * 8));
-        TRY(tmp.get(&mask, (size_t)nb));
-        TRY(tmp.get(&offsets, (size_t)nb + 1));
-    } else {
-        TRY(out_alloc(&out->d_block_cols, (size_t)(nb ? nb : 1) * 8, s));
-        TRY(out_alloc(&out->d_block_mask, (size_t)(nb ? nb : 1), s));
-        TRY(out_alloc(&out->d_block_value_offsets, (size_t)(nb + 1), s));
-        TRY(out_alloc(&out->d_values, (size_t)(nnz ? nnz : 1), s));
-        cols = out->d_block_cols;
-        mask = (unsigned long long *)out->d_block_mask;
-        offsets = out->d_block_value_offsets;
-    }
-    TRY(out_alloc(&out->d_block_meta, (size_t)(nb ? nb : 1) * 12, s));
-    TRY(out_alloc(&out->d_values_tf32, (size_t)(nnz ? nnz : 1), s));
+    int32_t *cols;
+    unsigned long long *mask;
+    int64_t *offsets;
+    TRY(alloc_blocks(out, nb, nnz, s, tmp, &cols, &mask, &offsets));
     ACC_CUDA_TRY(cudaMemsetAsync(cols, 0xFF, (size_t)nb * 8 * sizeof(int32_t), s)); /* ACC_PAD_COL = -1 */
     ACC_CUDA_TRY(cudaMemsetAsync(mask, 0, (size_t)nb * sizeof(uint64_t), s));
     place<<<grid_for(nnz), kThreads, 0, s>>>(nnz, K, D, wshift, cbits, wbeg, wo, cols, mask);
@@ -308,21 +602,8 @@ int build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cudaStream
     LAUNCH_CHECK();
     pack_meta<<<grid_for(nb), kThreads, 0, s>>>(nb, cols, mask, offsets, out->d_block_meta);
     LAUNCH_CHECK();
-    if (!out->defer_sync) {
-        ACC_CUDA_TRY(cudaStreamSynchronize(s));
-        return ACC_SUCCESS;
-    }
-    /* the caller waits at its first use (a plan: its first call, after the host-side schedule);
-     * the temporaries are released in stream order after the work */
-    cudaEvent_t ev;
-    ACC_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-    const cudaError_t e = cudaEventRecord(ev, s);
-    if (e != cudaSuccess) {
-        cudaEventDestroy(ev);
-        return acc_cuda_status(e, "cudaEventRecord");
-    }
-    out->ready = ev;
-    return ACC_SUCCESS;
+    out->method_used = ACC_BITTCF_GPU_SORT;
+    return finish(out, s);
 }
 
 /* The host CSR of `in` into temporaries (device pointers in `dev`), through the library's pinned
@@ -391,6 +672,9 @@ extern "C" int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_g
     out->d_values_tf32 = nullptr;
     out->num_blocks = 0;
     out->ready = nullptr;
+    out->method_used = 0;
+    if (in->method < ACC_BITTCF_GPU_AUTO || in->method > ACC_BITTCF_GPU_RANKS)
+        return ACC_ERR_INVALID_ARGUMENT;
     cudaStream_t s = (cudaStream_t)stream;
     const int64_t W = (in->m + 7) / 8;
     if (in->nnz == 0) { /* no blocks: zero offsets, one-element placeholders */
@@ -418,7 +702,12 @@ extern "C" int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_g
         Temps tmp(s);
         acc_bittcf_gpu_input dev_in = *in;
         st = on_host ? upload(in, &dev_in, s, tmp) : ACC_SUCCESS;
-        if (st == ACC_SUCCESS)
+        const bool ranks = in->method == ACC_BITTCF_GPU_RANKS ||
+                           (in->method == ACC_BITTCF_GPU_AUTO && in->nnz <= ACC_BITTCF_GPU_RANKS_MAX);
+        if (st == ACC_SUCCESS && ranks && in->nnz < INT32_MAX && in->m < INT32_MAX) {
+            st = build_ranks(&dev_in, out, s, tmp);
+        }
+        if (st == RANKS_DECLINED || (st == ACC_SUCCESS && !out->method_used)) /* declined, or not tried */
             st = in->nnz < (int64_t(1) << 32) ? build<uint32_t>(&dev_in, out, s, tmp)
                                               : build<uint64_t>(&dev_in, out, s, tmp);
     }

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "acc_cuda_internal.h"
 
@@ -286,4 +287,45 @@ extern "C" int acc_copy_rows(const void *src, int64_t lds, void *dst, int64_t ld
     default:
         return ACC_ERR_INVALID_ARGUMENT;
     }
+}
+
+/* ---- occupancy (acc_cuda_internal.h) ---------------------------------------------------- */
+
+int64_t resident_blocks(const void *kernel, int threads, size_t smem, int *per_sm) {
+    int dev = 0, sms = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (per_sm) *per_sm = n;
+    return (int64_t)sms * n;
+}
+
+int64_t wave_blocks(const void *kernel, int threads, size_t smem) {
+    struct Entry {
+        const void *kernel;
+        int device, threads;
+        size_t smem;
+        int64_t blocks;
+    };
+    static std::mutex lock;
+    static std::vector<Entry> cache;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    {
+        std::lock_guard<std::mutex> g(lock);
+        for (const Entry &e : cache)
+            if (e.kernel == kernel && e.device == dev && e.threads == threads && e.smem == smem)
+                return e.blocks;
+    }
+    const int64_t blocks = resident_blocks(kernel, threads, smem, nullptr);
+    if (blocks == 0) return 0;
+    std::lock_guard<std::mutex> g(lock);
+    cache.push_back({kernel, dev, threads, smem, blocks});
+    return blocks;
 }

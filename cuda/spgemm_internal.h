@@ -35,22 +35,6 @@ inline unsigned grid_for(int64_t n) {
     return (unsigned)(g < 1 ? 1 : (g > 1048576 ? 1048576 : g));
 }
 
-/* The blocks of `kernel` (threads a block, smem dynamic shared bytes) that the current device holds at
- * once (occupancy x SMs; *per_sm, may be NULL: the occupancy), 0 where the runtime cannot tell (a
- * kernel past 48 KB of dynamic shared memory needs its attribute set first) (spgemm.cu). */
-int64_t resident_blocks(const void *kernel, int threads, size_t smem, int *per_sm);
-
-/* resident_blocks, cached per kernel and device (kernels of a fixed smem).  A grid-stride kernel
- * launched with at most this many blocks runs in one wave: no second, partial wave of blocks that start
- * after the first ones end. */
-int64_t wave_blocks(const void *kernel, int threads, size_t smem);
-
-/* min(wanted, wave_blocks(...)), at least 1: a grid-stride kernel's grid. */
-template <typename K> unsigned wave_grid(K *kernel, int threads, size_t smem, int64_t wanted) {
-    const int64_t w = wave_blocks(reinterpret_cast<const void *>(kernel), threads, smem);
-    return (unsigned)std::max<int64_t>(1, w > 0 ? std::min(wanted, w) : wanted);
-}
-
 #define GRID_STRIDE(i, n)                                                                                    \
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                                \
          i += (int64_t)gridDim.x * blockDim.x)

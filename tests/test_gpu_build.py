@@ -16,32 +16,35 @@ from conftest import assert_bit_exact, int_dense, real_matrix_params, scipy_ref,
 pytestmark = pytest.mark.gpu
 
 
-def _compare(A, perm=None, defer=False):
-    """Builds A (perm: None = identity) on the GPU and with the C builder; asserts every array equal.
-    defer: the build returns with its last steps queued (what plans do); to_host waits for them."""
+def _compare(A, perm=None, defer=False, methods=("sort", "ranks")):
+    """Builds A (perm: None = identity) on the GPU by each method and with the C builder; asserts
+    every array equal.  defer: the build returns with its last steps queued (what plans do);
+    to_host waits for them."""
     from accspmm import _cuda
     from accspmm._device_format import DeviceBitTCF
 
     csr = as_csr(sp.csr_matrix(A, dtype=np.float32)).canonicalized()
     ref = BitTCF.from_csr(csr, perm)
-    dev = {}
-    try:
-        g = DeviceBitTCF(csr, perm, dev, _cuda.get_device(), keep_blocks=True, defer=defer)
-        wo, cols, mask, vo, vals, meta, vt = g.to_host()
-        np.testing.assert_array_equal(g.window_offsets, ref.window_offsets)
-        np.testing.assert_array_equal(wo, ref.window_offsets)
-        np.testing.assert_array_equal(cols, ref.block_cols)
-        np.testing.assert_array_equal(mask, ref.block_mask)
-        np.testing.assert_array_equal(vo, ref.block_value_offsets)
-        assert vals.view(np.uint32).tobytes() == ref.values.view(np.uint32).tobytes()
-        np.testing.assert_array_equal(meta, _tf32.pack_meta(ref))
-        assert vt.view(np.uint32).tobytes() == _tf32.round_tf32(ref.values).view(np.uint32).tobytes()
-        np.testing.assert_array_equal(dev["perm"].to_host(), ref.perm)
-        assert g.stats == {**ref.stats}
-        assert g.num_blocks == ref.num_blocks
-    finally:
-        for arr in dev.values():
-            arr.free()
+    for method in methods:
+        dev = {}
+        try:
+            g = DeviceBitTCF(csr, perm, dev, _cuda.get_device(), keep_blocks=True, defer=defer, method=method)
+            assert g.method == (method if csr.nnz else "none")
+            wo, cols, mask, vo, vals, meta, vt = g.to_host()
+            np.testing.assert_array_equal(g.window_offsets, ref.window_offsets)
+            np.testing.assert_array_equal(wo, ref.window_offsets)
+            np.testing.assert_array_equal(cols, ref.block_cols)
+            np.testing.assert_array_equal(mask, ref.block_mask)
+            np.testing.assert_array_equal(vo, ref.block_value_offsets)
+            assert vals.view(np.uint32).tobytes() == ref.values.view(np.uint32).tobytes()
+            np.testing.assert_array_equal(meta, _tf32.pack_meta(ref))
+            assert vt.view(np.uint32).tobytes() == _tf32.round_tf32(ref.values).view(np.uint32).tobytes()
+            np.testing.assert_array_equal(dev["perm"].to_host(), ref.perm)
+            assert g.stats == {**ref.stats}
+            assert g.num_blocks == ref.num_blocks
+        finally:
+            for arr in dev.values():
+                arr.free()
 
 
 @pytest.mark.parametrize("path", real_matrix_params())
@@ -84,7 +87,8 @@ def test_empty_rows_and_windows_and_specials():
     _compare(A, rng.permutation(200))
 
 
-def test_duplicates_rejected():
+@pytest.mark.parametrize("method", ["sort", "ranks"])
+def test_duplicates_rejected(method):
     from accspmm import _cuda
     from accspmm._device_format import DeviceBitTCF
     from accspmm._validate import CSR
@@ -93,9 +97,59 @@ def test_duplicates_rejected():
               np.ones(3, np.float32), True)  # claims canonical but has a duplicate
     dev = {}
     with pytest.raises(ValueError, match="duplicate"):
-        DeviceBitTCF(csr, None, dev, _cuda.get_device())
+        DeviceBitTCF(csr, None, dev, _cuda.get_device(), method=method)
     for arr in dev.values():
         arr.free()
+
+
+def test_ranks_hand_unsorted_rows_to_the_sort():
+    """The ranks need each row's columns ascending; a CSR whose rows are not (but hold no
+    duplicate) goes to the sort, which orders every window itself: the arrays are the canonical
+    CSR's.  The same rows with a duplicate among them are rejected."""
+    from accspmm import _cuda
+    from accspmm._device_format import DeviceBitTCF
+    from accspmm._validate import CSR
+
+    A = sp.random(300, 500, density=0.05, format="csr", random_state=8, dtype=np.float32)
+    canon = as_csr(A).canonicalized()
+    ref = BitTCF.from_csr(canon, None)
+    rng = np.random.default_rng(9)
+    idx, val = canon.indices.copy(), canon.data.copy()
+    for i in range(canon.shape[0]):  # shuffle each row's entries (column with its value)
+        a, b = canon.indptr[i], canon.indptr[i + 1]
+        order = a + rng.permutation(b - a)
+        idx[a:b], val[a:b] = idx[order], val[order]
+    shuffled = CSR(canon.shape, np.asarray(canon.indptr, np.int64), idx, val, True)
+    dev = {}
+    try:
+        g = DeviceBitTCF(shuffled, None, dev, _cuda.get_device(), keep_blocks=True, method="ranks")
+        assert g.method == "sort"
+        wo, cols, mask, vo, vals, meta, vt = g.to_host()
+        np.testing.assert_array_equal(cols, ref.block_cols)
+        np.testing.assert_array_equal(mask, ref.block_mask)
+        assert vals.view(np.uint32).tobytes() == ref.values.view(np.uint32).tobytes()
+        np.testing.assert_array_equal(meta, _tf32.pack_meta(ref))
+    finally:
+        for arr in dev.values():
+            arr.free()
+    idx[canon.indptr[5] + 1] = idx[canon.indptr[5]]  # a duplicate in a row of several entries
+    assert canon.indptr[6] - canon.indptr[5] >= 2
+    dev = {}
+    with pytest.raises(ValueError, match="duplicate"):
+        DeviceBitTCF(CSR(canon.shape, np.asarray(canon.indptr, np.int64), idx, val, True), None, dev,
+                     _cuda.get_device(), method="ranks")
+    for arr in dev.values():
+        arr.free()
+
+
+def test_auto_method_by_size():
+    """Plans build small matrices by ranks and large ones by the sort (plan.stats says which)."""
+    small = sp.random(2000, 2000, density=0.01, format="csr", random_state=1, dtype=np.float32)
+    p = accspmm.plan(small, device="gpu")
+    assert p.stats["build_gpu_method"] == "ranks"
+    big = datasets.adversarial("hub", 3_000_000)
+    assert big.nnz > 2**20
+    assert accspmm.plan(big, device="gpu").stats["build_gpu_method"] == "sort"
 
 
 def test_device_csr_input_same_as_host_input():
