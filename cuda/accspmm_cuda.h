@@ -127,8 +127,9 @@ typedef struct acc_bittcf_gpu_output {
 /* Builds BitTCF on `stream`, bit-identical to acc_bittcf_count + acc_bittcf_fill, and the TF32
  * kernel's packed metadata and TF32-rounded values; returns after the device finished (it
  * synchronises the stream), or with defer_sync once the window offsets are on the host and the
- * rest is queued (an error of the queued steps then shows at the event's wait).  O(nnz log m) work (one radix
- * sort), about 40 bytes of device temporaries per nonzero.  ACC_ERR_NOT_CANONICAL for a duplicate entry,
+ * rest is queued (an error of the queued steps then shows at the event's wait).  O(nnz log m) work: one radix
+ * sort, about 40 bytes of device temporaries per nonzero; or (in->method, small matrices) ranks from binary
+ * searches in the rows, about 17 bytes per nonzero, no sort (bittcf_build.cu's header).  ACC_ERR_NOT_CANONICAL for a duplicate entry,
  * ACC_ERR_TOO_LARGE when (window, column, row) do not fit 64 bits, ACC_ERR_DEVICE_MEMORY when out of memory
  * (nothing is left allocated on any error). */
 int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, void *stream);
