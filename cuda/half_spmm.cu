@@ -14,10 +14,16 @@
  *   MMA "B" (16x8, col)  = 16 rows of B (the block's column block) x 8 columns, one MMA per
  *                          8-column tile of the slice, loaded with ldmatrix.x4.trans;
  *   D (16x8)             = 16 rows of C x 8 columns.
- * Thread block: ACC_HALF_WARPS warps on consecutive tasks and the same slice, so block rows
- * that share column blocks (a structure of 32 x 32 blocks is two block rows with the same
- * blocks) share B rows in L1.  Grid: x = task groups, y = slices (slice-major: all tasks of
- * slice 0 first, so the slice of B in use stays in L2).
+ * Thread block, below ACC_HALF_WARPS slices (n <= 192): ACC_HALF_WARPS warps on consecutive tasks
+ * and the same slice, so block rows that share column blocks share B rows in L1.  Grid: x = task
+ * groups, y = slices (all tasks of slice 0 first, so the slice of B in use stays in L2).  From
+ * ACC_HALF_WARPS slices on: the warps of a thread block run the same task on consecutive slices
+ * (grid x = tasks, y = groups of slices) and read its blocks of A through L1, so A goes from L2
+ * to the SM once per ACC_HALF_WARPS slices instead of once per slice (A is a third of a pair
+ * step's bytes: two 512-byte blocks beside the 2 KB tile of B).  H100, kernel time, slice-major
+ * over task-major, the same bits (2026-11-26): uniform 32x32 blocks 8192^2 0.93-0.99x at n = 256
+ * and 512, irregular 0.88-1.01x, BSR16 forced on G3_circuit 0.85x, cnr-2000 0.92-0.97x, landmark
+ * 1.01-1.03x.
  *
  * Pairs (acc_half_args.pairs, PairOps): a warp's window is a pair of block rows and its step one
  * column block of their union: one 16 x 64 B tile and both rows' blocks (a zero block where a row
@@ -192,17 +198,19 @@ __device__ __forceinline__ void issue_b_tile(const acc_half_args &p, uint4 *stag
     }
 }
 
-/* Copies block b's 512 bytes (a piece per lane) to dst; b < 0: zeros. */
+/* Copies block b's 512 bytes (a piece per lane) to dst; b < 0: zeros.  L1: through L1 (the other
+ * warps of the thread block read the same block: slice-major thread blocks). */
+template <bool L1 = false>
 __device__ __forceinline__ void issue_block_values(const acc_half_args &p, uint4 *dst, int64_t b, int lane) {
-    cp_async16<false>(dst + lane, b >= 0 ? p.block_values + 256 * b + 8 * lane : p.block_values,
-                      b >= 0 ? 16 : 0);
+    cp_async16<L1>(dst + lane, b >= 0 ? p.block_values + 256 * b + 8 * lane : p.block_values,
+                   b >= 0 ? 16 : 0);
 }
 
 /* Copies block b (column block bc) into a stage: the 16 x 64 tile of B, then its 512 bytes. */
-template <bool VEC>
+template <bool VEC, bool L1A>
 __device__ __forceinline__ void issue(const acc_half_args &p, uint4 *stage, int64_t b, int32_t bc, int64_t n0,
                                       int lane) {
-    issue_block_values(p, stage + kBPieces, b, lane);
+    issue_block_values<L1A>(p, stage + kBPieces, b, lane);
     issue_b_tile<VEC>(p, stage, bc, n0, lane);
 }
 
@@ -303,10 +311,10 @@ struct BsrOps {
         }
         return __shfl_sync(0xffffffffu, k.c, (int)(b - k.base));
     }
-    template <bool VEC>
+    template <bool VEC, bool L1A>
     static __device__ __forceinline__ void issue_block(const acc_half_args &p, uint4 *stage, int64_t b, Col c,
                                                        int64_t n0, int lane) {
-        issue<VEC>(p, stage, b, c, n0, lane);
+        issue<VEC, L1A>(p, stage, b, c, n0, lane);
     }
     template <int FMT>
     static __device__ __forceinline__ void consume_block(const uint4 *stage, int lane,
@@ -361,11 +369,11 @@ struct PairOps {
                 (int64_t)__shfl_sync(0xffffffffu, (long long)k.e.top, src),
                 (int64_t)__shfl_sync(0xffffffffu, (long long)k.e.bottom, src)};
     }
-    template <bool VEC>
+    template <bool VEC, bool L1A>
     static __device__ __forceinline__ void issue_block(const acc_half_args &p, uint4 *stage, int64_t /*b*/,
                                                        Col c, int64_t n0, int lane) {
-        issue_block_values(p, stage + kBPieces, c.top, lane);
-        issue_block_values(p, stage + kBPieces + 32, c.bottom, lane);
+        issue_block_values<L1A>(p, stage + kBPieces, c.top, lane);
+        issue_block_values<L1A>(p, stage + kBPieces + 32, c.bottom, lane);
         issue_b_tile<VEC>(p, stage, c.c, n0, lane);
     }
     template <int FMT>
@@ -408,19 +416,22 @@ template <int FMT, bool OUT_F32> __global__ void reduce_splits(const acc_half_ar
  * as ONE stream of blocks (the pipeline does not drain between windows): at each window's last
  * block the warp writes the window and starts the next; empty windows are written as zeros.
  * slot >= 0: blocks b0 .. b1 - 1 of the split window w0 (w1 = w0 + 1), summed into workspace slot
- * `slot` (reduce_splits adds the parts).  Pipeline: see the file's header. */
-template <class L, int FMT, bool OUT_F32, bool VEC>
+ * `slot` (reduce_splits adds the parts).  Pipeline: see the file's header.  SCTA: slice-major thread
+ * blocks (the warps of a block share the task, each on its own slice; the file's header). */
+template <class L, int FMT, bool OUT_F32, bool VEC, bool SCTA>
 __global__ void __launch_bounds__(kWarps * 32) half_kernel(const acc_half_args p) {
     extern __shared__ uint4 smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int64_t task = (int64_t)blockIdx.x * kWarps + warp;
+    const int64_t task = SCTA ? (int64_t)blockIdx.x : (int64_t)blockIdx.x * kWarps + warp;
     if (task >= p.num_tasks) return;
     const int64_t *T = p.tasks + ACC_HALF_TASK_WORDS * task;
     const int64_t w0 = T[0], w1 = T[1], b0 = T[2], b1 = T[3], slot = T[4];
     uint4 *stages = smem + warp * (L::kDepthN * L::kStageN + L::kScratch);
     float *scratch = reinterpret_cast<float *>(stages + L::kDepthN * L::kStageN);
     const int64_t slices = (p.n + kSlice - 1) / kSlice;
-    for (int64_t slice = blockIdx.y; slice < slices; slice += gridDim.y) {
+    const int64_t first = SCTA ? (int64_t)blockIdx.y * kWarps + warp : (int64_t)blockIdx.y;
+    const int64_t step = SCTA ? (int64_t)gridDim.y * kWarps : (int64_t)gridDim.y;
+    for (int64_t slice = first; slice < slices; slice += step) {
         const int64_t n0 = slice * kSlice;
         float acc[L::kTilesN][4];
         zero_acc(acc);
@@ -437,17 +448,17 @@ __global__ void __launch_bounds__(kWarps * 32) half_kernel(const acc_half_args p
 #pragma unroll
         for (int s = 0; s < L::kDepthN - 1; s++) {
             if (b0 + s < b1)
-                L::template issue_block<VEC>(p, stages + s * L::kStageN, b0 + s,
-                                             L::cols(cache, p, b0 + s, b1, lane), n0, lane);
+                L::template issue_block<VEC, SCTA>(p, stages + s * L::kStageN, b0 + s,
+                                                   L::cols(cache, p, b0 + s, b1, lane), n0, lane);
             cp_commit();
         }
         for (int64_t b = b0; b < b1; b++) {
             const int64_t i = b - b0;
             __syncwarp(); /* every lane has read the stage that block b + DEPTH - 1 overwrites */
             if (b + L::kDepthN - 1 < b1)
-                L::template issue_block<VEC>(p, stages + ((i + L::kDepthN - 1) % L::kDepthN) * L::kStageN,
-                                             b + L::kDepthN - 1,
-                                             L::cols(cache, p, b + L::kDepthN - 1, b1, lane), n0, lane);
+                L::template issue_block<VEC, SCTA>(
+                    p, stages + ((i + L::kDepthN - 1) % L::kDepthN) * L::kStageN, b + L::kDepthN - 1,
+                    L::cols(cache, p, b + L::kDepthN - 1, b1, lane), n0, lane);
             cp_commit();
             cp_wait<L::kDepthN - 1>();
             __syncwarp();
@@ -498,21 +509,31 @@ __global__ void tile_offsets_kernel(int32_t *__restrict__ meta, int64_t nb) {
     }
 }
 
-template <int FMT, bool OUT_F32> int launch(const acc_half_args &p, bool vec, cudaStream_t s) {
+template <int FMT, bool OUT_F32, bool SCTA>
+void launch_kernel(const acc_half_args &p, bool vec, cudaStream_t s) {
     const int64_t slices = (p.n + kSlice - 1) / kSlice;
-    const dim3 grid((unsigned)((p.num_tasks + kWarps - 1) / kWarps),
-                    (unsigned)(slices < 65535 ? slices : 65535));
+    const int64_t gy = SCTA ? (slices + kWarps - 1) / kWarps : slices;
+    const dim3 grid((unsigned)(SCTA ? p.num_tasks : (p.num_tasks + kWarps - 1) / kWarps),
+                    (unsigned)(gy < 65535 ? gy : 65535));
     constexpr int smem = kWarps * kDepth * kStage * 16, psmem = kWarps * kDepth * PairOps::kStageN * 16;
     static_assert(smem <= 48 * 1024 && psmem <= 48 * 1024,
                   "above 48 KB the kernel needs cudaFuncAttributeMaxDynamicSharedMemorySize");
     if (p.pairs && vec)
-        half_kernel<PairOps, FMT, OUT_F32, true><<<grid, kWarps * 32, psmem, s>>>(p);
+        half_kernel<PairOps, FMT, OUT_F32, true, SCTA><<<grid, kWarps * 32, psmem, s>>>(p);
     else if (p.pairs)
-        half_kernel<PairOps, FMT, OUT_F32, false><<<grid, kWarps * 32, psmem, s>>>(p);
+        half_kernel<PairOps, FMT, OUT_F32, false, SCTA><<<grid, kWarps * 32, psmem, s>>>(p);
     else if (vec)
-        half_kernel<BsrOps, FMT, OUT_F32, true><<<grid, kWarps * 32, smem, s>>>(p);
+        half_kernel<BsrOps, FMT, OUT_F32, true, SCTA><<<grid, kWarps * 32, smem, s>>>(p);
     else
-        half_kernel<BsrOps, FMT, OUT_F32, false><<<grid, kWarps * 32, smem, s>>>(p);
+        half_kernel<BsrOps, FMT, OUT_F32, false, SCTA><<<grid, kWarps * 32, smem, s>>>(p);
+}
+
+template <int FMT, bool OUT_F32> int launch(const acc_half_args &p, bool vec, cudaStream_t s) {
+    /* slice-major thread blocks where every warp of one has a slice (file header) */
+    if ((p.n + kSlice - 1) / kSlice >= kWarps && p.num_tasks < 0x7fffffffLL)
+        launch_kernel<FMT, OUT_F32, true>(p, vec, s);
+    else
+        launch_kernel<FMT, OUT_F32, false>(p, vec, s);
     ACC_CUDA_TRY(cudaGetLastError());
     if (p.num_splits > 0) {
         const int64_t bx = (ACC_HALF_WINDOW_ROWS(p.pairs) * p.n + 255) / 256;
