@@ -694,6 +694,30 @@ def test_gpu_pairs_same_bits_as_rows(prec):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["bsr16", "bsr16-pairs"])
+def test_gpu_bsr16_slice_major_thread_blocks(fmt):
+    """From four 64-column slices on (n > 192) the warps of a thread block run one task on
+    consecutive slices (cuda/half_spmm.cu): a split hub block row, a last slice of a few columns,
+    idle warps in the last thread block of slices, and B 2 bytes off alignment (the element path)
+    all give the integer-exact product."""
+    rng = np.random.default_rng(11)
+    A = sp.lil_matrix(blocky_matrix(3000, 2000, density=0.05, seed=4))
+    A[40:56, :] = (rng.random((16, 2000)) < 0.5) * rng.integers(-3, 4, (16, 2000))  # a hub block row
+    A = sp.csr_matrix(A)
+    A.eliminate_zeros()
+    p = gpu_half_plan(A, "fp16", fmt)
+    assert split_rows(p, 320) > 0
+    for n in (193, 320, 456):
+        B = int_dense(2000, n, seed=n)
+        want = np.asarray(A @ B).astype(np.float32)
+        Bt = torch.from_numpy(B).cuda().half()
+        assert np.array_equal(p(Bt, out=poisoned((3000, n), torch.float32)).cpu().numpy(), want), n
+        Bmis = torch.empty(2000 * n + 1, dtype=torch.float16, device="cuda")[1:].view(2000, n)
+        Bmis.copy_(Bt)
+        assert np.array_equal(p(Bmis, out=poisoned((3000, n), torch.float32)).cpu().numpy(), want), n
+
+
+@pytest.mark.gpu
 def test_gpu_bsr16_kernel_model():
     """Pairs (from PAIR_MIN_N columns) where 32 x 32 blocks put the same column blocks in both rows of
     a pair, through the C call too; rows where the pairs' rows have different column blocks."""
