@@ -86,21 +86,28 @@ __global__ void invert_perm(int64_t m, const int64_t *__restrict__ perm, int64_t
     GRID_STRIDE(i, m) iperm[perm[i]] = i;
 }
 
+/* The row that holds entry e: the last row whose offset is <= e (O(log m)). */
+__device__ __forceinline__ int64_t row_holding(const int64_t *__restrict__ row_offsets, int64_t m,
+                                               int64_t e) {
+    int64_t lo = 0, hi = m - 1;
+    while (lo < hi) {
+        const int64_t mid = (lo + hi + 1) >> 1;
+        if (row_offsets[mid] <= e)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
 /* Step 2: key and value of every nonzero. */
 template <typename V>
 __global__ void make_keys(int64_t m, int64_t nnz, const int64_t *__restrict__ row_offsets,
                           const int32_t *__restrict__ cols, const int64_t *__restrict__ iperm, int cbits,
                           uint64_t *__restrict__ keys, V *__restrict__ vals) {
     GRID_STRIDE(e, nnz) {
-        int64_t lo = 0, hi = m - 1; /* the last row whose offset is <= e: it holds e */
-        while (lo < hi) {
-            const int64_t mid = (lo + hi + 1) >> 1;
-            if (row_offsets[mid] <= e)
-                lo = mid;
-            else
-                hi = mid - 1;
-        }
-        const uint64_t ni = (uint64_t)(iperm ? iperm[lo] : lo);
+        const int64_t row = row_holding(row_offsets, m, e);
+        const uint64_t ni = (uint64_t)(iperm ? iperm[row] : row);
         keys[e] = ((ni >> 3) << (cbits + 3)) | ((uint64_t)(uint32_t)cols[e] << 3) | (ni & 7);
         vals[e] = (V)e;
     }
@@ -316,18 +323,11 @@ __global__ void __launch_bounds__(kThreads) ranks_count(const RankArgs a) {
     if (blockIdx.x == 0 && threadIdx.x < 2) a.flags[threadIdx.x] = 0;
     grid.sync();
     GRID_STRIDE(e, a.nnz) {
-        int64_t lo = 0, hi = a.m - 1; /* the last row whose offset is <= e: it holds e */
-        while (lo < hi) {
-            const int64_t mid = (lo + hi + 1) >> 1;
-            if (a.ro[mid] <= e)
-                lo = mid;
-            else
-                hi = mid - 1;
-        }
-        a.row_of[e] = (int32_t)lo;
+        const int64_t row = row_holding(a.ro, a.m, e);
+        a.row_of[e] = (int32_t)row;
         const int32_t c = a.ci[e];
-        if (e > a.ro[lo] && a.ci[e - 1] >= c) atomicOr(a.flags + (a.ci[e - 1] == c ? 0 : 1), 1);
-        const int64_t ni = a.perm ? a.iperm[lo] : lo, w = ni >> 3;
+        if (e > a.ro[row] && a.ci[e - 1] >= c) atomicOr(a.flags + (a.ci[e - 1] == c ? 0 : 1), 1);
+        const int64_t ni = a.perm ? a.iperm[row] : row, w = ni >> 3;
         int rep = 1;
         for (int j = 0; j < (int)(ni & 7); j++) {
             const int64_t q = window_row(a, 8 * w + j), z = a.ro[q + 1];
@@ -472,16 +472,15 @@ int finish(acc_bittcf_gpu_output *out, cudaStream_t s) {
 }
 
 /* A cooperative launch of `kernel` over a grid of `blocks` (at most one wave). */
-int launch_coop(void (*kernel)(RankArgs), unsigned blocks, RankArgs *a, cudaStream_t s) {
+cudaError_t launch_coop(void (*kernel)(RankArgs), unsigned blocks, RankArgs *a, cudaStream_t s) {
     void *args[] = {a};
-    return acc_cuda_status(cudaLaunchCooperativeKernel(reinterpret_cast<const void *>(kernel), dim3(blocks),
-                                                       dim3(kThreads), args, 0, s),
-                           "cudaLaunchCooperativeKernel");
+    return cudaLaunchCooperativeKernel(reinterpret_cast<const void *>(kernel), dim3(blocks), dim3(kThreads),
+                                       args, 0, s);
 }
 
 /* Ranks instead of the sort (this file's header).  RANKS_DECLINED where a row's columns do not
- * ascend, or the device cannot tell how many blocks run at once (the caller runs the sort on the
- * same input: nothing of this call is left queued). */
+ * ascend, or the device cannot tell how many blocks run at once or refuses the cooperative grid
+ * (the caller runs the sort on the same input: nothing of this call is left queued). */
 constexpr int RANKS_DECLINED = 1;
 
 int build_ranks(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cudaStream_t s, Temps &tmp) {
@@ -509,7 +508,12 @@ int build_ranks(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cuda
     TRY(tmp.get(&a.partial, 2 * (size_t)std::max(g1, g2)));
     TRY(tmp.get(&a.flags, 2));
     TRY(tmp.get(&a.D, (size_t)nnz));
-    TRY(launch_coop(ranks_count, g1, &a, s));
+    const cudaError_t e = launch_coop(ranks_count, g1, &a, s);
+    if (e == cudaErrorCooperativeLaunchTooLarge || e == cudaErrorNotSupported) {
+        (void)cudaGetLastError(); /* a device or context that cannot run the grid at once: the sort */
+        return RANKS_DECLINED;
+    }
+    ACC_CUDA_TRY(e);
     int h_flags[2] = {0, 0};
     ACC_CUDA_TRY(cudaMemcpyAsync(out->h_window_offsets, a.wo, (size_t)(W + 1) * sizeof(int64_t),
                                  cudaMemcpyDeviceToHost, s));
@@ -522,7 +526,7 @@ int build_ranks(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cuda
     a.values = out->d_values;
     a.values_tf32 = out->d_values_tf32;
     a.meta = out->d_block_meta;
-    TRY(launch_coop(ranks_place, g2, &a, s));
+    ACC_CUDA_TRY(launch_coop(ranks_place, g2, &a, s));
     out->method_used = ACC_BITTCF_GPU_RANKS;
     return finish(out, s);
 }
