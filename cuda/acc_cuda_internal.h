@@ -46,7 +46,7 @@ int with_padded_copies(const void *B, void *C, int64_t m, int64_t k, int64_t n, 
 
 /* The blocks of `kernel` (threads a block, smem dynamic shared bytes) that the current device holds at
  * once (occupancy x SMs; *per_sm, may be NULL: the occupancy), 0 where the runtime cannot tell (a
- * kernel past 48 KB of dynamic shared memory needs its attribute set first) (spgemm.cu). */
+ * kernel past 48 KB of dynamic shared memory needs its attribute set first) (device.cu). */
 int64_t resident_blocks(const void *kernel, int threads, size_t smem, int *per_sm);
 
 /* resident_blocks, cached per kernel and device (kernels of a fixed smem).  A grid-stride kernel
@@ -58,6 +58,19 @@ int64_t wave_blocks(const void *kernel, int threads, size_t smem);
 template <typename K> unsigned wave_grid(K *kernel, int threads, size_t smem, int64_t wanted) {
     const int64_t w = wave_blocks(reinterpret_cast<const void *>(kernel), threads, smem);
     return (unsigned)std::max<int64_t>(1, w > 0 ? std::min(wanted, w) : wanted);
+}
+
+/* The last index in [lo, hi] whose value (by `at`) is <= x (values non-decreasing): the row of an
+ * entry from row offsets, the segment of a position from segment offsets.  O(log(hi - lo)). */
+template <typename F> __device__ __forceinline__ int64_t last_le(int64_t lo, int64_t hi, int64_t x, F at) {
+    while (lo < hi) {
+        const int64_t mid = (lo + hi + 1) >> 1;
+        if (at(mid) <= x)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
 }
 
 /* Returns the mapped status of a CUDA call from the enclosing function. */

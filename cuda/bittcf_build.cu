@@ -89,15 +89,7 @@ __global__ void invert_perm(int64_t m, const int64_t *__restrict__ perm, int64_t
 /* The row that holds entry e: the last row whose offset is <= e (O(log m)). */
 __device__ __forceinline__ int64_t row_holding(const int64_t *__restrict__ row_offsets, int64_t m,
                                                int64_t e) {
-    int64_t lo = 0, hi = m - 1;
-    while (lo < hi) {
-        const int64_t mid = (lo + hi + 1) >> 1;
-        if (row_offsets[mid] <= e)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
+    return last_le(0, m - 1, e, [&](int64_t i) { return row_offsets[i]; });
 }
 
 /* Step 2: key and value of every nonzero. */
@@ -218,7 +210,7 @@ __global__ void pack_meta(int64_t nblocks, const int32_t *__restrict__ block_col
 namespace cg = cooperative_groups;
 
 struct RankArgs {
-    int64_t m, k, nnz, W;
+    int64_t m, nnz, W;
     const int64_t *ro;        /* row offsets [m + 1] */
     const int32_t *ci;        /* column indices [nnz] */
     const float *vin;         /* values [nnz] */
@@ -342,15 +334,14 @@ __global__ void __launch_bounds__(kThreads) ranks_count(const RankArgs a) {
     }
     grid.sync();
     const int64_t G = gridDim.x;
-    chunk_sum(a.nnz, a.partial, sh, [&](int64_t e) { return (int64_t)a.S[e]; });
-    chunk_sum(a.W, a.partial + G, sh, [&](int64_t w) { return (int64_t)((a.wcount[w] + 7) >> 3); });
+    const auto flag = [&](int64_t e) { return (int64_t)a.S[e]; };
+    const auto blocks = [&](int64_t w) { return (int64_t)((a.wcount[w] + 7) >> 3); };
+    chunk_sum(a.nnz, a.partial, sh, flag);
+    chunk_sum(a.W, a.partial + G, sh, blocks);
     grid.sync();
-    const int64_t reps = chunk_scan(
-        a.nnz, a.partial, sh, [&](int64_t e) { return (int64_t)a.S[e]; },
-        [&](int64_t e, int64_t x) { a.S[e] = (int32_t)x; });
-    chunk_scan(
-        a.W, a.partial + G, sh, [&](int64_t w) { return (int64_t)((a.wcount[w] + 7) >> 3); },
-        [&](int64_t w, int64_t x) { a.wo[w + 1] = x + ((a.wcount[w] + 7) >> 3); });
+    const int64_t reps =
+        chunk_scan(a.nnz, a.partial, sh, flag, [&](int64_t e, int64_t x) { a.S[e] = (int32_t)x; });
+    chunk_scan(a.W, a.partial + G, sh, blocks, [&](int64_t w, int64_t x) { a.wo[w + 1] = x + blocks(w); });
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         a.S[a.nnz] = (int32_t)reps;
         a.wo[0] = 0;
@@ -382,11 +373,10 @@ __global__ void __launch_bounds__(kThreads) ranks_place(const RankArgs a) {
         a.D[e] = (b << 6) | bit;
     }
     grid.sync();
-    chunk_sum(a.nb, a.partial, sh, [&](int64_t b) { return (int64_t)__popcll(a.mask[b]); });
+    const auto bits = [&](int64_t b) { return (int64_t)__popcll(a.mask[b]); };
+    chunk_sum(a.nb, a.partial, sh, bits);
     grid.sync();
-    chunk_scan(
-        a.nb, a.partial, sh, [&](int64_t b) { return (int64_t)__popcll(a.mask[b]); },
-        [&](int64_t b, int64_t x) { a.offsets[b + 1] = x + __popcll(a.mask[b]); });
+    chunk_scan(a.nb, a.partial, sh, bits, [&](int64_t b, int64_t x) { a.offsets[b + 1] = x + bits(b); });
     if (blockIdx.x == 0 && threadIdx.x == 0) a.offsets[0] = 0;
     grid.sync();
     GRID_STRIDE(e, a.nnz) place_value(a.D[e], e, a.vin, a.mask, a.offsets, a.values, a.values_tf32);
@@ -487,7 +477,6 @@ int build_ranks(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cuda
     const int64_t m = in->m, nnz = in->nnz, W = (m + 7) / 8;
     RankArgs a = {};
     a.m = m;
-    a.k = in->k;
     a.nnz = nnz;
     a.W = W;
     a.ro = in->d_row_offsets;
@@ -496,11 +485,10 @@ int build_ranks(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cuda
     a.perm = in->d_perm;
     a.wo = out->d_window_offsets;
     const int64_t want = std::max<int64_t>(1, (std::max(nnz, m) + kThreads - 1) / kThreads);
-    if (wave_blocks(reinterpret_cast<const void *>(ranks_count), kThreads, 0) <= 0 ||
-        wave_blocks(reinterpret_cast<const void *>(ranks_place), kThreads, 0) <= 0)
-        return RANKS_DECLINED;
-    const unsigned g1 = wave_grid(ranks_count, kThreads, 0, want),
-                   g2 = wave_grid(ranks_place, kThreads, 0, want);
+    const int64_t w1 = wave_blocks(reinterpret_cast<const void *>(ranks_count), kThreads, 0),
+                  w2 = wave_blocks(reinterpret_cast<const void *>(ranks_place), kThreads, 0);
+    if (w1 <= 0 || w2 <= 0) return RANKS_DECLINED;
+    const unsigned g1 = (unsigned)std::min(want, w1), g2 = (unsigned)std::min(want, w2);
     if (a.perm) TRY(tmp.get(&a.iperm, (size_t)m));
     TRY(tmp.get(&a.row_of, (size_t)nnz));
     TRY(tmp.get(&a.S, (size_t)nnz + 1));
@@ -708,10 +696,10 @@ extern "C" int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_g
         st = on_host ? upload(in, &dev_in, s, tmp) : ACC_SUCCESS;
         const bool ranks = in->method == ACC_BITTCF_GPU_RANKS ||
                            (in->method == ACC_BITTCF_GPU_AUTO && in->nnz <= ACC_BITTCF_GPU_RANKS_MAX);
-        if (st == ACC_SUCCESS && ranks && in->nnz < INT32_MAX && in->m < INT32_MAX) {
-            st = build_ranks(&dev_in, out, s, tmp);
-        }
-        if (st == RANKS_DECLINED || (st == ACC_SUCCESS && !out->method_used)) /* declined, or not tried */
+        if (st == ACC_SUCCESS)
+            st = ranks && in->nnz < INT32_MAX && in->m < INT32_MAX ? build_ranks(&dev_in, out, s, tmp)
+                                                                   : RANKS_DECLINED;
+        if (st == RANKS_DECLINED) /* not tried, or declined */
             st = in->nnz < (int64_t(1) << 32) ? build<uint32_t>(&dev_in, out, s, tmp)
                                               : build<uint64_t>(&dev_in, out, s, tmp);
     }

@@ -155,15 +155,8 @@ template <typename IdxT>
 __global__ void row_keys(int64_t m, int64_t nnz, const IdxT *__restrict__ rp, const IdxT *__restrict__ ci,
                          int cb, uint64_t *__restrict__ keys, uint32_t *__restrict__ src) {
     GRID_STRIDE(e, nnz) {
-        int64_t lo = 0, hi = m - 1;
-        while (lo < hi) {
-            const int64_t mid = (lo + hi + 1) >> 1;
-            if ((int64_t)rp[mid] <= e)
-                lo = mid;
-            else
-                hi = mid - 1;
-        }
-        keys[e] = ((uint64_t)lo << cb) | (uint64_t)ci[e];
+        const int64_t row = last_le(0, m - 1, e, [&](int64_t i) { return (int64_t)rp[i]; });
+        keys[e] = ((uint64_t)row << cb) | (uint64_t)ci[e];
         src[e] = (uint32_t)e;
     }
 }

@@ -144,18 +144,6 @@ __global__ void large_products(int64_t nlarge, const int64_t *__restrict__ large
     GRID_STRIDE(j, nlarge) out[j] = pe[rpA[large[j] + 1]] - pe[rpA[large[j]]];
 }
 
-/* The last index in [lo, hi] whose value (by `at`) is <= x (values non-decreasing). */
-template <typename F> __device__ __forceinline__ int64_t last_le(int64_t lo, int64_t hi, int64_t x, F at) {
-    while (lo < hi) {
-        const int64_t mid = (lo + hi + 1) >> 1;
-        if (at(mid) <= x)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
-}
-
 /* ---- small rows (groups) and medium rows: one block sorts their products once ---------------------- */
 
 /* The work of one block: rows [i0, i1) whose products are [q0, q1) in `prefix`'s numbering, and

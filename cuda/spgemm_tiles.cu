@@ -80,15 +80,9 @@ template <typename IdxT>
 __global__ void tile_keys(int64_t m, int64_t nnz, const IdxT *__restrict__ rp, const IdxT *__restrict__ ci,
                           int jb, uint64_t *__restrict__ keys, uint32_t *__restrict__ src) {
     GRID_STRIDE(e, nnz) {
-        int64_t lo = 0, hi = m - 1; /* the last row whose offset is <= e */
-        while (lo < hi) {
-            const int64_t mid = (lo + hi + 1) >> 1;
-            if ((int64_t)rp[mid] <= e)
-                lo = mid;
-            else
-                hi = mid - 1;
-        }
-        const uint64_t i = (uint64_t)lo, c = (uint64_t)ci[e];
+        /* the last row whose offset is <= e */
+        const uint64_t i = (uint64_t)last_le(0, m - 1, e, [&](int64_t r) { return (int64_t)rp[r]; });
+        const uint64_t c = (uint64_t)ci[e];
         keys[e] = ((i >> 3) << (jb + 6)) | ((c >> 3) << 6) | ((i & 7) << 3) | (c & 7);
         src[e] = (uint32_t)e;
     }
@@ -215,15 +209,9 @@ __global__ void enumerate_pairs(EnumArgs e, uint32_t *__restrict__ counts, uint6
     GRID_STRIDE(t, nthreads) {
         const int64_t ql = t * kCandidates;
         int64_t q = e.q0 + ql;
-        int64_t lo = e.a0, hi = e.a1 - 1; /* the last A tile whose first candidate is <= q */
-        while (lo < hi) {
-            const int64_t mid = (lo + hi + 1) >> 1;
-            if (e.raw_off[mid] <= q)
-                lo = mid;
-            else
-                hi = mid - 1;
-        }
-        int64_t a = lo, aend = e.raw_off[a + 1], bbase = e.rowptrB[e.colA[a]] - e.raw_off[a];
+        /* the last A tile whose first candidate is <= q */
+        int64_t a = last_le(e.a0, e.a1 - 1, q, [&](int64_t x) { return e.raw_off[x]; }),
+                aend = e.raw_off[a + 1], bbase = e.rowptrB[e.colA[a]] - e.raw_off[a];
         uint32_t cols = acc_tile_cols(e.maskA[a]);
         uint32_t n = 0, out = WRITE ? counts[t] : 0;
         const int64_t qend = e.q0 + min(ql + kCandidates, e.R);
@@ -290,14 +278,7 @@ __global__ void segment_counts(int64_t mt, const int64_t *__restrict__ crow_ptr,
 /* The tile row holding segment s (the last row whose first segment is <= s). */
 __device__ __forceinline__ int64_t segment_row(const int64_t *__restrict__ seg_off, int64_t lo, int64_t hi,
                                                int64_t s) {
-    while (lo < hi) {
-        const int64_t mid = (lo + hi + 1) >> 1;
-        if (seg_off[mid] <= s)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
+    return last_le(lo, hi, s, [&](int64_t i) { return seg_off[i]; });
 }
 
 /* Per segment: the entries its tiles hold in each of its 8 rows. */
