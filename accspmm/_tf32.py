@@ -122,20 +122,24 @@ def round_tf32(x: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(x), r, x).astype(np.float32)
 
 
-def schedule(window_offsets, cap: int):
+def schedule(window_offsets, cap: int, ntasks: int | None = None):
     """The schedule for ``cap`` (module docstring): ``tasks`` int32 [T, TASK_WORDS] in the kernel's
     encoding (cuda/tf32_spmm.h), ``task_cost`` float64 [T] in model units (one column slice), and
     (workspace slots, multi-part splits, windows of more than cap blocks) (the tasks of multi-part
     SPLIT windows, those windows, and the windows cut over several warps: GROUP members or multi-part
     SPLIT, none for the identity schedule, cap 0).
     One C pass over the windows (csrc/acc_schedule_cost.c; tests/schedule_reference.py is the
-    NumPy form the tests compare it with)."""
+    NumPy form the tests compare it with), two without ``ntasks``: the task count of this cap
+    (``price_caps`` counts it), which the build checks."""
     from . import _core
 
     wo = np.ascontiguousarray(window_offsets, dtype=np.int64)
     if wo.shape[0] - 1 > np.iinfo(np.int32).max - 2:
         raise ValueError("too many row windows for the TF32 kernel (limit 2^31 - 2)")
-    return _core.schedule_build(wo, int(cap), WARPS, (WB, FILL, REDUCE, TASK, MERGE))
+    consts = (WB, FILL, REDUCE, TASK, MERGE)
+    if ntasks is None:
+        return _core.schedule_build(wo, int(cap), WARPS, consts)
+    return _core.schedule_build(wo, int(cap), WARPS, consts, int(ntasks))
 
 
 def build_tasks(window_offsets, cap: int):
@@ -165,18 +169,24 @@ def predict(task_cost: np.ndarray, slices: int, variant: dict) -> float:
     return float(task_cost.sum() * slices / P + task_cost.max())
 
 
-def predict_caps(window_offsets, caps, slices: int, variant: dict) -> dict:
-    """{cap: ``predict(build_tasks(window_offsets, cap)[1], slices, variant)``} without building the
-    tasks: the task costs' sum and max of every cap in one C call, the caps in parallel
-    (csrc/acc_schedule_cost.c: the same integer-valued costs, so the same prediction), so that a
-    plan's first call prices every cap in O(windows)."""
+def price_caps(window_offsets, caps, slices: int, variant: dict) -> tuple:
+    """({cap: prediction}, {cap: task count}) of ``predict_caps``."""
     from . import _core
 
     caps = [int(c) for c in caps]
     sums, maxes, ntasks = _core.schedule_costs(np.ascontiguousarray(window_offsets, np.int64),
                                                np.asarray(caps, np.int64), WARPS, (WB, FILL, REDUCE, TASK, MERGE))
     P = REF_SMS * blocks_per_sm(variant)
-    return {c: float(s * slices / P + w) if t else 0.0 for c, s, w, t in zip(caps, sums, maxes, ntasks)}
+    pred = {c: float(s * slices / P + w) if t else 0.0 for c, s, w, t in zip(caps, sums, maxes, ntasks)}
+    return pred, {c: int(t) for c, t in zip(caps, ntasks)}
+
+
+def predict_caps(window_offsets, caps, slices: int, variant: dict) -> dict:
+    """{cap: ``predict(build_tasks(window_offsets, cap)[1], slices, variant)``} without building the
+    tasks: the task costs' sum and max of every cap in one C call, the caps in parallel
+    (csrc/acc_schedule_cost.c: the same integer-valued costs, so the same prediction), so that a
+    plan's first call prices every cap in O(windows)."""
+    return price_caps(window_offsets, caps, slices, variant)[0]
 
 
 def predict_cap(window_offsets, cap: int, slices: int, variant: dict) -> float:
@@ -277,10 +287,11 @@ class TF32Runner:
         self._ibd = float(fmt.stats["imbalance_degree"])  # the format's statistics (one C pass, cached)
         stats["schedule_by_n"] = {}
 
-    def _schedule(self, cap: int):
-        """(tasks, task_cost) of schedule ``cap``, built once; its counts go to ``_split_counts``."""
+    def _schedule(self, cap: int, ntasks: int | None = None):
+        """(tasks, task_cost) of schedule ``cap`` (of ``ntasks`` tasks, when the pricing counted
+        them), built once; its counts go to ``_split_counts``."""
         if cap not in self._tasks:
-            tasks, cost, counts = schedule(self._window_offsets, cap)
+            tasks, cost, counts = schedule(self._window_offsets, cap, ntasks)
             self._tasks[cap] = (tasks, cost)
             self._split_counts[cap] = counts
         return self._tasks[cap]
@@ -300,9 +311,9 @@ class TF32Runner:
             caps, why = tuple(c for c in CAPS if c > 0), "balance=True: best balanced cap by the cost model"
         else:
             caps, why = CAPS, "cost model"
-        pred = predict_caps(self._window_offsets, caps, slices, variant)
+        pred, counted = price_caps(self._window_offsets, caps, slices, variant)
         best = min(caps, key=lambda c: (pred[c], -c))
-        tasks = self._schedule(best)[0]
+        tasks = self._schedule(best, counted[best])[0]
         wave = REF_SMS * blocks_per_sm(variant)
         if variant["slice_s"] == 2 and "slice_s" not in self.tuning and tasks.shape[0] * slices < wave:
             # less than one wave of thread blocks: 32-column slices double the parallelism

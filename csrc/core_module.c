@@ -828,33 +828,47 @@ static int64_t schedule_args(PyObject *woobj, PyArrayObject **wo) {
 
 static PyObject *py_schedule_build(PyObject *self, PyObject *args) {
     PyObject *woobj;
-    long long cap;
+    long long cap, hint = -1;
     int warps;
     double c[5], sum = 0.0, max = 0.0;
     int64_t ntasks = 0, counts[3] = {0, 0, 0};
     PyArrayObject *wo = NULL, *tasks = NULL, *cost = NULL;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OLi(ddddd)", &woobj, &cap, &warps, &c[0], &c[1], &c[2], &c[3], &c[4]))
+    if (!PyArg_ParseTuple(args, "OLi(ddddd)|L", &woobj, &cap, &warps, &c[0], &c[1], &c[2], &c[3], &c[4],
+                          &hint))
         return NULL;
     const int64_t W = schedule_args(woobj, &wo);
     if (W < 0) return NULL;
-    acc_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = acc_schedule_cost(PyArray_DATA(wo), W, cap, warps, c, &sum, &max, &ntasks);
-    Py_END_ALLOW_THREADS
+    acc_status st = ACC_SUCCESS;
+    /* the task count: the caller's (schedule_costs of the same offsets and cap counted it) or a
+     * costs-only pass; the build checks that it made exactly that many rows */
+    if (hint >= 0) {
+        ntasks = hint;
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        st = acc_schedule_cost(PyArray_DATA(wo), W, cap, warps, c, &sum, &max, &ntasks);
+        Py_END_ALLOW_THREADS
+    }
     if (st != ACC_SUCCESS) goto fail;
     npy_intp dims[2] = {ntasks, 1 + 2 * (npy_intp)warps};
     tasks = (PyArrayObject *)PyArray_SimpleNew(2, dims, NPY_INT32);
     cost = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_FLOAT64);
     if (!tasks || !cost) goto fail;
+    const int64_t capacity = ntasks;
     Py_BEGIN_ALLOW_THREADS
     if (ntasks >= 65536) { /* fresh pages mapped by the core's threads, not one by one by the pass */
         acc_prefault(PyArray_DATA(tasks), (size_t)PyArray_NBYTES(tasks));
         acc_prefault(PyArray_DATA(cost), (size_t)PyArray_NBYTES(cost));
     }
     st = acc_schedule_build(PyArray_DATA(wo), W, cap, warps, c, PyArray_DATA(tasks), PyArray_DATA(cost),
-                            ntasks, &sum, &max, &ntasks, counts);
+                            capacity, &sum, &max, &ntasks, counts);
     Py_END_ALLOW_THREADS
+    if ((st == ACC_SUCCESS || hint >= 0) &&
+        ntasks != capacity) { /* a wrong count: too few rows, or too many */
+        PyErr_Format(PyExc_ValueError, "schedule_build: the schedule has %lld tasks, not the %lld given",
+                     (long long)ntasks, (long long)capacity);
+        goto fail;
+    }
     if (st != ACC_SUCCESS) goto fail;
     Py_DECREF(wo);
     return Py_BuildValue("(NN(LLL))", (PyObject *)tasks, (PyObject *)cost, (long long)counts[0],
@@ -965,7 +979,8 @@ static PyMethodDef core_methods[] = {
     {"reorder_jaccard", py_reorder_jaccard, METH_VARARGS,
      "reorder_jaccard(m, k, indptr, indices, seed, tau, block_width, max_candidates, progress) -> perm"},
     {"schedule_build", py_schedule_build, METH_VARARGS,
-     "schedule_build(window_offsets, cap, warps, (WB, FILL, REDUCE, TASK, MERGE)) -> (tasks int32 [T, 1 + 2 "
+     "schedule_build(window_offsets, cap, warps, (WB, FILL, REDUCE, TASK, MERGE)[, ntasks]) -> (tasks int32 "
+     "[T, 1 + 2 "
      "warps], task_cost float64 [T], (workspace slots, multi-part splits, windows of more than cap blocks))"},
     {"schedule_costs", py_schedule_costs, METH_VARARGS,
      "schedule_costs(window_offsets, caps:int64, warps, (WB, FILL, REDUCE, TASK, MERGE)) -> (sums, maxes, "

@@ -315,10 +315,13 @@ def test_schedule_costs_match_task_build():
         for c in consts[:3] if wo[-1] > 1 << 20 else consts:  # (its sums pass 2^53 with MERGE = 1024)
             sums, maxes, ntasks = _core.schedule_costs(wo, caps, WARPS, c)
             for j, cap in enumerate(caps.tolist()):
-                tasks, cost, _ = _core.schedule_build(wo, cap, WARPS, c)
+                tasks, cost, counts = _core.schedule_build(wo, cap, WARPS, c)
                 assert ntasks[j] == tasks.shape[0] == cost.shape[0], (wo[:6], c, cap)
                 if cost.size:
                     assert sums[j] == cost.sum() and maxes[j] == cost.max(), (wo[:6], c, cap)
+                if j % 4 == 0:  # with the counted tasks given (a plan's first call), one pass: the same rows
+                    t2, c2, k2 = _core.schedule_build(wo, cap, WARPS, c, int(ntasks[j]))
+                    assert np.array_equal(t2, tasks) and np.array_equal(c2, cost) and k2 == counts
     wo = cases[0]
     for bad in ((2.5, 2.0, 2.0, 4.0, 2.0), (2.0, -1.0, 2.0, 4.0, 2.0), (2.0, 2.0, 2.0, 4.0, 1025.0)):
         with pytest.raises(ValueError):
@@ -327,6 +330,10 @@ def test_schedule_costs_match_task_build():
             _core.schedule_build(wo, 8, WARPS, bad)
     with pytest.raises(ValueError):
         _core.schedule_build(np.array([0, 5, 3, 9], np.int64), 8, WARPS, consts[0])
+    true = _core.schedule_build(wo, 8, WARPS, consts[0])[0].shape[0]
+    for wrong in (true - 1, true + 1):  # a task count that is not the schedule's is refused, not trusted
+        with pytest.raises(ValueError, match=f"has {true} tasks, not the {wrong} given"):
+            _core.schedule_build(wo, 8, WARPS, consts[0], wrong)
 
 
 def test_schedule_bad_input():
