@@ -254,22 +254,48 @@ template <int FMT, bool OUT_F32, bool VEC, int OFF, int N>
 __device__ __forceinline__ void write_block_row(const acc_half_args &p, const float (&acc)[N][4], int64_t r,
                                                 int64_t slot, int rows, int lo, int64_t n0, int lane) {
     const int g = lane >> 2, t = lane & 3;
+    if (slot >= 0) {
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int i = g + 8 * h;
-        const int64_t row = r * 16 + i;
-        if (slot >= 0) {
-            float *ws = p.workspace + (slot * rows + lo + i) * p.n;
+        for (int h = 0; h < 2; h++) {
+            float *ws = p.workspace + (slot * rows + lo + g + 8 * h) * p.n;
 #pragma unroll
             for (int j = 0; j < kTiles; j++) {
                 const int64_t col = n0 + 8 * j + 2 * t;
                 if (col < p.n) ws[col] = acc[OFF + j][2 * h];
                 if (col + 1 < p.n) ws[col + 1] = acc[OFF + j][2 * h + 1];
             }
-            continue;
         }
+        return;
+    }
+    /* The common case in one test for the lane's 32 sums: all finite (v * 0 is NaN exactly for NaN
+     * and inf, and NaN stays NaN through the additions) and the slice's 64 columns all below n; then
+     * the stores go out without a test per element.  Otherwise each element as below. */
+    float z = 0.f;
+#pragma unroll
+    for (int j = 0; j < kTiles; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            z = fmaf(acc[OFF + j][e], 0.f, z);
+    const bool fast = isfinite(z) && n0 + kSlice <= p.n;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int i = g + 8 * h;
+        const int64_t row = r * 16 + i;
         if (row >= p.m) continue;
         const int64_t base = p.perm[row] * p.n;
+        if (fast) {
+            const int64_t at = base + n0 + 2 * t;
+#pragma unroll
+            for (int j = 0; j < kTiles; j++) {
+                if (VEC) {
+                    store2<FMT, OUT_F32>(p, at + 8 * j, acc[OFF + j][2 * h], acc[OFF + j][2 * h + 1]);
+                } else {
+                    store1<FMT, OUT_F32>(p, at + 8 * j, acc[OFF + j][2 * h]);
+                    store1<FMT, OUT_F32>(p, at + 8 * j + 1, acc[OFF + j][2 * h + 1]);
+                }
+            }
+            continue;
+        }
 #pragma unroll
         for (int j = 0; j < kTiles; j++) {
             const int64_t col = n0 + 8 * j + 2 * t;
