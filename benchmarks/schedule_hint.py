@@ -9,7 +9,8 @@ Run on the GPU machine (a default plan needs the GPU):
 from __future__ import annotations
 
 import argparse
-import time
+import os
+import sys
 
 import numpy as np
 import torch
@@ -17,18 +18,14 @@ import torch
 import accspmm
 from accspmm import _tf32, datasets
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu_spmm import median_time  # noqa: E402
+
 DEFAULT = ("minnesota", "polblogs", "rajat01", "memplus", "deezer_europe", "usroads")
 
 
 def median_us(f, reps):
-    for _ in range(10):
-        f()
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts)) * 1e6
+    return median_time(f, reps) * 1e6
 
 
 def main():
