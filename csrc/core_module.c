@@ -863,8 +863,8 @@ static PyObject *py_schedule_build(PyObject *self, PyObject *args) {
     st = acc_schedule_build(PyArray_DATA(wo), W, cap, warps, c, PyArray_DATA(tasks), PyArray_DATA(cost),
                             capacity, &sum, &max, &ntasks, counts);
     Py_END_ALLOW_THREADS
-    if ((st == ACC_SUCCESS || hint >= 0) &&
-        ntasks != capacity) { /* a wrong count: too few rows, or too many */
+    /* a wrong count given: fewer rows built than allocated, or more (the build stopped writing) */
+    if ((st == ACC_SUCCESS || hint >= 0) && ntasks != capacity) {
         PyErr_Format(PyExc_ValueError, "schedule_build: the schedule has %lld tasks, not the %lld given",
                      (long long)ntasks, (long long)capacity);
         goto fail;
@@ -979,9 +979,9 @@ static PyMethodDef core_methods[] = {
     {"reorder_jaccard", py_reorder_jaccard, METH_VARARGS,
      "reorder_jaccard(m, k, indptr, indices, seed, tau, block_width, max_candidates, progress) -> perm"},
     {"schedule_build", py_schedule_build, METH_VARARGS,
-     "schedule_build(window_offsets, cap, warps, (WB, FILL, REDUCE, TASK, MERGE)[, ntasks]) -> (tasks int32 "
-     "[T, 1 + 2 "
-     "warps], task_cost float64 [T], (workspace slots, multi-part splits, windows of more than cap blocks))"},
+     "schedule_build(window_offsets, cap, warps, (WB, FILL, REDUCE, TASK, MERGE)[, ntasks]) -> "
+     "(tasks int32 [T, 1 + 2 warps], task_cost float64 [T], (workspace slots, multi-part splits, windows of "
+     "more than cap blocks)); ntasks: the schedule's task count, known from schedule_costs (checked)"},
     {"schedule_costs", py_schedule_costs, METH_VARARGS,
      "schedule_costs(window_offsets, caps:int64, warps, (WB, FILL, REDUCE, TASK, MERGE)) -> (sums, maxes, "
      "ntasks) per cap"},

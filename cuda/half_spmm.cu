@@ -43,8 +43,10 @@
  * multiple of 8 or B is not 16-byte aligned).
  *
  * Write-back: row 16 r + i of the block row goes to C[perm[16 r + i]] (rows >= m skipped),
- * columns >= n neither read nor written.  Split block rows: each part writes its FP32 tile to
- * its workspace slot; reduce_splits sums the parts in slot order (deterministic, no atomics).
+ * columns >= n neither read nor written.  A lane whose 32 sums are finite (one test over all of
+ * them) in a slice below n stores them without a test per element.  Split block rows: each part
+ * writes its FP32 tile to its workspace slot; reduce_splits sums the parts in slot order
+ * (deterministic, no atomics).
  *
  * Non-finite B (scipy's semantics): a dense block multiplies its zero slots too (0 * inf =
  * NaN), so every written element whose FP32 sum is not finite is recomputed by exact_elem from
