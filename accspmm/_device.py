@@ -136,12 +136,40 @@ class DeviceArray:
 
 # ---- GPU arrays of other libraries ----------------------------------------------------------
 
+_TORCH_DTYPES = None  # torch dtype -> NumPy dtype, for the dtypes whose __cuda_array_interface__ NumPy reads
+_NUMPY_TO_TORCH = None  # and back
+
+
+def _torch_dtypes() -> dict:
+    global _TORCH_DTYPES, _NUMPY_TO_TORCH
+    if _TORCH_DTYPES is None:
+        import torch
+
+        names = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
+                 "complex64", "complex128")
+        _NUMPY_TO_TORCH = {np.dtype(n): getattr(torch, n) for n in names}
+        _TORCH_DTYPES = {t: d for d, t in _NUMPY_TO_TORCH.items()}
+    return _TORCH_DTYPES
+
+
 class ForeignArray:
-    """A CUDA array of CuPy / PyTorch / Numba seen through __cuda_array_interface__ (no copy)."""
+    """A CUDA array of CuPy / PyTorch / Numba seen through __cuda_array_interface__ (no copy).  A
+    PyTorch tensor of a dtype NumPy has is read from its own attributes instead: the same pointer,
+    shape, dtype and contiguity (torch's __cuda_array_interface__ is a Python property that builds a
+    dict, about 10 us a call on the GPU machine's host; first calls make two)."""
 
     __slots__ = ("obj", "ptr", "shape", "dtype", "c_contiguous", "stream", "kind")
 
     def __init__(self, obj):
+        if type(obj).__module__ == "torch":
+            dt = _torch_dtypes().get(obj.dtype)
+            if dt is not None and obj.is_cuda and not (obj.requires_grad or obj.is_neg() or obj.is_conj()):
+                self.obj, self.kind, self.stream = obj, "torch", None
+                self.ptr = int(obj.data_ptr())
+                self.shape = tuple(obj.shape)
+                self.dtype = dt
+                self.c_contiguous = obj.is_contiguous()
+                return
         cai = obj.__cuda_array_interface__
         self.obj = obj
         self.ptr = int(cai["data"][0])
@@ -199,7 +227,9 @@ class ForeignArray:
         if self.kind == "torch":
             import torch
 
-            return ForeignArray(torch.empty(shape, dtype=getattr(torch, np.dtype(dtype).name), device=self.obj.device))
+            _torch_dtypes()
+            td = _NUMPY_TO_TORCH.get(np.dtype(dtype)) or getattr(torch, np.dtype(dtype).name)
+            return ForeignArray(self.obj.new_empty(shape, dtype=td))
         if self.kind == "cupy":
             import cupy
 
@@ -212,6 +242,9 @@ class ForeignArray:
         if self.kind == "torch":
             import torch
 
+            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what torch.compile's code calls
+            if raw is not None:
+                return int(raw(self.obj.device.index)) or None
             return int(torch.cuda.current_stream(self.obj.device).cuda_stream) or None
         if self.kind == "cupy":
             import cupy

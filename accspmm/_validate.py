@@ -112,7 +112,10 @@ HALF_MESSAGE = ("B has dtype {}, but this plan computes in float32/float64 (prec
 
 
 def check_b_dtype(b_dtype: np.dtype) -> None:
-    if (b_dtype.kind == "f" and b_dtype.itemsize == 2) or b_dtype.name == "bfloat16":
+    kind = b_dtype.kind
+    if kind in "iub" or (kind == "f" and b_dtype.itemsize != 2):
+        return  # without dtype.name, a Python-level property of NumPy (microseconds)
+    if (kind == "f" and b_dtype.itemsize == 2) or b_dtype.name == "bfloat16":
         raise TypeError(HALF_MESSAGE.format(b_dtype.name))
     if b_dtype.kind not in "fiub":
         raise TypeError(f"B must hold real numbers, got dtype {b_dtype}")
