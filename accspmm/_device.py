@@ -136,20 +136,21 @@ class DeviceArray:
 
 # ---- GPU arrays of other libraries ----------------------------------------------------------
 
-_TORCH_DTYPES = None  # torch dtype -> NumPy dtype, for the dtypes whose __cuda_array_interface__ NumPy reads
-_NUMPY_TO_TORCH = None  # and back
+_TORCH_MAPS = None
 
 
-def _torch_dtypes() -> dict:
-    global _TORCH_DTYPES, _NUMPY_TO_TORCH
-    if _TORCH_DTYPES is None:
+def torch_dtype_maps() -> tuple:
+    """(torch dtype -> NumPy dtype, NumPy dtype -> torch dtype) for the torch dtypes NumPy has (the
+    ones whose __cuda_array_interface__ NumPy reads); built at first use, when torch is loaded."""
+    global _TORCH_MAPS
+    if _TORCH_MAPS is None:
         import torch
 
         names = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
                  "complex64", "complex128")
-        _NUMPY_TO_TORCH = {np.dtype(n): getattr(torch, n) for n in names}
-        _TORCH_DTYPES = {t: d for d, t in _NUMPY_TO_TORCH.items()}
-    return _TORCH_DTYPES
+        to_torch = {np.dtype(n): getattr(torch, n) for n in names}
+        _TORCH_MAPS = ({t: d for d, t in to_torch.items()}, to_torch)
+    return _TORCH_MAPS
 
 
 class ForeignArray:
@@ -162,7 +163,7 @@ class ForeignArray:
 
     def __init__(self, obj):
         if type(obj).__module__ == "torch":
-            dt = _torch_dtypes().get(obj.dtype)
+            dt = torch_dtype_maps()[0].get(obj.dtype)
             if dt is not None and obj.is_cuda and not (obj.requires_grad or obj.is_neg() or obj.is_conj()):
                 self.obj, self.kind, self.stream = obj, "torch", None
                 self.ptr = int(obj.data_ptr())
@@ -227,8 +228,7 @@ class ForeignArray:
         if self.kind == "torch":
             import torch
 
-            _torch_dtypes()
-            td = _NUMPY_TO_TORCH.get(np.dtype(dtype)) or getattr(torch, np.dtype(dtype).name)
+            td = torch_dtype_maps()[1].get(np.dtype(dtype)) or getattr(torch, np.dtype(dtype).name)
             return ForeignArray(self.obj.new_empty(shape, dtype=td))
         if self.kind == "cupy":
             import cupy

@@ -136,10 +136,8 @@ def schedule(window_offsets, cap: int, ntasks: int | None = None):
     wo = np.ascontiguousarray(window_offsets, dtype=np.int64)
     if wo.shape[0] - 1 > np.iinfo(np.int32).max - 2:
         raise ValueError("too many row windows for the TF32 kernel (limit 2^31 - 2)")
-    consts = (WB, FILL, REDUCE, TASK, MERGE)
-    if ntasks is None:
-        return _core.schedule_build(wo, int(cap), WARPS, consts)
-    return _core.schedule_build(wo, int(cap), WARPS, consts, int(ntasks))
+    return _core.schedule_build(wo, int(cap), WARPS, (WB, FILL, REDUCE, TASK, MERGE),
+                                -1 if ntasks is None else int(ntasks))  # -1: count them
 
 
 def build_tasks(window_offsets, cap: int):

@@ -30,13 +30,11 @@ import numpy as np
 import torch
 
 from . import _half, _plan
-from ._device import register_interop
-from ._validate import HALF_MESSAGE
+from ._device import register_interop, torch_dtype_maps
+from ._validate import HALF_MESSAGE, plain_real
 
-_TORCH_OF = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64}
-_NUMPY_OF = {torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64),
-             torch.int32: np.dtype(np.int32), torch.int64: np.dtype(np.int64), torch.int16: np.dtype(np.int16),
-             torch.int8: np.dtype(np.int8), torch.uint8: np.dtype(np.uint8), torch.bool: np.dtype(np.bool_)}
+_TORCH_TO_NUMPY, _TORCH_OF = torch_dtype_maps()
+_NUMPY_OF = {t: d for t, d in _TORCH_TO_NUMPY.items() if plain_real(d)}  # the dtypes B may have on a plan
 
 _lib = torch.library.Library("accspmm", "DEF")
 _lib.define("spmm(Tensor B, int plan, bool transpose=False) -> Tensor")

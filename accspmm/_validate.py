@@ -111,14 +111,17 @@ HALF_MESSAGE = ("B has dtype {}, but this plan computes in float32/float64 (prec
                 "or convert B with B.float() (PyTorch) or B.astype(numpy.float32)")
 
 
+def plain_real(dtype: np.dtype) -> bool:
+    """An integer, bool or float dtype other than the half formats (which have their own plans)."""
+    return dtype.kind in "iub" or (dtype.kind == "f" and dtype.itemsize != 2)
+
+
 def check_b_dtype(b_dtype: np.dtype) -> None:
-    kind = b_dtype.kind
-    if kind in "iub" or (kind == "f" and b_dtype.itemsize != 2):
-        return  # without dtype.name, a Python-level property of NumPy (microseconds)
-    if (kind == "f" and b_dtype.itemsize == 2) or b_dtype.name == "bfloat16":
+    if plain_real(b_dtype):
+        return  # before dtype.name, a Python-level property of NumPy (microseconds)
+    if b_dtype.kind == "f" or b_dtype.name == "bfloat16":
         raise TypeError(HALF_MESSAGE.format(b_dtype.name))
-    if b_dtype.kind not in "fiub":
-        raise TypeError(f"B must hold real numbers, got dtype {b_dtype}")
+    raise TypeError(f"B must hold real numbers, got dtype {b_dtype}")
 
 
 def as_host_b(B, k: int):
