@@ -42,6 +42,18 @@
  * beyond n are zero-filled (cp.async with source size 0, or element loads when n is not a
  * multiple of 8 or B is not 16-byte aligned).
  *
+ * TMA (sm_90, the row kernel in slice-major thread blocks, 16-byte rows of B): one lane asks for
+ * each B tile with cp.async.bulk.tensor through a tensor map of B made per launch (128-byte swizzle:
+ * the same slots; zero fill beyond k and n), and the stage's mbarrier says when it has landed; the
+ * block's values still come by cp.async.  The same bits.  The TMA kernel holds 117 registers
+ * against 155 (16 warps per SM instead of 12).  H100, kernel us, cp.async -> TMA, one process per
+ * side (results/h100_half_tma.txt): uniform 32x32 blocks 8192^2 at n = 256 1.15-1.25x (99%: 12.8 ->
+ * 11.1), at n = 512 1.04-1.11x (99%: 18.0 -> 16.8); G3_circuit, cnr-2000, landmark 1.06-1.14x;
+ * ddi 0.95x, irregular block rows 0.94-1.01x.  Not used: in task-major blocks (n <= 192), whose
+ * warps share B tiles through L1, which TMA bypasses (0.86-0.96x at n = 128), and in the pair
+ * kernel (capped at 3 thread blocks per SM to fit: 0.88-0.98x on uniform blocks, the pairs' use).
+ * ACC_HALF_TMA=0 turns it off (comparisons).
+ *
  * Write-back: row 16 r + i of the block row goes to C[perm[16 r + i]] (rows >= m skipped),
  * columns >= n neither read nor written.  A lane whose 32 sums are finite (one test over all of
  * them) in a slice below n stores them without a test per element.  Split block rows: each part
@@ -56,10 +68,13 @@
  *
  * Limits: n < 2^31, k < 2^31 (block column ids are int32), blocks < 2^57.
  */
+#include <cuda.h> /* CUtensorMap (types only: the encoder comes through the runtime's entry point) */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cudaTypedefs.h>
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "acc_cuda_internal.h"
 #include "half_spmm.h"
@@ -72,6 +87,8 @@ constexpr int kTiles = kSlice / 8;        /* 8-column MMA tiles per slice */
 constexpr int kBPieces = 16 * kSlice / 8; /* 16-byte pieces of a 16 x 64 B tile: 128 */
 constexpr int kStage = kBPieces + 32;     /* pieces per stage: B tile + the block's 512 bytes */
 constexpr int kDepth = 4;
+constexpr int kMaxDevices = 64; /* per-device caches of the TMA launch */
+constexpr int kTmaStage = 192;  /* pieces per stage of the TMA kernels: 3,072 bytes (a multiple of 1,024) */
 
 template <int FMT> __device__ __forceinline__ float to_f32(uint16_t h) {
     if (FMT == ACC_HALF_BF16) return __uint_as_float((uint32_t)h << 16);
@@ -112,6 +129,49 @@ __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_grou
 
 template <int N> __device__ __forceinline__ void cp_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+/* ---- sm_90: the B tile by the tensor-memory accelerator (TMA) --------------------------------
+ * One lane asks for the 16 x 64 tile with one cp.async.bulk.tensor; the tensor map's 128-byte
+ * swizzle puts piece c of tile row r at slot c ^ (r % 8), the layout the cp.async path writes, and
+ * fills rows beyond k and columns beyond n with zeros.  Each stage has an mbarrier (arrival count
+ * 1: that lane's expect_tx) whose phase completes when the tile's 2,048 bytes have landed. */
+__device__ __forceinline__ unsigned smem_u32(const void *q) { return (unsigned)__cvta_generic_to_shared(q); }
+
+__device__ __forceinline__ void mbar_init(unsigned bar) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+#endif
+}
+
+__device__ __forceinline__ void mbar_init_fence() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void tma_b_tile(unsigned dst, const CUtensorMap *map, int x, int y, unsigned bar) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "n"(16 * kSlice * 2)
+                 : "memory");
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, "
+        "{%2, %3}], [%4];" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar)
+        : "memory");
+#endif
+}
+
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+#if __CUDA_ARCH__ >= 900
+    unsigned done = 0;
+    while (!done)
+        asm volatile(
+            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+#endif
 }
 
 /* Position of block entry (i, j) in the fragment order (csrc/accspmm.h). */
@@ -173,11 +233,22 @@ __device__ __forceinline__ void store2(const acc_half_args &p, int64_t at, float
         *reinterpret_cast<__half2 *>(static_cast<__half *>(p.C) + at) = __floats2half2_rn(v0, v1);
 }
 
+/* Where a TMA copy of a stage's B tile reports (the kernel's tensor map of B, the stage's mbarrier). */
+struct Tma {
+    const CUtensorMap *map;
+    unsigned bar;
+};
+
 /* Copies the 16 x 64 tile of B at column block bc (columns n0 ..) into a stage: rows beyond k and
- * columns beyond n as zeros.  Tile row r's 8 pieces: piece c at slot c ^ (r % 8). */
-template <bool VEC>
+ * columns beyond n as zeros.  Tile row r's 8 pieces: piece c at slot c ^ (r % 8).  TMA: lane 0 asks
+ * for the whole tile (the stage is 1,024-byte aligned, as the swizzle needs). */
+template <bool VEC, bool TMA>
 __device__ __forceinline__ void issue_b_tile(const acc_half_args &p, uint4 *stage, int32_t bc, int64_t n0,
-                                             int lane) {
+                                             int lane, const Tma &t) {
+    if (TMA) {
+        if (lane == 0) tma_b_tile(smem_u32(stage), t.map, (int)n0, 16 * bc, t.bar);
+        return;
+    }
     const int c = lane & 7;
     const int64_t col = n0 + 8 * c;
 #pragma unroll
@@ -209,11 +280,11 @@ __device__ __forceinline__ void issue_block_values(const acc_half_args &p, uint4
 }
 
 /* Copies block b (column block bc) into a stage: the 16 x 64 tile of B, then its 512 bytes. */
-template <bool VEC, bool L1A>
+template <bool VEC, bool L1A, bool TMA>
 __device__ __forceinline__ void issue(const acc_half_args &p, uint4 *stage, int64_t b, int32_t bc, int64_t n0,
-                                      int lane) {
+                                      int lane, const Tma &t) {
     issue_block_values<L1A>(p, stage + kBPieces, b, lane);
-    issue_b_tile<VEC>(p, stage, bc, n0, lane);
+    issue_b_tile<VEC, TMA>(p, stage, bc, n0, lane, t);
 }
 
 /* acc[8h + j] += block h of the stage (its 32 pieces at kBPieces + 32h) x tile j of the stage's B
@@ -339,10 +410,10 @@ struct BsrOps {
         }
         return __shfl_sync(0xffffffffu, k.c, (int)(b - k.base));
     }
-    template <bool VEC, bool L1A>
+    template <bool VEC, bool L1A, bool TMA>
     static __device__ __forceinline__ void issue_block(const acc_half_args &p, uint4 *stage, int64_t b, Col c,
-                                                       int64_t n0, int lane) {
-        issue<VEC, L1A>(p, stage, b, c, n0, lane);
+                                                       int64_t n0, int lane, const Tma &t) {
+        issue<VEC, L1A, TMA>(p, stage, b, c, n0, lane, t);
     }
     template <int FMT>
     static __device__ __forceinline__ void consume_block(const uint4 *stage, int lane,
@@ -397,12 +468,12 @@ struct PairOps {
                 (int64_t)__shfl_sync(0xffffffffu, (long long)k.e.top, src),
                 (int64_t)__shfl_sync(0xffffffffu, (long long)k.e.bottom, src)};
     }
-    template <bool VEC, bool L1A>
+    template <bool VEC, bool L1A, bool TMA>
     static __device__ __forceinline__ void issue_block(const acc_half_args &p, uint4 *stage, int64_t /*b*/,
-                                                       Col c, int64_t n0, int lane) {
+                                                       Col c, int64_t n0, int lane, const Tma &t) {
         issue_block_values<L1A>(p, stage + kBPieces, c.top, lane);
         issue_block_values<L1A>(p, stage + kBPieces + 32, c.bottom, lane);
-        issue_b_tile<VEC>(p, stage, c.c, n0, lane);
+        issue_b_tile<VEC, TMA>(p, stage, c.c, n0, lane, t);
     }
     template <int FMT>
     static __device__ __forceinline__ void consume_block(const uint4 *stage, int lane,
@@ -445,17 +516,35 @@ template <int FMT, bool OUT_F32> __global__ void reduce_splits(const acc_half_ar
  * block the warp writes the window and starts the next; empty windows are written as zeros.
  * slot >= 0: blocks b0 .. b1 - 1 of the split window w0 (w1 = w0 + 1), summed into workspace slot
  * `slot` (reduce_splits adds the parts).  Pipeline: see the file's header.  SCTA: slice-major thread
- * blocks (the warps of a block share the task, each on its own slice; the file's header). */
-template <class L, int FMT, bool OUT_F32, bool VEC, bool SCTA>
-__global__ void __launch_bounds__(kWarps * 32) half_kernel(const acc_half_args p) {
+ * blocks (the warps of a block share the task, each on its own slice; the file's header).  TMA (sm_90):
+ * B tiles by the tensor map `map` (tma_b_tile), stages of 3,072 bytes from a 1,024-byte aligned
+ * base, an mbarrier per stage after them; `map` is unused otherwise. */
+template <class L, int FMT, bool OUT_F32, bool VEC, bool SCTA, bool TMA>
+__global__ void __launch_bounds__(kWarps * 32)
+    half_kernel(const acc_half_args p, const __grid_constant__ CUtensorMap map) {
     extern __shared__ uint4 smem[];
+    constexpr int kStride = TMA ? kTmaStage : L::kStageN;
+    static_assert(!TMA || (L::kStageN <= kTmaStage && L::kScratch == 0),
+                  "a TMA stage holds the layout's stage");
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t task = SCTA ? (int64_t)blockIdx.x : (int64_t)blockIdx.x * kWarps + warp;
     if (task >= p.num_tasks) return;
     const int64_t *T = p.tasks + ACC_HALF_TASK_WORDS * task;
     const int64_t w0 = T[0], w1 = T[1], b0 = T[2], b1 = T[3], slot = T[4];
-    uint4 *stages = smem + warp * (L::kDepthN * L::kStageN + L::kScratch);
-    float *scratch = reinterpret_cast<float *>(stages + L::kDepthN * L::kStageN);
+    uint4 *base = smem;
+    if (TMA) /* the swizzle's 1,024-byte alignment (the launch adds 1 KB for it) */
+        base = smem + ((1024 - (smem_u32(smem) & 1023)) & 1023) / 16;
+    uint4 *stages = base + warp * (L::kDepthN * kStride + L::kScratch);
+    float *scratch = reinterpret_cast<float *>(stages + L::kDepthN * kStride);
+    const unsigned bars = smem_u32(base + kWarps * L::kDepthN * kStride) + 8 * L::kDepthN * warp;
+    unsigned phase = 0; /* bit s: the parity stage s's barrier completes next */
+    if (TMA) {
+        if (lane == 0)
+            for (int s = 0; s < L::kDepthN; s++)
+                mbar_init(bars + 8 * s);
+        mbar_init_fence();
+        __syncwarp();
+    }
     const int64_t slices = (p.n + kSlice - 1) / kSlice;
     const int64_t first = SCTA ? (int64_t)blockIdx.y * kWarps + warp : (int64_t)blockIdx.y;
     const int64_t step = SCTA ? (int64_t)gridDim.y * kWarps : (int64_t)gridDim.y;
@@ -476,21 +565,27 @@ __global__ void __launch_bounds__(kWarps * 32) half_kernel(const acc_half_args p
 #pragma unroll
         for (int s = 0; s < L::kDepthN - 1; s++) {
             if (b0 + s < b1)
-                L::template issue_block<VEC, SCTA>(p, stages + s * L::kStageN, b0 + s,
-                                                   L::cols(cache, p, b0 + s, b1, lane), n0, lane);
+                L::template issue_block<VEC, SCTA, TMA>(p, stages + s * kStride, b0 + s,
+                                                        L::cols(cache, p, b0 + s, b1, lane), n0, lane,
+                                                        Tma{&map, bars + 8 * s});
             cp_commit();
         }
         for (int64_t b = b0; b < b1; b++) {
             const int64_t i = b - b0;
+            const int at = (int)(i % L::kDepthN), next = (int)((i + L::kDepthN - 1) % L::kDepthN);
             __syncwarp(); /* every lane has read the stage that block b + DEPTH - 1 overwrites */
             if (b + L::kDepthN - 1 < b1)
-                L::template issue_block<VEC, SCTA>(
-                    p, stages + ((i + L::kDepthN - 1) % L::kDepthN) * L::kStageN, b + L::kDepthN - 1,
-                    L::cols(cache, p, b + L::kDepthN - 1, b1, lane), n0, lane);
+                L::template issue_block<VEC, SCTA, TMA>(p, stages + next * kStride, b + L::kDepthN - 1,
+                                                        L::cols(cache, p, b + L::kDepthN - 1, b1, lane), n0,
+                                                        lane, Tma{&map, bars + 8 * next});
             cp_commit();
             cp_wait<L::kDepthN - 1>();
+            if (TMA) {
+                mbar_wait(bars + 8 * at, (phase >> at) & 1u);
+                phase ^= 1u << at;
+            }
             __syncwarp();
-            L::template consume_block<FMT>(stages + (i % L::kDepthN) * L::kStageN, lane, acc);
+            L::template consume_block<FMT>(stages + at * kStride, lane, acc);
             if (b + 1 == stop) { /* warp-uniform: window w is complete */
                 L::template write<FMT, OUT_F32, VEC>(p, acc, w, slot, n0, lane, scratch);
                 zero_acc(acc);
@@ -537,31 +632,117 @@ __global__ void tile_offsets_kernel(int32_t *__restrict__ meta, int64_t nb) {
     }
 }
 
+/* ---- TMA on the host: the driver's tensor-map encoder, and whether this build and device have TMA */
+using EncodeFn = PFN_cuTensorMapEncodeTiled_v12000;
+
+EncodeFn tensor_map_encoder() {
+    static const EncodeFn fn = [] {
+        void *f = nullptr;
+        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
+                cudaSuccess ||
+            q != cudaDriverEntryPointSuccess) {
+            (void)cudaGetLastError();
+            f = nullptr;
+        }
+        return reinterpret_cast<EncodeFn>(f);
+    }();
+    return fn;
+}
+
+/* B (k rows of n half values, row-major) as a tensor map of 16 x 64 tiles with the 128-byte swizzle;
+ * false where the driver cannot make it. */
+bool b_tensor_map(const acc_half_args &p, CUtensorMap *map) {
+    const EncodeFn enc = tensor_map_encoder();
+    if (!enc) return false;
+    const cuuint64_t dims[2] = {(cuuint64_t)p.n, (cuuint64_t)p.k};
+    const cuuint64_t strides[1] = {(cuuint64_t)p.n * 2};
+    const cuuint32_t box[2] = {kSlice, 16}, elem[2] = {1, 1};
+    return enc(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, const_cast<uint16_t *>(p.B), dims, strides, box, elem,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+typedef void (*half_kernel_fn)(const acc_half_args, const CUtensorMap);
+
+/* Whether the current device runs the TMA kernels: compute capability 9 or more, and the kernels'
+ * code built for it (a binary of sm_80 code alone has them empty).  Cached per device. */
+bool tma_usable() {
+    static unsigned char known[kMaxDevices]; /* 0 unknown, 1 yes, 2 no */
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    if (!known[dev]) {
+        int major = 0;
+        cudaFuncAttributes a;
+        const half_kernel_fn k = half_kernel<BsrOps, ACC_HALF_FP16, false, true, true, true>;
+        const bool ok =
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+            major >= 9 && cudaFuncGetAttributes(&a, reinterpret_cast<const void *>(k)) == cudaSuccess &&
+            a.ptxVersion >= 90;
+        (void)cudaGetLastError();
+        known[dev] = ok ? 1 : 2;
+    }
+    return known[dev] == 1;
+}
+
+/* TMA for B where it applies: 16-byte rows (vec), the device and build have it, ACC_HALF_TMA is not
+ * "0" (the cp.async path, for comparisons), and the driver makes the map. */
+bool use_tma(const acc_half_args &p, bool vec, CUtensorMap *map) {
+    if (!vec) return false;
+    const char *env = getenv("ACC_HALF_TMA");
+    if (env && env[0] == '0') return false;
+    return tma_usable() && b_tensor_map(p, map);
+}
+
+template <class L, int FMT, bool OUT_F32, bool VEC, bool SCTA, bool TMA>
+int run_kernel(const acc_half_args &p, const CUtensorMap &map, dim3 grid, cudaStream_t s) {
+    static unsigned char prepared[kMaxDevices];
+    constexpr int bytes =
+        TMA ? 1024 + kWarps * kDepth * (16 * kTmaStage + 8) : kWarps * kDepth * L::kStageN * 16;
+    static_assert(TMA || bytes <= 48 * 1024,
+                  "above 48 KB the kernel needs cudaFuncAttributeMaxDynamicSharedMemorySize");
+    const half_kernel_fn k = half_kernel<L, FMT, OUT_F32, VEC, SCTA, TMA>;
+    if (TMA) {
+        int dev = 0;
+        ACC_CUDA_TRY(cudaGetDevice(&dev));
+        if (dev < 0 || dev >= kMaxDevices) return ACC_ERR_UNSUPPORTED;
+        if (!prepared[dev]) {
+            ACC_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void *>(k),
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+            prepared[dev] = 1;
+        }
+    }
+    k<<<grid, kWarps * 32, bytes, s>>>(p, map);
+    return ACC_SUCCESS;
+}
+
 template <int FMT, bool OUT_F32, bool SCTA>
-void launch_kernel(const acc_half_args &p, bool vec, cudaStream_t s) {
+int launch_kernel(const acc_half_args &p, bool vec, cudaStream_t s) {
     const int64_t slices = (p.n + kSlice - 1) / kSlice;
     const int64_t gy = SCTA ? (slices + kWarps - 1) / kWarps : slices;
     const dim3 grid((unsigned)(SCTA ? p.num_tasks : (p.num_tasks + kWarps - 1) / kWarps),
                     (unsigned)(gy < 65535 ? gy : 65535));
-    constexpr int smem = kWarps * kDepth * kStage * 16, psmem = kWarps * kDepth * PairOps::kStageN * 16;
-    static_assert(smem <= 48 * 1024 && psmem <= 48 * 1024,
-                  "above 48 KB the kernel needs cudaFuncAttributeMaxDynamicSharedMemorySize");
-    if (p.pairs && vec)
-        half_kernel<PairOps, FMT, OUT_F32, true, SCTA><<<grid, kWarps * 32, psmem, s>>>(p);
-    else if (p.pairs)
-        half_kernel<PairOps, FMT, OUT_F32, false, SCTA><<<grid, kWarps * 32, psmem, s>>>(p);
-    else if (vec)
-        half_kernel<BsrOps, FMT, OUT_F32, true, SCTA><<<grid, kWarps * 32, smem, s>>>(p);
-    else
-        half_kernel<BsrOps, FMT, OUT_F32, false, SCTA><<<grid, kWarps * 32, smem, s>>>(p);
+    CUtensorMap map = {};
+    if constexpr (SCTA) /* TMA: the row kernel in slice-major thread blocks (the file's header) */
+        if (!p.pairs && use_tma(p, vec, &map))
+            return run_kernel<BsrOps, FMT, OUT_F32, true, true, true>(p, map, grid, s);
+    if (p.pairs && vec) return run_kernel<PairOps, FMT, OUT_F32, true, SCTA, false>(p, map, grid, s);
+    if (p.pairs) return run_kernel<PairOps, FMT, OUT_F32, false, SCTA, false>(p, map, grid, s);
+    if (vec) return run_kernel<BsrOps, FMT, OUT_F32, true, SCTA, false>(p, map, grid, s);
+    return run_kernel<BsrOps, FMT, OUT_F32, false, SCTA, false>(p, map, grid, s);
 }
 
 template <int FMT, bool OUT_F32> int launch(const acc_half_args &p, bool vec, cudaStream_t s) {
     /* slice-major thread blocks where every warp of one has a slice (file header) */
+    int st;
     if ((p.n + kSlice - 1) / kSlice >= kWarps && p.num_tasks < 0x7fffffffLL)
-        launch_kernel<FMT, OUT_F32, true>(p, vec, s);
+        st = launch_kernel<FMT, OUT_F32, true>(p, vec, s);
     else
-        launch_kernel<FMT, OUT_F32, false>(p, vec, s);
+        st = launch_kernel<FMT, OUT_F32, false>(p, vec, s);
+    if (st) return st;
     ACC_CUDA_TRY(cudaGetLastError());
     if (p.num_splits > 0) {
         const int64_t bx = (ACC_HALF_WINDOW_ROWS(p.pairs) * p.n + 255) / 256;

@@ -485,6 +485,39 @@ def test_gpu_bsr16_narrow_b_on_many_block_rows(prec, fmt):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["bsr16", "bsr16-pairs"])  # pairs: the switch must change nothing there
+@pytest.mark.parametrize("prec", PRECS)
+def test_gpu_bsr16_tma_path_same_bits(prec, fmt, monkeypatch):
+    """The row kernel in slice-major thread blocks (n >= 256) loads B tiles by TMA on sm_90
+    (cuda/half_spmm.cu); ACC_HALF_TMA=0 forces the cp.async path.  Both give the same bits, equal to
+    the exact product on integer data: k and m not multiples of 16 (TMA's zero fill of rows beyond
+    k), widths that end inside a 64-column slice (zero fill of columns beyond n), a split hub block
+    row, FP32 and half C, B at an offset that is still 16-byte aligned."""
+    rng = np.random.default_rng(21)
+    m, k = 1000, 2011
+    A = sp.random(m, k, density=0.0003, format="lil", random_state=np.random.default_rng(22))
+    A[500, :] = rng.integers(1, 9, k)  # a hub: a split block row
+    A = with_int_values(sp.csr_matrix(A), seed=23)
+    p = gpu_half_plan(A, prec, fmt)
+    assert split_rows(p, 256) >= 1
+    for n in (256, 264, 320, 392):
+        B = int_dense(k, n, seed=n)
+        base = torch.from_numpy(np.concatenate([np.zeros(8, np.float32), B.ravel()])).cuda().to(TORCH_DT[prec])
+        Bt = base[8:].view(k, n)  # 16 bytes into the buffer
+        got = {}
+        for tma in ("0", "1"):
+            monkeypatch.setenv("ACC_HALF_TMA", tma)
+            half, f32 = poisoned((m, n), TORCH_DT[prec]), poisoned((m, n), torch.float32)
+            p(Bt, out=half)
+            p(Bt, out=f32)
+            got[tma] = (half.cpu(), f32.cpu())
+        assert torch.equal(got["0"][0].view(torch.int16), got["1"][0].view(torch.int16))
+        assert torch.equal(got["0"][1], got["1"][1])
+        assert np.array_equal(got["1"][1].numpy(), (A @ B).astype(np.float32))
+        assert np.array_equal(got["1"][0].double().numpy(), half_ref(A, B, prec, "half"))
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_gpu_narrow_b_without_room_for_padded_copies(fmt):
     """When the padded copies of B and C (n < 8) do not fit in device memory, the call takes the
