@@ -7,7 +7,11 @@ CuPy negative strides), and SpGEMM (A Aᵀ, both algorithms, scipy and CuPy oper
 Integer data: every result must equal scipy's bit for bit (half outputs: scipy's rounded to the
 format), and A's arrays must be unchanged.  Expected refusals (reordering an FP64 plan) are skipped.
 
-    python benchmarks/fuzz_gpu.py [SEED] [ITERATIONS]
+    python benchmarks/fuzz_gpu.py [SEED] [ITERATIONS] [WIDE]
+
+WIDE (default 0): the share of products whose width is drawn from 256, 264 and 320 instead (slice-major
+BSR16 thread blocks; on sm_90 the row kernel's TMA loads of B), from a generator of its own, so that
+a seed run without it draws what it always drew.
 
 Prints one line per failure and a summary; exits 1 on any failure.  It found the cuSPARSE plans'
 duplicate-entry bug (c4a212e, 4271203) and the CPU path's ignored check_finite (806c0d2)."""
@@ -20,6 +24,8 @@ import accspmm
 
 seed = int(sys.argv[1]) if len(sys.argv) > 1 else 0
 iters = int(sys.argv[2]) if len(sys.argv) > 2 else 40
+wide = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
+wide_rng = np.random.default_rng([seed, 17])
 rng = np.random.default_rng(seed)
 fails = 0
 checks = 0
@@ -113,6 +119,8 @@ for it in range(iters):
         kind = str(rng.choice(["plain", "hub", "emptytail", "denserow"]))
         dens = float(rng.choice([0.01, 0.05, 0.3, 1.0]))
     n = int(rng.choice([1, 2, 3, 7, 8, 9, 16, 17, 31, 33, 64, 130]))
+    if wide and wide_rng.random() < wide:
+        n = int(wide_rng.choice([256, 264, 320]))
     A = rand_csr(m, k, dens, kind)
     idx = rng.choice([np.int32, np.int64])
     Am = messy(A, idx)
