@@ -37,17 +37,40 @@ def kernel_us(p, Bh, n, reps):
 
     from accspmm import _cuda
 
-    C = torch.empty(p.shape[0], n, dtype=torch.float16, device="cuda")
+    C = torch.empty(p.shape[0], n, dtype=Bh.dtype, device="cuda")
     ws = torch.empty(max(1, p.workspace_floats(n)), dtype=torch.float32, device="cuda")
     args = p.kernel_args(Bh.data_ptr(), C.data_ptr(), n, False, ws.data_ptr() if p.workspace_floats(n) else 0)
     return float(np.median(_cuda.time_half(args, reps, None, 0, None))) * 1e3
+
+
+def real_matrices(directory, names=REAL) -> list:
+    """(name, loader) of those of ``names`` that ``directory`` holds (none without a directory)."""
+    from accspmm import datasets
+
+    out = []
+    for name in names if directory else ():
+        try:
+            path = datasets.matrix_path(directory, name)
+        except FileNotFoundError:
+            continue
+        out.append((name, lambda path=path: datasets.load_matrix(path, np.float32).tocsr()))
+    return out
+
+
+def integer_matrices(mats):
+    """(name, A, m, k) for each (name, loader) of ``mats``: A float32 with integer values in [-4, 4]
+    (every product exact in FP32), explicit zeros dropped."""
+    for name, make in mats:
+        A = make().astype(np.float32)
+        A.data = np.random.default_rng(0).integers(-4, 5, A.nnz).astype(np.float32)
+        A.eliminate_zeros()
+        yield name, A, A.shape[0], A.shape[1]
 
 
 def main():
     import torch
 
     import accspmm
-    from accspmm import datasets
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dir", nargs="?", help="directory of real matrices (Matrix Market, .mtx.gz)")
@@ -62,20 +85,11 @@ def main():
              for s in ((0.9,) if args.quick else (0.9, 0.99))]
     if not args.quick:
         mats += [("uniform32-32768-0.99", lambda: block_matrix(32768, 0.99, "uniform"))]
-    for name in REAL if args.dir else ():
-        try:
-            path = datasets.matrix_path(args.dir, name)
-        except FileNotFoundError:
-            continue
-        mats.append((name, lambda path=path: datasets.load_matrix(path, np.float32).tocsr()))
+    mats += real_matrices(args.dir)
     gpu = accspmm.device_info()["name"]
     print(f"# {gpu}, FP16 in and out, kernel microseconds", flush=True)
     rows = []
-    for name, make in mats:
-        A = make().astype(np.float32)
-        A.data = np.random.default_rng(0).integers(-4, 5, A.nnz).astype(np.float32)
-        A.eliminate_zeros()
-        m, k = A.shape
+    for name, A, m, k in integer_matrices(mats):
         by_row = accspmm.plan(A, device="gpu", precision="fp16", format="bsr16", tuning={"kernel": "rows"})
         by_pair = accspmm.plan(A, device="gpu", precision="fp16", format="bsr16", tuning={"kernel": "pairs"})
         auto = accspmm.plan(A, device="gpu", precision="fp16")

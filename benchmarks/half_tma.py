@@ -28,23 +28,13 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_half import block_matrix  # noqa: E402
+from half_pairs import integer_matrices, kernel_us, real_matrices  # noqa: E402
 
 REAL = ("ddi", "G3_circuit", "cnr-2000", "landmark")
 
 
 def with_tma(on: bool):
     os.environ["ACC_HALF_TMA"] = "1" if on else "0"
-
-
-def kernel_us(p, Bh, n, reps):
-    import torch
-
-    from accspmm import _cuda
-
-    C = torch.empty(p.shape[0], n, dtype=Bh.dtype, device="cuda")
-    ws = torch.empty(max(1, p.workspace_floats(n)), dtype=torch.float32, device="cuda")
-    args = p.kernel_args(Bh.data_ptr(), C.data_ptr(), n, False, ws.data_ptr() if p.workspace_floats(n) else 0)
-    return float(np.median(_cuda.time_half(args, reps, None, 0, None))) * 1e3
 
 
 def outputs(p, Bh, m, n):
@@ -78,7 +68,6 @@ def main():
     import torch
 
     import accspmm
-    from accspmm import datasets
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dir", nargs="?")
@@ -116,18 +105,9 @@ def main():
     print(f"odd shapes: {bad} mismatches", flush=True)
     mats = [(f"uniform32-8192-{s}", lambda s=s: block_matrix(8192, s, "uniform")) for s in (0.7, 0.9, 0.95, 0.99)]
     mats += [(f"irregular32-8192-{s}", lambda s=s: block_matrix(8192, s, "irregular")) for s in (0.9, 0.99)]
-    for name in REAL if args.dir else ():
-        try:
-            path = datasets.matrix_path(args.dir, name)
-        except FileNotFoundError:
-            continue
-        mats.append((name, lambda path=path: datasets.load_matrix(path, np.float32).tocsr()))
+    mats += real_matrices(args.dir, REAL)
     rows = []
-    for name, make in mats:
-        A = make().astype(np.float32)
-        A.data = np.random.default_rng(0).integers(-4, 5, A.nnz).astype(np.float32)
-        A.eliminate_zeros()
-        m, k = A.shape
+    for name, A, m, k in integer_matrices(mats):
         plans = {kern: accspmm.plan(A, device="gpu", precision="fp16", format="bsr16", tuning={"kernel": kern})
                  for kern in ("rows", "pairs")}
         for n in args.ns:
