@@ -51,7 +51,7 @@
  * 11.1), at n = 512 1.04-1.11x (99%: 18.0 -> 16.8); G3_circuit, cnr-2000, landmark 1.06-1.14x;
  * ddi 0.95x, irregular block rows 0.94-1.01x.  Not used: in task-major blocks (n <= 192), whose
  * warps share B tiles through L1, which TMA bypasses (0.86-0.96x at n = 128), and in the pair
- * kernel (capped at 3 thread blocks per SM to fit: 0.88-0.98x on uniform blocks, the pairs' use).
+ * kernel (capped at 3 thread blocks per SM to fit: 0.93-1.01x on uniform blocks, the pairs' use).
  * ACC_HALF_TMA=0 turns it off (comparisons).
  *
  * Write-back: row 16 r + i of the block row goes to C[perm[16 r + i]] (rows >= m skipped),
