@@ -646,10 +646,11 @@ def test_gpu_empty_and_degenerate():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("n, fmt", [(16, "auto"), (7, "bittcf")])
+@pytest.mark.parametrize("n, fmt", [(16, "auto"), (7, "bittcf"), (264, "bsr16")])
 def test_gpu_autograd_and_cuda_graph(n, fmt):
     """BitTCF at n = 7 takes the padded copy of B and C (pool memory in the stream's order, captured
-    too)."""
+    too); BSR16 at n = 264 the row kernel in slice-major blocks, on sm_90 with TMA loads of B (its
+    tensor map, made at capture, is a kernel parameter of the graph)."""
     A = hub_matrix()
     p = accspmm.plan(A, device="gpu", precision="bf16", format=fmt)
     B = torch.from_numpy(int_dense(20000, n)).cuda().to(torch.bfloat16).requires_grad_()
