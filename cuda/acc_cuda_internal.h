@@ -60,6 +60,28 @@ template <typename K> unsigned wave_grid(K *kernel, int threads, size_t smem, in
     return (unsigned)std::max<int64_t>(1, w > 0 ? std::min(wanted, w) : wanted);
 }
 
+/* Bits of the largest value in [0, n): 0 for n <= 1 (packed sort keys). */
+inline int bits_for(int64_t n) {
+    int b = 0;
+    while (b < 63 && (int64_t(1) << b) < n)
+        b++;
+    return b;
+}
+
+/* Blocks of `threads` (the launch's block size) for a grid-stride kernel over n items: at least 1, at
+ * most 2^20 (the grid-stride loops cover the rest). */
+inline unsigned grid_for(int64_t n, int threads = 256) {
+    const int64_t g = (n + threads - 1) / threads;
+    return (unsigned)(g < 1 ? 1 : (g > 1048576 ? 1048576 : g));
+}
+
+#define GRID_STRIDE(i, n)                                                                                    \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                                \
+         i += (int64_t)gridDim.x * blockDim.x)
+
+/* Devices the library's per-device state covers (the memory pool, the pinned staging, per-kernel flags). */
+constexpr int kMaxDevices = 64;
+
 /* The last index in [lo, hi] whose value (by `at`) is <= x (values non-decreasing): the row of an
  * entry from row offsets, the segment of a position from segment offsets.  O(log(hi - lo)). */
 template <typename F> __device__ __forceinline__ int64_t last_le(int64_t lo, int64_t hi, int64_t x, F at) {
@@ -79,5 +101,18 @@ template <typename F> __device__ __forceinline__ int64_t last_le(int64_t lo, int
         int acc_st_ = acc_cuda_status((call), #call);                                                        \
         if (acc_st_ != ACC_SUCCESS) return acc_st_;                                                          \
     } while (0)
+
+/* Raises the dynamic shared-memory limit of `kernel` to `bytes` on the current device, once per device
+ * (`done`: the kernel's flags, one per device). */
+inline int raise_smem_limit(const void *kernel, int bytes, unsigned char (&done)[kMaxDevices]) {
+    int dev = 0;
+    ACC_CUDA_TRY(cudaGetDevice(&dev));
+    if (dev < 0 || dev >= kMaxDevices) return ACC_ERR_UNSUPPORTED;
+    if (!done[dev]) {
+        ACC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+        done[dev] = 1;
+    }
+    return ACC_SUCCESS;
+}
 
 #endif

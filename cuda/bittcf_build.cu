@@ -63,22 +63,7 @@ namespace {
 
 constexpr int kThreads = 256;
 
-/* Number of bits of the largest value in [0, n): 0 for n <= 1. */
-int bits_for(int64_t n) {
-    int b = 0;
-    while (b < 63 && (int64_t(1) << b) < n)
-        b++;
-    return b;
-}
-
-unsigned grid_for(int64_t n) {
-    const int64_t g = (n + kThreads - 1) / kThreads;
-    return (unsigned)(g < 1 ? 1 : (g > 1048576 ? 1048576 : g)); /* grid-stride loops cover the rest */
-}
-
-#define GRID_STRIDE(i, n)                                                                                    \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                                \
-         i += (int64_t)gridDim.x * blockDim.x)
+static_assert(kThreads == 256, "grid_for (acc_cuda_internal.h) counts blocks of 256 threads by default");
 
 __global__ void iota(int64_t n, int64_t *__restrict__ out) { GRID_STRIDE(i, n) out[i] = i; }
 

@@ -97,7 +97,6 @@ extern "C" int acc_cuda_get_device(int *device) {
 /* ---- the memory pool ------------------------------------------------------------------------------ */
 
 namespace {
-constexpr int kMaxDevices = 64;
 struct DevicePool {
     cudaMemPool_t pool;
     cudaStream_t stream; /* acc_cuda_malloc / acc_cuda_free's stream: nothing else runs on it */

@@ -87,8 +87,7 @@ constexpr int kTiles = kSlice / 8;        /* 8-column MMA tiles per slice */
 constexpr int kBPieces = 16 * kSlice / 8; /* 16-byte pieces of a 16 x 64 B tile: 128 */
 constexpr int kStage = kBPieces + 32;     /* pieces per stage: B tile + the block's 512 bytes */
 constexpr int kDepth = 4;
-constexpr int kMaxDevices = 64; /* per-device caches of the TMA launch */
-constexpr int kTmaStage = 192;  /* pieces per stage of the TMA kernels: 3,072 bytes (a multiple of 1,024) */
+constexpr int kTmaStage = 192; /* pieces per stage of the TMA kernels: 3,072 bytes (a multiple of 1,024) */
 
 template <int FMT> __device__ __forceinline__ float to_f32(uint16_t h) {
     if (FMT == ACC_HALF_BF16) return __uint_as_float((uint32_t)h << 16);
@@ -705,15 +704,9 @@ int run_kernel(const acc_half_args &p, const CUtensorMap &map, dim3 grid, cudaSt
     static_assert(TMA || bytes <= 48 * 1024,
                   "above 48 KB the kernel needs cudaFuncAttributeMaxDynamicSharedMemorySize");
     const half_kernel_fn k = half_kernel<L, FMT, OUT_F32, VEC, SCTA, TMA>;
-    if (TMA) {
-        int dev = 0;
-        ACC_CUDA_TRY(cudaGetDevice(&dev));
-        if (dev < 0 || dev >= kMaxDevices) return ACC_ERR_UNSUPPORTED;
-        if (!prepared[dev]) {
-            ACC_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void *>(k),
-                                              cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-            prepared[dev] = 1;
-        }
+    if (TMA) { /* above 48 KB */
+        const int st = raise_smem_limit(reinterpret_cast<const void *>(k), bytes, prepared);
+        if (st) return st;
     }
     k<<<grid, kWarps * 32, bytes, s>>>(p, map);
     return ACC_SUCCESS;

@@ -23,21 +23,7 @@ using u64 = unsigned long long;
 
 constexpr int kThreads = 256;
 
-inline int bits_for(int64_t n) { /* bits of the largest value in [0, n) */
-    int b = 0;
-    while (b < 63 && (int64_t(1) << b) < n)
-        b++;
-    return b;
-}
-
-inline unsigned grid_for(int64_t n) {
-    const int64_t g = (n + kThreads - 1) / kThreads;
-    return (unsigned)(g < 1 ? 1 : (g > 1048576 ? 1048576 : g));
-}
-
-#define GRID_STRIDE(i, n)                                                                                    \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                                \
-         i += (int64_t)gridDim.x * blockDim.x)
+static_assert(kThreads == 256, "grid_for (acc_cuda_internal.h) counts blocks of 256 threads by default");
 
 /* The numeric kernels' count of exact zeros written: each warp's sum, one atomic per warp (every lane
  * of the warp calls it). */

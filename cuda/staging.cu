@@ -23,7 +23,6 @@
 namespace {
 
 constexpr size_t kChunk = size_t(4) << 20; /* bytes per pinned chunk (two per device) */
-constexpr int kMaxDevices = 64;
 
 struct Stage {
     char *buf[2] = {nullptr, nullptr};

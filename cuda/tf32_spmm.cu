@@ -117,7 +117,6 @@ constexpr int kThreads = kWarps * 32;
 static_assert(8 % kWarps == 0,
               "launch bounds and blocks_per_sm scale the 8-warp register budget by 8 / kWarps");
 constexpr int kTaskWords = ACC_TF32_TASK_WORDS;
-constexpr int kMaxDevices = 64;
 constexpr int kMetaWords = 12; /* one block's record in block_meta and in the ring (48 bytes) */
 
 /* Register path: a metadata ring of R slots, filled A = R - 1 blocks ahead of the operand loads.
@@ -1019,24 +1018,12 @@ __global__ void __launch_bounds__(kThreads,
 
 typedef void (*kernel_fn)(const acc_tf32_args, int, int);
 
-/* Raises the dynamic shared-memory limit of `fn` once per device. */
-int prepare(kernel_fn fn, int bytes, unsigned char (&done)[kMaxDevices]) {
-    int dev = 0;
-    ACC_CUDA_TRY(cudaGetDevice(&dev));
-    if (dev < 0 || dev >= kMaxDevices) return ACC_ERR_UNSUPPORTED;
-    if (!done[dev]) {
-        ACC_CUDA_TRY(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-        done[dev] = 1;
-    }
-    return ACC_SUCCESS;
-}
-
 template <int E, int S, int DEPTH, bool CACHE_L1, int VEC, bool STAGED>
 int launch(const acc_tf32_args &p, int slice_major, cudaStream_t stream) {
     static unsigned char prepared[kMaxDevices];
     constexpr int bytes = Smem<E, S, DEPTH, STAGED>::kBytes;
     kernel_fn fn = tf32_spmm_kernel<E, S, DEPTH, CACHE_L1, VEC, STAGED>;
-    const int st = prepare(fn, bytes, prepared);
+    const int st = raise_smem_limit(reinterpret_cast<const void *>(fn), bytes, prepared);
     if (st) return st;
     constexpr int kSlice = Elem<E>::kStep * S;
     const int64_t slices = (p.n + kSlice - 1) / kSlice;
