@@ -9,9 +9,9 @@ format), and A's arrays must be unchanged.  Expected refusals (reordering an FP6
 
     python benchmarks/fuzz_gpu.py [SEED] [ITERATIONS] [WIDE]
 
-WIDE (default 0): the share of products whose width is drawn from 256, 264 and 320 instead (slice-major
-BSR16 thread blocks; on sm_90 the row kernel's TMA loads of B), from a generator of its own, so that
-a seed run without it draws what it always drew.
+WIDE (default 0): the share of products whose width is drawn from 256, 264 and 320 instead
+(slice-major BSR16 thread blocks; on sm_90 at 256 and 320 the row kernel's TMA loads of B), from a
+generator of its own, so that a seed run without it draws what it always drew.
 
 Prints one line per failure and a summary; exits 1 on any failure.  It found the cuSPARSE plans'
 duplicate-entry bug (c4a212e, 4271203) and the CPU path's ignored check_finite (806c0d2)."""

@@ -6,7 +6,7 @@ cuSPARSE path; B with inf/NaN (the kernels' exact recompute of non-finite tiles,
 SPLIT writers) against scipy's pattern; and the C steady-state call with CuPy arrays.  Half
 precision: both layouts (BSR16 on block rows and on pairs of them, BitTCF) in fp16 and bf16 on a
 matrix with a split hub row, packed rows and empty ones, N tails (element copies), inf/NaN, the C
-call with CuPy float16, BSR16's slice-major thread blocks (N = 200, 264, 300; at 264 the row kernel
+call with CuPy float16, BSR16's slice-major thread blocks (N = 200, 300, 320; at 320 the row kernel
 loads B by TMA on sm_90), and BSR16 at N = 3 on
 4096 block rows (copies padded to 8 columns; from Python and from the C call).  Every GPU plan
 here is built on the device by the ranks method (under 2^20 nonzeros).  Exits 1 on any wrong result."""
@@ -58,7 +58,7 @@ d2 = (rng.random((45, 20000)) < 0.0005) * rng.integers(-8, 9, size=(45, 20000))
 d2[17] = rng.integers(1, 9, size=20000)  # a hub: its block row / window is split
 d2[32:40] = 0
 A2 = sp.csr_matrix(d2.astype(np.float32))
-for n in (1, 5, 37, 64, 96, 130, 200, 264, 300):  # from 200: slice-major blocks (300: idle warps; 264: TMA)
+for n in (1, 5, 37, 64, 96, 130, 200, 300, 320):  # from 200: slice-major blocks (300: idle warps; 320: TMA)
     B = rng.integers(-8, 9, size=(20000, n)).astype(np.float32)
     Bx = B.copy()
     Bx[[3, 17, 500], :] = [[np.inf], [np.nan], [-np.inf]]

@@ -42,16 +42,18 @@
  * beyond n are zero-filled (cp.async with source size 0, or element loads when n is not a
  * multiple of 8 or B is not 16-byte aligned).
  *
- * TMA (sm_90, the row kernel in slice-major thread blocks, 16-byte rows of B): one lane asks for
- * each B tile with cp.async.bulk.tensor through a tensor map of B made per launch (128-byte swizzle:
- * the same slots; zero fill beyond k and n), and the stage's mbarrier says when it has landed; the
- * block's values still come by cp.async.  The same bits.  The TMA kernel holds 117 registers
+ * TMA (sm_90, the row kernel in slice-major thread blocks, rows of B a multiple of 128 bytes from a
+ * 128-byte aligned B): one lane asks for each B tile with cp.async.bulk.tensor through a tensor map
+ * of B (128-byte swizzle: the same slots; zero fill beyond k), and the stage's mbarrier says when it
+ * has landed; the block's values still come by cp.async.  The same bits.  The TMA kernel holds 117 registers
  * against 155 (16 warps per SM instead of 12).  H100, kernel us, cp.async -> TMA, one process per
  * side (results/h100_half_tma.txt): uniform 32x32 blocks 8192^2 at n = 256 1.15-1.25x (99%: 12.8 ->
  * 11.1), at n = 512 1.04-1.11x (99%: 18.0 -> 16.8); G3_circuit, cnr-2000, landmark 1.06-1.14x;
  * ddi 0.95x, irregular block rows 0.94-1.01x.  Not used: in task-major blocks (n <= 192), whose
  * warps share B tiles through L1, which TMA bypasses (0.86-0.96x at n = 128), and in the pair
  * kernel (capped at 3 thread blocks per SM to fit: 0.93-1.01x on uniform blocks, the pairs' use).
+ * Nor where B's rows are not a multiple of 128 bytes: n = 264 (528-byte rows) ran 0.81-0.86x at
+ * 70-95%, n = 272 0.93-1.06x, while n = 320 and 384 ran 1.10-1.21x (results/h100_half_tma_widths.txt).
  * ACC_HALF_TMA=0 turns it off (comparisons).
  *
  * Write-back: row 16 r + i of the block row goes to C[perm[16 r + i]] (rows >= m skipped),
@@ -687,13 +689,32 @@ bool tma_usable() {
     return known[dev] == 1;
 }
 
-/* TMA for B where it applies: 16-byte rows (vec), the device and build have it, ACC_HALF_TMA is not
- * "0" (the cp.async path, for comparisons), and the driver makes the map. */
+/* TMA for B where it applies: rows of B a multiple of 128 bytes (n % 64 == 0) from a 128-byte aligned
+ * B (the file's header: other widths lose), the device and build have it, ACC_HALF_TMA is not "0" (the
+ * cp.async path, for comparisons), and the driver makes the map. */
 bool use_tma(const acc_half_args &p, bool vec, CUtensorMap *map) {
-    if (!vec) return false;
+    if (!vec || p.n % 64 != 0 || (uintptr_t)p.B % 128 != 0) return false;
     const char *env = getenv("ACC_HALF_TMA");
     if (env && env[0] == '0') return false;
-    return tma_usable() && b_tensor_map(p, map);
+    if (!tma_usable()) return false;
+    /* the map is a function of B's address and shape only: the thread's last one is kept, so calls on
+     * the same B skip the driver's encoding */
+    thread_local struct {
+        const uint16_t *B = nullptr;
+        int64_t n = -1, k = -1;
+        CUtensorMap map;
+    } last;
+    if (last.B != p.B || last.n != p.n || last.k != p.k) {
+        if (!b_tensor_map(p, &last.map)) {
+            last.B = nullptr;
+            return false;
+        }
+        last.B = p.B;
+        last.n = p.n;
+        last.k = p.k;
+    }
+    *map = last.map;
+    return true;
 }
 
 template <class L, int FMT, bool OUT_F32, bool VEC, bool SCTA, bool TMA>

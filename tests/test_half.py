@@ -488,11 +488,12 @@ def test_gpu_bsr16_narrow_b_on_many_block_rows(prec, fmt):
 @pytest.mark.parametrize("fmt", ["bsr16", "bsr16-pairs"])  # pairs: the switch must change nothing there
 @pytest.mark.parametrize("prec", PRECS)
 def test_gpu_bsr16_tma_path_same_bits(prec, fmt, monkeypatch):
-    """The row kernel in slice-major thread blocks (n >= 256) loads B tiles by TMA on sm_90
-    (cuda/half_spmm.cu); ACC_HALF_TMA=0 forces the cp.async path.  Both give the same bits, equal to
-    the exact product on integer data: k and m not multiples of 16 (TMA's zero fill of rows beyond
-    k), widths that end inside a 64-column slice (zero fill of columns beyond n), a split hub block
-    row, FP32 and half C, B at an offset that is still 16-byte aligned."""
+    """The row kernel in slice-major thread blocks (n >= 256) loads B tiles by TMA on sm_90 where B's
+    rows are a multiple of 128 bytes from a 128-byte aligned B (cuda/half_spmm.cu); ACC_HALF_TMA=0
+    forces the cp.async path.  Both give the same bits, equal to the exact product on integer data:
+    k and m not multiples of 16 (TMA's zero fill of rows beyond k), a split hub block row, FP32 and
+    half C; TMA at n = 256 and 320 on an aligned B, the cp.async path either way at widths that end
+    inside a 64-column slice and on a B 16 bytes into its buffer."""
     rng = np.random.default_rng(21)
     m, k = 1000, 2011
     A = sp.random(m, k, density=0.0003, format="lil", random_state=np.random.default_rng(22))
@@ -500,10 +501,10 @@ def test_gpu_bsr16_tma_path_same_bits(prec, fmt, monkeypatch):
     A = with_int_values(sp.csr_matrix(A), seed=23)
     p = gpu_half_plan(A, prec, fmt)
     assert split_rows(p, 256) >= 1
-    for n in (256, 264, 320, 392):
+    for n, skip in ((256, 0), (264, 0), (320, 0), (392, 0), (256, 8)):
         B = int_dense(k, n, seed=n)
-        base = torch.from_numpy(np.concatenate([np.zeros(8, np.float32), B.ravel()])).cuda().to(TORCH_DT[prec])
-        Bt = base[8:].view(k, n)  # 16 bytes into the buffer
+        base = torch.from_numpy(np.concatenate([np.zeros(skip, np.float32), B.ravel()])).cuda().to(TORCH_DT[prec])
+        Bt = base[skip:].view(k, n)  # skip 8: 16 bytes into the buffer
         got = {}
         for tma in ("0", "1"):
             monkeypatch.setenv("ACC_HALF_TMA", tma)
@@ -646,10 +647,10 @@ def test_gpu_empty_and_degenerate():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("n, fmt", [(16, "auto"), (7, "bittcf"), (264, "bsr16")])
+@pytest.mark.parametrize("n, fmt", [(16, "auto"), (7, "bittcf"), (320, "bsr16")])
 def test_gpu_autograd_and_cuda_graph(n, fmt):
     """BitTCF at n = 7 takes the padded copy of B and C (pool memory in the stream's order, captured
-    too); BSR16 at n = 264 the row kernel in slice-major blocks, on sm_90 with TMA loads of B (its
+    too); BSR16 at n = 320 the row kernel in slice-major blocks, on sm_90 with TMA loads of B (its
     tensor map, made at capture, is a kernel parameter of the graph)."""
     A = hub_matrix()
     p = accspmm.plan(A, device="gpu", precision="bf16", format=fmt)
