@@ -62,6 +62,8 @@ def main():
     if args.child:
         child(args.child, args.n, args.alg)
         return
+    from accspmm import datasets
+
     report = []
     for name in args.matrices:
         path = datasets.matrix_path(args.directory, name)
