@@ -41,7 +41,27 @@ def reference_bittcf(A, perm):
             np.array(vo), np.array(vals, dtype=A.dtype))
 
 
+def _staggered(m, k):
+    """Rows of different lengths with interleaved columns: row i holds every (i % 8 + 1)-th column
+    below 40 + 30 (i % 5), so a window's rows run out at different steps of its merge."""
+    rows, cols = zip(*[(i, j) for i in range(m) for j in range(0, min(k, 40 + 30 * (i % 5)), i % 8 + 1)])
+    return with_int_values(sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=(m, k)))
+
+
+def _hub_and_empty(m, k):
+    """A dense row, empty rows and one-entry rows in the same windows."""
+    A = sp.lil_matrix((m, k), dtype=np.float32)
+    for i in range(m):
+        if i % 8 == 3:
+            A[i, :] = 1.0
+        elif i % 8 not in (5, 6, 7):
+            A[i, (7 * i) % k] = 1.0
+    return with_int_values(A.tocsr())
+
+
 MATRICES = {
+    "staggered_40x300": _staggered(40, 300),
+    "hub_and_empty_24x500": _hub_and_empty(24, 500),
     "random_61x47": with_int_values(sp.random(61, 47, density=0.15, random_state=0, format="csr")),
     "dense_rows_16x100": with_int_values(sp.random(16, 100, density=0.9, random_state=1, format="csr")),
     "empty_9x9": sp.csr_matrix((9, 9), dtype=np.float32),
