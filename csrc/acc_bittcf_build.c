@@ -75,7 +75,8 @@ acc_status acc_bittcf_count(const acc_csr *A, const int64_t *perm, int64_t *wind
     const int32_t *ci = A->column_indices;
     int not_canonical = 0;
     window_offsets[0] = 0;
-#pragma omp parallel for schedule(dynamic, 64) reduction(| : not_canonical)
+    const int threads = acc_threads_for(A->row_offsets[A->m] + A->m);
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 64) reduction(| : not_canonical)
     for (int64_t w = 0; w < W; w++) {
         window_cursor wc;
         int64_t pos[ACC_TILE], distinct = 0, c;
@@ -129,7 +130,7 @@ acc_status acc_bittcf_fill(const acc_csr *A, const int64_t *perm, const int64_t 
     vstart = acc_mem_alloc((size_t)W + 1, sizeof(int64_t));
     if (!vstart) return ACC_ERR_OUT_OF_MEMORY;
     vstart[0] = 0;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(acc_threads_for(m)) schedule(static)
     for (int64_t w = 0; w < W; w++) {
         int64_t len = 0;
         for (int64_t i = w * ACC_TILE; i < m && i < (w + 1) * ACC_TILE; i++)
@@ -140,7 +141,7 @@ acc_status acc_bittcf_fill(const acc_csr *A, const int64_t *perm, const int64_t 
         vstart[w + 1] += vstart[w];
 
     int mismatch = 0;
-#pragma omp parallel for schedule(dynamic, 64) reduction(| : mismatch)
+#pragma omp parallel for num_threads(acc_threads_for(nnz + m)) schedule(dynamic, 64) reduction(| : mismatch)
     for (int64_t w = 0; w < W; w++) {
         window_cursor wc;
         int64_t pos[ACC_TILE], src[64];

@@ -3,33 +3,58 @@
  * Each block row merges the sorted column lists of its (at most 16) rows:
  * the next block is the smallest column block among the rows' next entries,
  * and each row then consumes its entries in that block.  Per block row this
- * is O(16 * blocks + nnz) with no memory beyond 16 cursors, whatever k is
+ * is O(active rows * blocks + nnz) with no memory beyond 16 cursors, whatever k is
  * (no per-column marker array, which would cost O(k) per thread).  Block
  * rows are independent: both passes run them in parallel and the output
  * does not depend on the thread count. */
 #include "acc_internal.h"
 
+/* The block row's rows that still have entries: position p, end and column block at p (blk) of
+ * each, and its row within the block row (row).  A row leaves when it runs out, so a step of the
+ * merge costs the rows still active, not 16. */
 typedef struct cursor {
+    int n;
+    int row[ACC_BSR];
     int64_t p[ACC_BSR], end[ACC_BSR];
-    int rows;
+    int32_t blk[ACC_BSR];
 } cursor;
 
 static void cursor_init(cursor *c, const acc_csr *A, const int64_t *perm, int64_t r) {
     const int64_t first = r * ACC_BSR;
-    c->rows = (int)(A->m - first < ACC_BSR ? A->m - first : ACC_BSR);
-    for (int i = 0; i < c->rows; i++) {
-        const int64_t row = perm[first + i];
-        c->p[i] = A->row_offsets[row];
-        c->end[i] = A->row_offsets[row + 1];
+    const int rows = (int)(A->m - first < ACC_BSR ? A->m - first : ACC_BSR);
+    c->n = 0;
+    for (int i = 0; i < rows; i++) {
+        const int64_t row = perm[first + i], p = A->row_offsets[row], end = A->row_offsets[row + 1];
+        if (p < end) {
+            c->row[c->n] = i;
+            c->p[c->n] = p;
+            c->end[c->n] = end;
+            c->blk[c->n] = A->column_indices[p] / ACC_BSR;
+            c->n++;
+        }
     }
 }
 
-/* The smallest column block among the rows' next entries, or -1 when every row is done. */
-static int32_t cursor_next(const cursor *c, const int32_t *ci) {
+/* The smallest column block among the active rows' next entries, or -1 when every row is done. */
+static inline int32_t cursor_next(const cursor *c) {
     int32_t best = INT32_MAX;
-    for (int i = 0; i < c->rows; i++)
-        if (c->p[i] < c->end[i] && ci[c->p[i]] / ACC_BSR < best) best = ci[c->p[i]] / ACC_BSR;
-    return best == INT32_MAX ? -1 : best;
+    for (int q = 0; q < c->n; q++)
+        best = c->blk[q] < best ? c->blk[q] : best;
+    return c->n ? best : -1;
+}
+
+/* After active row q consumed its entries of a block: its next column block, or it leaves (the
+ * last active row takes its place; callers walk q downwards). */
+static inline void cursor_settle(cursor *c, const int32_t *ci, int q) {
+    if (c->p[q] < c->end[q]) {
+        c->blk[q] = ci[c->p[q]] / ACC_BSR;
+        return;
+    }
+    const int last = --c->n;
+    c->row[q] = c->row[last];
+    c->p[q] = c->p[last];
+    c->end[q] = c->end[last];
+    c->blk[q] = c->blk[last];
 }
 
 acc_status acc_bsr16_count(const acc_csr *A, const int64_t *perm, int64_t *brow_offsets) {
@@ -44,10 +69,13 @@ acc_status acc_bsr16_count(const acc_csr *A, const int64_t *perm, int64_t *brow_
         cursor c;
         cursor_init(&c, A, perm, r);
         int64_t blocks = 0;
-        for (int32_t b; (b = cursor_next(&c, ci)) >= 0; blocks++)
-            for (int i = 0; i < c.rows; i++)
-                while (c.p[i] < c.end[i] && ci[c.p[i]] / ACC_BSR == b)
-                    c.p[i]++;
+        for (int32_t b; (b = cursor_next(&c)) >= 0; blocks++)
+            for (int q = c.n - 1; q >= 0; q--) {
+                if (c.blk[q] != b) continue;
+                while (c.p[q] < c.end[q] && ci[c.p[q]] / ACC_BSR == b)
+                    c.p[q]++;
+                cursor_settle(&c, ci, q);
+            }
         brow_offsets[r + 1] = blocks;
     }
     for (int64_t r = 0; r < R; r++)
@@ -67,25 +95,30 @@ acc_status acc_bsr16_fill(const acc_csr *A, const uint16_t *half_values, const i
         (A->row_offsets[A->m] > 0 && (!A->column_indices || !half_values)))
         return ACC_ERR_INVALID_ARGUMENT;
     const int64_t R = (A->m + ACC_BSR - 1) / ACC_BSR;
-    if (brow_offsets[R] > 0 && (!block_cols || !block_values || !block_masks)) return ACC_ERR_INVALID_ARGUMENT;
+    if (brow_offsets[R] > 0 && (!block_cols || !block_values || !block_masks))
+        return ACC_ERR_INVALID_ARGUMENT;
     const int32_t *ci = A->column_indices;
 #pragma omp parallel for num_threads(acc_threads_for(A->row_offsets[A->m] + A->m)) schedule(dynamic, 64)
     for (int64_t r = 0; r < R; r++) {
         cursor c;
         cursor_init(&c, A, perm, r);
         int64_t blk = brow_offsets[r];
-        for (int32_t b; (b = cursor_next(&c, ci)) >= 0; blk++) {
+        for (int32_t b; (b = cursor_next(&c)) >= 0; blk++) {
             uint16_t *v = block_values + blk * ACC_BSR * ACC_BSR;
             uint64_t *mask = block_masks + 4 * blk;
             memset(v, 0, ACC_BSR * ACC_BSR * sizeof(uint16_t));
             memset(mask, 0, 4 * sizeof(uint64_t));
             block_cols[blk] = b;
-            for (int i = 0; i < c.rows; i++)
-                for (; c.p[i] < c.end[i] && ci[c.p[i]] / ACC_BSR == b; c.p[i]++) {
-                    const int j = ci[c.p[i]] % ACC_BSR, bit = ACC_BSR * i + j;
-                    v[frag_pos(i, j)] = half_values[c.p[i]];
+            for (int q = c.n - 1; q >= 0; q--) {
+                if (c.blk[q] != b) continue;
+                const int i = c.row[q];
+                for (; c.p[q] < c.end[q] && ci[c.p[q]] / ACC_BSR == b; c.p[q]++) {
+                    const int j = ci[c.p[q]] % ACC_BSR, bit = ACC_BSR * i + j;
+                    v[frag_pos(i, j)] = half_values[c.p[q]];
                     mask[bit / 64] |= 1ull << (bit % 64);
                 }
+                cursor_settle(&c, ci, q);
+            }
         }
     }
     return ACC_SUCCESS;

@@ -134,8 +134,25 @@ def test_bsr16_build_reconstructs_A(shape, density):
     A = sp.random(*shape, density=density, format="csr", random_state=7, dtype=np.float64)
     A.data = rng.integers(-8, 9, A.nnz).astype(np.float64)  # explicit zeros included: they are stored
     A.sort_indices()
+    check_bsr16_build(A, rng.permutation(shape[0]).astype(np.int64))
+
+
+def test_bsr16_build_rows_running_out_at_different_blocks():
+    """Block rows whose rows have different lengths and interleaved columns (the build's merge drops
+    a row from its cursor when the row runs out), a dense row and empty rows among them."""
+    m, k = 48, 300
+    rows, cols = zip(*[(i, j) for i in range(m) if i % 16 not in (5, 6) for j in
+                       (range(k) if i % 16 == 9 else range(0, 40 + 30 * (i % 5), i % 8 + 1))])
+    A = sp.csr_matrix((np.random.default_rng(3).integers(1, 9, len(rows)).astype(np.float64), (rows, cols)),
+                      shape=(m, k))
+    for perm in (np.arange(m), np.random.default_rng(4).permutation(m)):
+        check_bsr16_build(A, perm.astype(np.int64))
+
+
+def check_bsr16_build(A, perm):
+    """BSR16 of A (canonical, values exact in FP16) with rows in ``perm`` order holds exactly A."""
+    shape = A.shape
     bits = _half.round_bits(A.data, "fp16")[0]
-    perm = rng.permutation(shape[0]).astype(np.int64)
     f = _core.bsr16_build(shape[0], shape[1], A.indptr.astype(np.int64), A.indices.astype(np.int32), bits, perm)
     v, mask = bsr16_to_dense(f, perm, shape)
     assert np.array_equal(mask, (A != 0).toarray() | _stored(A))
