@@ -4,7 +4,7 @@
 acc_status acc_indices_narrow(const int64_t *in, int64_t n, int64_t k, int32_t *out) {
     if (n < 0 || k < 0 || k > INT32_MAX || (n > 0 && (!in || !out))) return ACC_ERR_INVALID_ARGUMENT;
     int bad = 0;
-#pragma omp parallel for reduction(| : bad) schedule(static)
+#pragma omp parallel for num_threads(acc_threads_for(n)) reduction(| : bad) schedule(static)
     for (int64_t p = 0; p < n; p++) {
         int64_t c = in[p];
         bad |= (c < 0) | (c >= k);
