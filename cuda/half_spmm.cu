@@ -58,7 +58,10 @@
  *
  * Write-back: row 16 r + i of the block row goes to C[perm[16 r + i]] (rows >= m skipped),
  * columns >= n neither read nor written.  A lane whose 32 sums are finite (one test over all of
- * them) in a slice below n stores them without a test per element.  Split block rows: each part
+ * them) in a slice below n stores them without a test per element.  The row kernel loads both of
+ * a lane's perm entries before that test (results/h100_half_write_perm_first.txt, H100: rows kernel
+ * 1.03x geomean, cnr-2000 1.11-1.19x, 99% at n = 512 16.8 -> 15.9 us); the pair kernel does not (at
+ * its register count ptxas then gave it 192 registers instead of 168).  Split block rows: each part
  * writes its FP32 tile to its workspace slot; reduce_splits sums the parts in slot order
  * (deterministic, no atomics).
  *
@@ -324,7 +327,7 @@ template <int N> __device__ __forceinline__ void zero_acc(float (&acc)[N][4]) {
  * acc[OFF + j]; to C (rows >= m and columns >= n skipped; a sum that is not finite recomputed from
  * the stored entries only: exact_elem), or (slot >= 0) to rows `lo` .. lo + 15 of workspace slot
  * `slot` of `rows` rows. */
-template <int FMT, bool OUT_F32, bool VEC, int OFF, int N>
+template <int FMT, bool OUT_F32, bool VEC, int OFF, int N, bool EARLY = true>
 __device__ __forceinline__ void write_block_row(const acc_half_args &p, const float (&acc)[N][4], int64_t r,
                                                 int64_t slot, int rows, int lo, int64_t n0, int lane) {
     const int g = lane >> 2, t = lane & 3;
@@ -341,6 +344,14 @@ __device__ __forceinline__ void write_block_row(const acc_half_args &p, const fl
         }
         return;
     }
+    /* Both rows of C first, ahead of the finiteness test and of any store (a store to C could alias
+     * perm, so a load after one would wait for it): one L2 round trip at the end of a task, not two. */
+    int64_t dst[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int64_t row = r * 16 + g + 8 * h;
+        dst[h] = EARLY && row < p.m ? __ldg(p.perm + row) : -1;
+    }
     /* The common case in one test for the lane's 32 sums: all finite (v * 0 is NaN exactly for NaN
      * and inf, and NaN stays NaN through the additions) and the slice's 64 columns all below n; then
      * the stores go out without a test per element.  Otherwise each element as below. */
@@ -356,7 +367,7 @@ __device__ __forceinline__ void write_block_row(const acc_half_args &p, const fl
         const int i = g + 8 * h;
         const int64_t row = r * 16 + i;
         if (row >= p.m) continue;
-        const int64_t base = p.perm[row] * p.n;
+        const int64_t base = (EARLY ? dst[h] : p.perm[row]) * p.n;
         if (fast) {
             const int64_t at = base + n0 + 2 * t;
 #pragma unroll
@@ -486,10 +497,11 @@ struct PairOps {
     static __device__ __forceinline__ void write(const acc_half_args &p, const float (&acc)[kTilesN][4],
                                                  int64_t w, int64_t slot, int64_t n0, int lane,
                                                  float * /*scratch*/) {
-        write_block_row<FMT, OUT_F32, VEC, 0>(p, acc, 2 * w, slot, ACC_HALF_WINDOW_ROWS(1), 0, n0, lane);
+        write_block_row<FMT, OUT_F32, VEC, 0, kTilesN, false>(p, acc, 2 * w, slot, ACC_HALF_WINDOW_ROWS(1), 0,
+                                                              n0, lane);
         if (2 * w + 1 < p.num_brows)
-            write_block_row<FMT, OUT_F32, VEC, kTiles>(p, acc, 2 * w + 1, slot, ACC_HALF_WINDOW_ROWS(1), 16,
-                                                       n0, lane);
+            write_block_row<FMT, OUT_F32, VEC, kTiles, kTilesN, false>(p, acc, 2 * w + 1, slot,
+                                                                       ACC_HALF_WINDOW_ROWS(1), 16, n0, lane);
     }
 };
 
