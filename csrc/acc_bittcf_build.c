@@ -3,9 +3,9 @@
  * A window's distinct columns are the union of its (at most 8) rows' sorted
  * column lists, so both passes walk the window with an 8-way merge instead
  * of sorting: O(distinct columns x rows still active) per window, linear in
- * nnz overall.  Rows leave the merge as they run out (window_cursor): on 2
- * cores that made the build 1.4-1.8x faster than a merge over all 8 rows
- * with a test per exhausted row.
+ * nnz overall.  Rows leave the merge as they run out (window_cursor): on
+ * one thread that made the build 1.2-2.4x faster than a merge over all 8
+ * rows with a test per exhausted row (benchmarks/results/devbox_cpu_builders.md).
  * Windows are independent: both passes run in parallel over windows
  * (dynamic schedule, as window sizes vary by orders of magnitude). */
 #include "acc_internal.h"
