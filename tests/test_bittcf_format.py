@@ -3,9 +3,11 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import accspmm
-from conftest import with_int_values
+from conftest import int_csr, with_int_values
 
 
 def reference_bittcf(A, perm):
@@ -85,6 +87,23 @@ def test_matches_definition(name, permute):
     np.testing.assert_array_equal(F.perm, perm)
     for arr in (F.window_offsets, F.block_cols, F.block_mask, F.block_value_offsets, F.values, F.perm):
         assert not arr.flags.writeable
+
+
+@settings(max_examples=120, deadline=None)
+@given(case=int_csr(), permute=st.booleans())
+def test_matches_definition_drawn(case, permute):
+    """Drawn CSRs as users pass them (unsorted, duplicates, empty windows, int64 indices), identity or
+    a random row order: the C builder's merge against the definition."""
+    A, seed = case
+    m = A.shape[0]
+    perm = np.random.default_rng(seed).permutation(m) if permute else np.arange(m)
+    F = accspmm.BitTCF.from_csr(A, perm=perm if permute else None)
+    wo, cols, masks, vo, vals = reference_bittcf(A, perm)
+    np.testing.assert_array_equal(F.window_offsets, wo)
+    np.testing.assert_array_equal(F.block_cols, cols)
+    np.testing.assert_array_equal(F.block_mask, masks)
+    np.testing.assert_array_equal(F.block_value_offsets, vo)
+    np.testing.assert_array_equal(F.values, vals.astype(F.values.dtype))
 
 
 def test_stats_consistent(bundled_int):

@@ -9,7 +9,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import data_dir, int_dense, with_int_values
+from conftest import data_dir, int_csr, int_dense, with_int_values
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import accspmm
 from accspmm import _core, _half, datasets
@@ -147,6 +149,18 @@ def test_bsr16_build_rows_running_out_at_different_blocks():
                       shape=(m, k))
     for perm in (np.arange(m), np.random.default_rng(4).permutation(m)):
         check_bsr16_build(A, perm.astype(np.int64))
+
+
+@settings(max_examples=80, deadline=None)
+@given(case=int_csr(), permute=st.booleans())
+def test_bsr16_build_drawn(case, permute):
+    """Drawn matrices (empty block rows, rows of every length, duplicates summed), identity or a random
+    row order."""
+    A, seed = case
+    A = sp.csr_matrix(A, dtype=np.float64)
+    A.sum_duplicates()  # canonical: sorted columns, no duplicates (explicit zeros stay stored)
+    perm = np.random.default_rng(seed).permutation(A.shape[0]) if permute else np.arange(A.shape[0])
+    check_bsr16_build(A, perm.astype(np.int64))
 
 
 def check_bsr16_build(A, perm):
