@@ -74,16 +74,21 @@ MATRICES = {
 @pytest.mark.parametrize("name", sorted(MATRICES))
 @pytest.mark.parametrize("permute", [False, True])
 def test_matches_definition(name, permute):
-    A = MATRICES[name]
+    check_against_definition(MATRICES[name], 5, permute)
+
+
+def check_against_definition(A, seed, permute):
+    """BitTCF.from_csr of A, in identity order or a random one drawn from ``seed``, equals
+    reference_bittcf's arrays, read-only."""
     m = A.shape[0]
-    perm = np.random.default_rng(5).permutation(m) if permute else np.arange(m)
+    perm = np.random.default_rng(seed).permutation(m) if permute else np.arange(m)
     F = accspmm.BitTCF.from_csr(A, perm=perm if permute else None)
     wo, cols, masks, vo, vals = reference_bittcf(A, perm)
     np.testing.assert_array_equal(F.window_offsets, wo)
     np.testing.assert_array_equal(F.block_cols, cols)
     np.testing.assert_array_equal(F.block_mask, masks)
     np.testing.assert_array_equal(F.block_value_offsets, vo)
-    np.testing.assert_array_equal(F.values, vals)
+    np.testing.assert_array_equal(F.values, vals.astype(F.values.dtype))
     np.testing.assert_array_equal(F.perm, perm)
     for arr in (F.window_offsets, F.block_cols, F.block_mask, F.block_value_offsets, F.values, F.perm):
         assert not arr.flags.writeable
@@ -95,15 +100,7 @@ def test_matches_definition_drawn(case, permute):
     """Drawn CSRs as users pass them (unsorted, duplicates, empty windows, int64 indices), identity or
     a random row order: the C builder's merge against the definition."""
     A, seed = case
-    m = A.shape[0]
-    perm = np.random.default_rng(seed).permutation(m) if permute else np.arange(m)
-    F = accspmm.BitTCF.from_csr(A, perm=perm if permute else None)
-    wo, cols, masks, vo, vals = reference_bittcf(A, perm)
-    np.testing.assert_array_equal(F.window_offsets, wo)
-    np.testing.assert_array_equal(F.block_cols, cols)
-    np.testing.assert_array_equal(F.block_mask, masks)
-    np.testing.assert_array_equal(F.block_value_offsets, vo)
-    np.testing.assert_array_equal(F.values, vals.astype(F.values.dtype))
+    check_against_definition(A, seed, permute)
 
 
 def test_stats_consistent(bundled_int):
