@@ -26,7 +26,7 @@ def main():
     ap.add_argument("--reps", type=int, default=30)
     args = ap.parse_args()
     threads = os.environ.get("OMP_NUM_THREADS", "default")
-    print(f"| threads | matrix | nnz | build us | count us |")
+    print("| threads | matrix | nnz | build us | count us |")
     print("|---|---|---|---|---|")
     for name in args.matrices:
         A = datasets.load_matrix(datasets.matrix_path(args.dir, name), np.float32).tocsr()
