@@ -41,16 +41,20 @@ every prediction, the choice and the reason, with the paper's imbalance degree (
 Variant (no effect on result bits, see cuda/tf32_spmm.h): 64 columns per warp (S = 2) for n > 32,
 else 32, and 32 as well for odd multiples of 32 (so that n is a multiple of the slice width, which
 the kernel's 16-byte path needs) and when the S = 2 grid would be under one wave of thread blocks
-(the first call then times S = 2 too); B and values staged through shared memory with cp.async
-(``staged``, depth 2) when B is larger than half the L2, else loaded into registers with two blocks
-in flight (depth 3; depth 2 at S = 1); B cached in L1 and L2; column slices in the slow grid
-dimension (slice-major) when B does not fit in L2 but one slice fits in half of it. These rules are
-the model's guess: the first call for each n then times the candidate variants of the same schedule
+(``WAVE_BLOCKS_PER_SM``; the first call then times S = 2 too); at S = 2, B and values staged
+through shared memory with cp.async (``staged``, depth 2); at S = 1 the same when B is larger than
+half the L2, else loaded into registers (depth 3; depth 2 where the one-wave rule chose S = 1); B
+cached in L1 and L2; column slices in the slow grid dimension (slice-major) when B does not fit in
+L2 but one slice fits in half of it; the tasks launched longest predicted task first (``order`` 1,
+``lpt_order``: skewed matrices lose less to the last wave) when B fits in half the L2, else in
+window order (neighbouring windows' B rows stay together in L2, which DRAM-bound matrices need).
+These rules are the model's guess, and a default plan launches it; measured against every
+candidate on 24 real matrices at N = 32-512 it is within 4% of the fastest candidate of its
+schedule in geometric mean (``benchmarks/variant_guess.py``).  With ``calls`` of at least
+``AUTOTUNE_MIN_CALLS`` the first call for each n times the candidate variants of the same schedule
 (``TF32Runner.candidates``: the guess, the register and staged pipelines, both grid orders), then
-the fastest with the tasks launched longest predicted task first (``order`` 1, ``lpt_order``:
-skewed matrices lose less to the last wave; window order keeps neighbouring windows' B rows
-together in L2, which DRAM-bound matrices need), on the caller's data, then the two fastest
-again with more launches, and keeps the faster (``tuning={"autotune": False}`` keeps the guess).
+the fastest in the other task order, on the caller's data, then the two fastest again with more
+launches, and keeps the faster (``tuning={"autotune": False}`` keeps the guess).
 Measurements in benchmarks/NOTES.md.
 """
 
@@ -81,6 +85,11 @@ def blocks_per_sm(variant: dict) -> int:
 
 
 CAPS = (0, 2, 4, 8, 16, 32, 64, 128, 256)
+#: the one-wave rule's wave: S = 2 grids of fewer than REF_SMS x this many thread blocks run at S = 1.
+#: 8 is the register pipeline's occupancy at S = 2, which the rule was set with; at the staged
+#: pipeline's 12 (the S = 2 default since), 11 matrices and widths moved to S = 1 and all 11 ran
+#: 5-25% slower there (benchmarks/variant_guess.py, benchmarks/NOTES.md)
+WAVE_BLOCKS_PER_SM = 8
 TUNE_REPS = 3  # timed launches per candidate variant on the first call for each n
 CONFIRM_REPS = 7  # then the two fastest again with this many, and the faster of those wins
 MAX_WORKSPACES = 4  # per plan: split workspaces kept (one per stream, as large as the largest need)
@@ -210,9 +219,16 @@ def choose_variant(n: int, k: int, l2_bytes: int, override: dict | None = None, 
     s = 2 if elem == 0 and n > u and n % (2 * u) != u else 1
     slices = -(-n // (u * s))
     b_bytes = k * n * ESIZE[elem]
-    v = {"slice_s": s, "depth": 2 if b_bytes > l2_bytes // 2 else 3, "cache_l1": 1,
+    resident = b_bytes <= l2_bytes // 2
+    # TF32 at S = 2: the staged pipeline (depth 2) whatever B's size, and where B stays in L2 the
+    # longest predicted task first.  Measured against every candidate on 24 matrices x 5 widths
+    # (benchmarks/variant_guess.py, benchmarks/NOTES.md): the register pipeline's 128 registers
+    # left L2-resident graphs latency-bound (musae_facebook N = 128: 56 -> 42 us).  The half
+    # formats keep the earlier rule (not measured with them)
+    staged = int(not resident or (elem == 0 and s == 2))
+    v = {"slice_s": s, "depth": 2 if staged else 3, "cache_l1": 1,
          "slice_major": int(slices > 1 and b_bytes > l2_bytes and b_bytes // slices <= l2_bytes // 2),
-         "staged": int(b_bytes > l2_bytes // 2), "order": 0}
+         "staged": staged, "order": int(elem == 0 and resident)}
     if override:
         unknown = set(override) - set(VARIANT_KEYS)
         if unknown:
@@ -313,11 +329,15 @@ class TF32Runner:
         pred, counted = price_caps(self._window_offsets, caps, slices, variant)
         best = min(caps, key=lambda c: (pred[c], -c))
         tasks = self._schedule(best, counted[best])[0]
-        wave = REF_SMS * blocks_per_sm(variant)
+        wave = REF_SMS * WAVE_BLOCKS_PER_SM
         if variant["slice_s"] == 2 and "slice_s" not in self.tuning and tasks.shape[0] * slices < wave:
             # less than one wave of thread blocks: 32-column slices double the parallelism
             self._wide[n] = variant
-            variant = dict(variant, slice_s=1, depth=variant["depth"] if "depth" in self.tuning else 2)
+            # the register pipeline at depth 2 (3 thread blocks per 8 warps) unless B leaves L2
+            leaves_l2 = self.shape[1] * n * ESIZE[self.elem] > self._l2 // 2
+            staged = variant["staged"] if "staged" in self.tuning else int(leaves_l2)
+            variant = dict(variant, slice_s=1, staged=staged,
+                           depth=variant["depth"] if "depth" in self.tuning else 2)
             why += "; S = 1 (under one wave of thread blocks at S = 2)"
         report = {"cap": best, "tasks": int(tasks.shape[0]),
                   "split_windows": self._split_counts[best][2] if best > 0 else 0,

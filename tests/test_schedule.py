@@ -205,8 +205,15 @@ def test_variant_choice():
     assert v["slice_s"] == 2 and v["slice_major"] == 1 and v["staged"] == 1
     v = choose_variant(128, 1_500_000, l2)  # B 770 MB: one slice (385 MB) does not fit either
     assert v["slice_major"] == 0 and v["staged"] == 1
-    v = choose_variant(512, 10_000, l2)  # B 20 MB: L2-resident, register pipeline
-    assert v["slice_major"] == 0 and v["staged"] == 0
+    v = choose_variant(512, 10_000, l2)  # B 20 MB: L2-resident; S = 2 stages B, longest task first
+    assert v["slice_major"] == 0 and v["staged"] == 1 and v["depth"] == 2 and v["order"] == 1
+    v = choose_variant(16, 1000, l2)  # S = 1 and L2-resident: the register pipeline, longest task first
+    assert v["staged"] == 0 and v["depth"] == 3 and v["order"] == 1
+    v = choose_variant(32, 1_000_000, l2)  # S = 1, B 128 MB: staged, window order
+    assert v["slice_s"] == 1 and v["staged"] == 1 and v["depth"] == 2 and v["order"] == 0
+    for elem in (1, 2):  # the half formats keep the register pipeline where B is L2-resident
+        v = choose_variant(512, 10_000, l2, elem=elem)
+        assert v["slice_s"] == 1 and v["staged"] == 0 and v["depth"] == 3 and v["order"] == 0
     assert choose_variant(128, 10, 1, {"depth": 3})["depth"] == 3
     assert choose_variant(128, 10, 1 << 20, {"staged": 1})["staged"] == 1
     with pytest.raises(ValueError):
