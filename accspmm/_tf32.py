@@ -49,8 +49,8 @@ L2 but one slice fits in half of it; the tasks launched longest predicted task f
 ``lpt_order``: skewed matrices lose less to the last wave) when B fits in half the L2, else in
 window order (neighbouring windows' B rows stay together in L2, which DRAM-bound matrices need).
 These rules are the model's guess, and a default plan launches it; measured against every
-candidate on 24 real matrices at N = 32-512 it is within 4% of the fastest candidate of its
-schedule in geometric mean (``benchmarks/variant_guess.py``).  With ``calls`` of at least
+candidate on 24 real matrices at N = 32-512 it is 3% slower than the fastest candidate of its
+schedule in geometric mean, 9% before these rules (``benchmarks/variant_guess.py``).  With ``calls`` of at least
 ``AUTOTUNE_MIN_CALLS`` the first call for each n times the candidate variants of the same schedule
 (``TF32Runner.candidates``: the guess, the register and staged pipelines, both grid orders), then
 the fastest in the other task order, on the caller's data, then the two fastest again with more
