@@ -2,7 +2,7 @@
 against every candidate the first-call timing would try, and against every cap.
 
     python benchmarks/variant_guess.py DIR [--ns 32 64 128 256 512] [--reps 15] [--rounds 2]
-                                           [--only NAME ...] [--out DIR]
+                                           [--only NAME ...] [--precision tf32|fp16] [--out DIR]
 
 A default plan (``accspmm.plan(A)``: no reordering, ``calls`` unknown) does not time variants on its
 first call (``AUTOTUNE_MIN_CALLS``); it launches the cost model's cap and ``choose_variant``'s guess.
@@ -11,6 +11,9 @@ after 3 warm-ups, the minimum over --rounds round-robin passes):
 
 - every candidate variant of ``TF32Runner.candidates(n)`` at the model's cap, in both task orders;
 - the guessed variant at every cap of ``accspmm._tf32.CAPS``.
+
+``--precision fp16`` does the same for FP16 plans forced to BitTCF (``format="bittcf"``), which run
+the TF32 kernel's runner with half operands.
 
 None of these changes a result bit (same schedule for the variants; the caps only regroup whole
 windows and split sums in a fixed order), so the result is checked only for being written.
@@ -39,6 +42,7 @@ def main():
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--only", nargs="+", default=None)
+    ap.add_argument("--precision", default="tf32", choices=("tf32", "fp16"))
     ap.add_argument("--out", default=os.path.join(HERE, "results", "raw"))
     args = ap.parse_args()
 
@@ -55,11 +59,15 @@ def main():
             continue
         A = datasets.load_matrix(f, np.float32).tocsr()
         A.data = np.random.default_rng(0).standard_normal(A.nnz).astype(np.float32)
-        with accspmm.plan(A, device="gpu") as p:
-            run = p._tf32
+        half = args.precision != "tf32"
+        kw = {"precision": args.precision, "format": "bittcf"} if half else {}
+        with accspmm.plan(A, device="gpu", **kw) as p:
+            run = p._runner if half else p._tf32
             for n in args.ns:
                 B = cp.random.RandomState(n).standard_normal((A.shape[1], n), dtype=cp.float32)
-                C = cp.full((A.shape[0], n), cp.nan, cp.float32)
+                if half:  # the plan's B format (BF16 runs the same code; CuPy has no bfloat16)
+                    B = B.astype(cp.float16)
+                C = cp.full((A.shape[0], n), cp.nan, B.dtype)
                 p(B, out=C)
                 if bool(cp.isnan(C).any()):
                     raise SystemExit(f"{name} n={n}: the plan's call left entries unwritten")
@@ -84,7 +92,7 @@ def main():
                 st = p.stats
                 case = {"matrix": name, "n": n, "m": A.shape[0], "k": A.shape[1], "nnz": int(st["nnz"]),
                         "tc_blocks": int(st["tc_blocks"]), "windows": int(run.num_windows),
-                        "b_bytes": int(A.shape[1] * n * 4), "l2_bytes": int(run._l2), "cap": cap,
+                        "b_bytes": int(A.shape[1] * n * B.dtype.itemsize), "l2_bytes": int(run._l2), "cap": cap,
                         "tasks": st["schedule_by_n"][n]["tasks"], "guess": gtag, "ms": ms,
                         "guess_ms": ms[gtag], "best_variant": best_v, "best_any": best_any}
                 cases.append(case)
@@ -93,7 +101,7 @@ def main():
                       f"{best_any:22s} {ms[best_any] * 1e3:8.1f} ({ms[gtag] / ms[best_any]:.2f}x)", flush=True)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "variant_guess.json"), "w") as fh:
-        json.dump({"gpu": gpu, "argv": sys.argv[1:], "cases": cases}, fh, indent=1)
+        json.dump({"gpu": gpu, "argv": sys.argv[1:], "precision": args.precision, "cases": cases}, fh, indent=1)
     r = [c["guess_ms"] / c["ms"][c["best_variant"]] for c in cases]
     ra = [c["guess_ms"] / c["ms"][c["best_any"]] for c in cases]
     print(f"{gpu}: guess / best variant at its cap: geomean {math.exp(np.mean(np.log(r))):.3f}, max {max(r):.2f}; "
