@@ -90,6 +90,11 @@ CAPS = (0, 2, 4, 8, 16, 32, 64, 128, 256)
 #: pipeline's 12 (the S = 2 default since), 11 matrices and widths moved to S = 1 and all 11 ran
 #: 5-25% slower there (benchmarks/variant_guess.py, benchmarks/NOTES.md)
 WAVE_BLOCKS_PER_SM = 8
+#: at most this many windows of the matrix's mean length per warp (``packing_caps``): measured on the
+#: 24 real matrices x N = 32-512 (benchmarks/fit_caps.py data), 4 chose caps 3.1% slower than the
+#: fastest cap in geometric mean, against 4.4% without the limit, and never more than 2% slower than
+#: the unlimited choice
+PACK_WINDOWS = 4
 TUNE_REPS = 3  # timed launches per candidate variant on the first call for each n
 CONFIRM_REPS = 7  # then the two fastest again with this many, and the faster of those wins
 MAX_WORKSPACES = 4  # per plan: split workspaces kept (one per stream, as large as the largest need)
@@ -166,6 +171,16 @@ def lpt_order(task_cost: np.ndarray) -> np.ndarray:
     hardware hands thread blocks to SMs in index order, so long tasks started last would set
     the tail; the order of the tasks never changes a result bit."""
     return np.argsort(-np.asarray(task_cost), kind="stable")
+
+
+def packing_caps(caps, mean_blocks: float) -> tuple:
+    """The caps of ``caps`` that pack at most ``PACK_WINDOWS`` windows of the mean length per warp
+    (cap <= PACK_WINDOWS x (mean blocks per window + WB)), and always the smallest: the cost model
+    prices a window's blocks and write-back, not what longer warps lose, and G3_circuit (3.8 blocks
+    per window) ran 16-29% slower at the caps 64 and 128 it chose than at 16 (benchmarks/NOTES.md)."""
+    limit = PACK_WINDOWS * (mean_blocks + WB)
+    kept = tuple(c for c in caps if c <= limit)
+    return kept or (min(caps),)
 
 
 def predict(task_cost: np.ndarray, slices: int, variant: dict) -> float:
@@ -300,6 +315,8 @@ class TF32Runner:
         # before the first launch on any stream (args), so the kernel never reads it early
         self._wait = getattr(fmt, "wait", None)
         self._ibd = float(fmt.stats["imbalance_degree"])  # the format's statistics (one C pass, cached)
+        wo = self._window_offsets
+        self._mean_blocks = float(wo[-1]) / (wo.size - 1) if wo.size > 1 else 0.0
         stats["schedule_by_n"] = {}
 
     def _schedule(self, cap: int, ntasks: int | None = None):
@@ -326,6 +343,8 @@ class TF32Runner:
             caps, why = tuple(c for c in CAPS if c > 0), "balance=True: best balanced cap by the cost model"
         else:
             caps, why = CAPS, "cost model"
+        if len(caps) > 1:
+            caps = packing_caps(caps, self._mean_blocks)
         pred, counted = price_caps(self._window_offsets, caps, slices, variant)
         best = min(caps, key=lambda c: (pred[c], -c))
         tasks = self._schedule(best, counted[best])[0]

@@ -198,6 +198,17 @@ def test_cost_model():
     assert predict(np.zeros(0), 4, v) == 0.0
 
 
+def test_packing_caps():
+    """At most PACK_WINDOWS mean-length windows per warp; the identity schedule (cap 0) always stays,
+    and a list without it keeps its smallest cap rather than none."""
+    from accspmm._tf32 import PACK_WINDOWS, packing_caps
+
+    assert packing_caps(CAPS, 3.81) == tuple(c for c in CAPS if c <= PACK_WINDOWS * (3.81 + WB))
+    assert 0 in packing_caps(CAPS, 0.0) and 64 not in packing_caps(CAPS, 3.81)
+    assert packing_caps(CAPS, 1000.0) == CAPS  # long windows: every cap (they split hub windows)
+    assert packing_caps((16, 32, 64), 0.5) == (16,)
+
+
 def test_variant_choice():
     l2 = 50 << 20
     assert choose_variant(16, 1000, l2)["slice_s"] == 1
