@@ -31,11 +31,13 @@ The predicted time of a schedule is the list-scheduling bound
 concurrent thread blocks: the first term is the work, the second the tail of the last wave.
 ``REF_SMS`` is a fixed reference width (132, an H100/H200), not the device's, so a matrix and N
 always get the same schedule and the same result bits on every GPU.  The cap with the lowest
-prediction among ``CAPS`` is used (ties: the larger cap); cap 0 is the identity schedule (one
-window per warp, no split).  The constants were fitted on an H100 sweep (12 matrices >= 100k nnz,
-N = 128 and 512, caps 0..128 each timed): the chosen cap is within 2.3% of the best cap in
-geometric mean, 9.4% at worst (benchmarks/NOTES.md; fitted with 8-warp thread blocks and
-not refitted since ``WARPS`` went to 2).  ``plan.stats['schedule_by_n'][n]`` records
+prediction among the ``CAPS`` that ``packing_caps`` keeps (at most ``PACK_WINDOWS`` windows of the
+mean length per warp) is used (ties: the larger cap); cap 0 is the identity schedule (one window
+per warp, no split).  The constants were fitted on an H100 sweep (12 matrices >= 100k nnz,
+N = 128 and 512, caps 0..128 each timed; benchmarks/NOTES.md) with 8-warp thread blocks; a refit
+for 2-warp blocks (benchmarks/fit_caps.py, 24 matrices x N = 32-512) did not beat them under
+cross-validation, and with the packing limit the chosen cap is 3.0% slower than the fastest cap
+in geometric mean.  ``plan.stats['schedule_by_n'][n]`` records
 every prediction, the choice and the reason, with the paper's imbalance degree (IBD) beside it.
 
 Variant (no effect on result bits, see cuda/tf32_spmm.h): 64 columns per warp (S = 2) for n > 32,
@@ -91,7 +93,7 @@ CAPS = (0, 2, 4, 8, 16, 32, 64, 128, 256)
 #: 5-25% slower there (benchmarks/variant_guess.py, benchmarks/NOTES.md)
 WAVE_BLOCKS_PER_SM = 8
 #: at most this many windows of the matrix's mean length per warp (``packing_caps``): measured on the
-#: 24 real matrices x N = 32-512 (benchmarks/fit_caps.py data), 4 chose caps 3.1% slower than the
+#: 24 real matrices x N = 32-512 (benchmarks/fit_caps.py data), 4 chose caps 3.0% slower than the
 #: fastest cap in geometric mean, against 4.4% without the limit, and never more than 2% slower than
 #: the unlimited choice
 PACK_WINDOWS = 4
