@@ -346,7 +346,10 @@ class TF32Runner:
         else:
             caps, why = CAPS, "cost model"
         if len(caps) > 1:
-            caps = packing_caps(caps, self._mean_blocks)
+            kept = packing_caps(caps, self._mean_blocks)
+            if len(kept) < len(caps):
+                why += f"; caps up to {max(kept)} (at most {PACK_WINDOWS} mean-length windows per warp)"
+            caps = kept
         pred, counted = price_caps(self._window_offsets, caps, slices, variant)
         best = min(caps, key=lambda c: (pred[c], -c))
         tasks = self._schedule(best, counted[best])[0]

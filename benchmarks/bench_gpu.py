@@ -261,8 +261,8 @@ def main():
              "grid, `lpt` = longest predicted task first; the cost model's variant, not timed). "
              "`calls=1e6` = `plan(A, calls=10**6)` (reordered where predicted to pay back, variants timed on "
              "the first call); `aff` = reorder \"affinity\".", "",
-             "| matrix | nnz | N | cuSPARSE ms (alg) | TF32 ms (order, cap) | calls=1e6 ms | aff ms | GFLOP/s | speedup "
-             "| cold speedup | roofline | rel err | break-even calls |",
+             "| matrix | nnz | N | cuSPARSE ms (alg) | TF32 ms (order, cap) | calls=1e6 ms | aff ms | GFLOP/s "
+             "| speedup | cold speedup | roofline | rel err | break-even calls |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     chosen = {mt["matrix"]: mt["preprocess"]["reorder_chosen"] for mt in mats}
     for r in rows:
