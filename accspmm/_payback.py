@@ -31,7 +31,8 @@ from ._reorder import PAYBACK
 #: every measured call); its setup: fixed + per byte of CSR uploaded from pageable memory (the
 #: slope includes cusparseSpMM_preprocess; within 0.5-1.56x).  Our call: the TF32 kernel's time per
 #: TC block, the reordering decision's constant (accspmm._reorder.PAYBACK["block_seconds_n128"];
-#: within 0.55-1.9x), with a floor for launch and one wave; our first call adds the schedule
+#: within 0.66-2.0x of the measured call at 45bd8f6, the widest misses on small matrices whose call
+#: sits near the floor), with a floor for launch and one wave; our first call adds the schedule
 #: decision and its upload, per row window.
 CUSPARSE_MODEL = {
     "cusparse_call_fixed_s": 8.6e-6,

@@ -257,9 +257,12 @@ PAYBACK = {
     # ~2.5M/s, the real matrices at 5-20M/s: the slow end is assumed, so a prediction errs towards
     # not reordering.  The affinity walk does not scale with cores (issue 16), so cores are ignored.
     "auto_nnz_per_s": 2.5e6,
-    # TF32 kernel time per TC block per call at N = 128 on an H100 (G3_circuit: 754,366 blocks in
-    # 0.999 ms; the kernel is bound by the B rows each block loads, so time tracks the block count).
-    "block_seconds_n128": 1.3e-9,
+    # TF32 kernel time per TC block per call at N = 128 on an H100 (the kernel is bound by the B
+    # rows each block loads, so time tracks the block count): the geometric mean over the 8 real
+    # matrices of >= 300k nnz, default plans at 45bd8f6 (0.70-1.35 ns; G3_circuit 754,366 blocks
+    # in 0.823 ms; benchmarks/results/h100_preprocess_gpu.json).  It was 1.3e-9 before that
+    # commit's schedule changes made the kernel faster.
+    "block_seconds_n128": 0.95e-9,
     # the sample: about this many nonzeros (at most 65,536 rows), in up to 32 runs of whole windows
     "sample_nnz": 1 << 18,
     "sample_max_rows": 1 << 16,
