@@ -226,6 +226,11 @@ UNIT = {0: 32, 1: 64, 2: 64}
 ESIZE = {0: 4, 1: 2, 2: 2}
 
 
+def b_resident(n: int, k: int, l2_bytes: int, elem: int = 0) -> bool:
+    """Whether a k x n B of operand format ``elem`` fits in half the L2 (the variant rules' test)."""
+    return k * n * ESIZE[elem] <= l2_bytes // 2
+
+
 def choose_variant(n: int, k: int, l2_bytes: int, override: dict | None = None, elem: int = 0) -> dict:
     """Kernel variant for width n (module docstring); ``override`` replaces chosen fields.  Half
     formats (``elem`` > 0): 64-column slices (S = 1, the same columns and accumulators per warp as
@@ -236,7 +241,7 @@ def choose_variant(n: int, k: int, l2_bytes: int, override: dict | None = None, 
     s = 2 if elem == 0 and n > u and n % (2 * u) != u else 1
     slices = -(-n // (u * s))
     b_bytes = k * n * ESIZE[elem]
-    resident = b_bytes <= l2_bytes // 2
+    resident = b_resident(n, k, l2_bytes, elem)
     # TF32 at S = 2: the staged pipeline (depth 2) whatever B's size, and where B stays in L2 the
     # longest predicted task first.  Measured against every candidate on 24 matrices x 5 widths
     # (benchmarks/variant_guess.py, benchmarks/NOTES.md): the register pipeline's 128 registers
@@ -358,8 +363,8 @@ class TF32Runner:
             # less than one wave of thread blocks: 32-column slices double the parallelism
             self._wide[n] = variant
             # the register pipeline at depth 2 (3 thread blocks per 8 warps) unless B leaves L2
-            leaves_l2 = self.shape[1] * n * ESIZE[self.elem] > self._l2 // 2
-            staged = variant["staged"] if "staged" in self.tuning else int(leaves_l2)
+            resident = b_resident(n, self.shape[1], self._l2, self.elem)
+            staged = variant["staged"] if "staged" in self.tuning else int(not resident)
             variant = dict(variant, slice_s=1, staged=staged,
                            depth=variant["depth"] if "depth" in self.tuning else 2)
             why += "; S = 1 (under one wave of thread blocks at S = 2)"
