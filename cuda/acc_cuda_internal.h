@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <utility>
 
 #include "accspmm_cuda.h"
 
@@ -101,6 +103,69 @@ template <typename F> __device__ __forceinline__ int64_t last_le(int64_t lo, int
         int acc_st_ = acc_cuda_status((call), #call);                                                        \
         if (acc_st_ != ACC_SUCCESS) return acc_st_;                                                          \
     } while (0)
+
+/* Programmatic dependent launch (compute capability 9+).  A kernel launched with `launch_ex(..., pdl)`
+ * may start once every thread block of the kernel before it on the stream has exited, before that
+ * kernel's completion and memory flush: until pdl_wait() its thread blocks read only data that no
+ * kernel of a call writes (the plan's format and schedule), and pdl_wait() returns once every earlier
+ * kernel of the stream has completed and its writes are visible.  B, C and the split workspace are
+ * touched only after it.  No kernel here triggers its dependents early (griddepcontrol.launch_dependents):
+ * on the H100, a trigger at a thread block's start or after its main loop let the next call's blocks
+ * take SMs while this call's last ones still ran, and self-chained calls at N = 128 ran up to 1.3x
+ * slower (wiki-Vote, lastfm_asia, ego-Facebook; benchmarks/NOTES.md, 2026-11-26).  A no-op in a launch
+ * without the attribute and in code built for sm_80. */
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* Whether launches of `kernel` on the current device may use programmatic dependent launch: compute
+ * capability 9 or more, the kernel's code built for it (an sm_80 build has no pdl_wait: launched early,
+ * it would read B before the kernel writing it has finished), and ACCSPMM_PDL not "0" (read once).
+ * `known`: the kernel's flags, one per device (0 unknown, 1 yes, 2 no). */
+inline bool pdl_usable(const void *kernel, unsigned char (&known)[kMaxDevices]) {
+    static const bool off = [] {
+        const char *e = std::getenv("ACCSPMM_PDL");
+        return e && e[0] == '0' && e[1] == 0;
+    }();
+    int dev = 0;
+    if (off || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    if (!known[dev]) {
+        int major = 0;
+        cudaFuncAttributes a;
+        const bool ok =
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+            major >= 9 && cudaFuncGetAttributes(&a, kernel) == cudaSuccess && a.ptxVersion >= 90;
+        (void)cudaGetLastError();
+        known[dev] = ok ? 1 : 2;
+    }
+    return known[dev] == 1;
+}
+
+/* kernel<<<grid, threads, smem, s>>>(args...), with programmatic stream serialization when `pdl`. */
+template <typename... P, typename... A>
+cudaError_t launch_ex(void (*kernel)(P...), dim3 grid, dim3 threads, size_t smem, cudaStream_t s, bool pdl,
+                      A &&...args) {
+    if (!pdl) {
+        kernel<<<grid, threads, smem, s>>>(std::forward<A>(args)...);
+        return cudaGetLastError();
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = threads;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
+}
 
 /* Raises the dynamic shared-memory limit of `kernel` to `bytes` on the current device, once per device
  * (`done`: the kernel's flags, one per device). */

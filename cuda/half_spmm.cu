@@ -567,6 +567,8 @@ __global__ void __launch_bounds__(kWarps * 32)
         zero_acc(acc);
         /* window w is being summed; its blocks end at stop, the next window's at next_stop */
         int64_t w = w0, stop = slot >= 0 ? b1 : L::window_start(p, w0 + 1);
+        /* C is written only after the kernels before this one (acc_cuda_internal.h) */
+        if (w < w1 && stop == b0) pdl_wait();
         while (w < w1 && stop == b0) { /* leading empty windows of a pack */
             L::template write<FMT, OUT_F32, VEC>(p, acc, w, slot, n0, lane, scratch);
             w++;
@@ -575,6 +577,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         int64_t next_stop = slot < 0 && w + 1 < w1 ? L::window_start(p, w + 2) : -1;
         typename L::Cache cache;
         L::init(cache, p, b0, b1, lane);
+        pdl_wait(); /* everything above read the plan's own arrays; B, C and the workspace from here */
 #pragma unroll
         for (int s = 0; s < L::kDepthN - 1; s++) {
             if (b0 + s < b1)
@@ -731,7 +734,7 @@ bool use_tma(const acc_half_args &p, bool vec, CUtensorMap *map) {
 
 template <class L, int FMT, bool OUT_F32, bool VEC, bool SCTA, bool TMA>
 int run_kernel(const acc_half_args &p, const CUtensorMap &map, dim3 grid, cudaStream_t s) {
-    static unsigned char prepared[kMaxDevices];
+    static unsigned char prepared[kMaxDevices], pdl[kMaxDevices];
     constexpr int bytes =
         TMA ? 1024 + kWarps * kDepth * (16 * kTmaStage + 8) : kWarps * kDepth * L::kStageN * 16;
     static_assert(TMA || bytes <= 48 * 1024,
@@ -741,8 +744,9 @@ int run_kernel(const acc_half_args &p, const CUtensorMap &map, dim3 grid, cudaSt
         const int st = raise_smem_limit(reinterpret_cast<const void *>(k), bytes, prepared);
         if (st) return st;
     }
-    k<<<grid, kWarps * 32, bytes, s>>>(p, map);
-    return ACC_SUCCESS;
+    return acc_cuda_status(launch_ex(k, grid, dim3(kWarps * 32), bytes, s,
+                                     pdl_usable(reinterpret_cast<const void *>(k), pdl), p, map),
+                           "half_kernel");
 }
 
 template <int FMT, bool OUT_F32, bool SCTA>

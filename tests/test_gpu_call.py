@@ -120,6 +120,39 @@ def test_no_sync_and_no_allocation_in_steady_state(bundled_int):
     assert free0 - accspmm.device_info()["free_memory"] < 2**20
 
 
+@pytest.mark.parametrize("case", ["default", "splits", "half"])
+def test_call_ordered_with_the_kernels_around_it(bundled_int, case):
+    """On sm_90 the kernel is launched with programmatic dependent launch: its prologue may overlap
+    the kernel before it.  B written by the kernel just before a call, C filled just before it and
+    read just after it: every result is the exact product of its own B (a read of B or a write of C
+    that overtook its neighbour would show as another B's product, or as NaN)."""
+    if case == "splits":  # PACK tasks with leading empty windows, GROUP and multi-part SPLIT tasks
+        A, kw = long_window_matrix(), {"reorder": "none", "tuning": {"cap": 2}}
+    elif case == "half":
+        A, kw = bundled_int, {"precision": "fp16", "format": "bittcf"}
+    else:
+        A, kw = bundled_int, {}
+    m, k = A.shape
+    n = 64
+    p = accspmm.plan(A, device="gpu", **kw)
+    dt = torch.float16 if case == "half" else torch.float32
+    Bs = [torch.from_numpy(int_dense(k, n, seed=s)).to("cuda", dt) for s in (11, 12, 13)]
+    B = torch.empty(k, n, device="cuda", dtype=dt)
+    C = torch.empty(m, n, device="cuda")  # float32 (a half plan's accumulator): exact sums
+    p(Bs[0], out=C)
+    torch.cuda.synchronize()
+    outs = []
+    for i in range(60):
+        B.copy_(Bs[i % 3])
+        C.fill_(float("nan"))
+        p(B, out=C)
+        outs.append(C.clone())
+    torch.cuda.synchronize()
+    refs = [np.asarray(A @ b.float().cpu().numpy()) for b in Bs]
+    for i, out in enumerate(outs):
+        _same(out, refs[i % 3])
+
+
 def test_plan_freed_by_reference_count():
     """A used GPU plan sits in no reference cycle: dropping it frees its device memory at once, never
     later from the cyclic garbage collector (which could run inside a CUDA-graph capture, where
