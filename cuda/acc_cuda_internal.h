@@ -164,7 +164,11 @@ cudaError_t launch_ex(void (*kernel)(P...), dim3 grid, dim3 threads, size_t smem
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args...);
+    if (e != cudaErrorNotSupported && e != cudaErrorInvalidValue) return e;
+    (void)cudaGetLastError(); /* a driver without the attribute: the plain launch (its own error, if any) */
+    kernel<<<grid, threads, smem, s>>>(std::forward<A>(args)...);
+    return cudaGetLastError();
 }
 
 /* Raises the dynamic shared-memory limit of `kernel` to `bytes` on the current device, once per device

@@ -120,7 +120,7 @@ def test_no_sync_and_no_allocation_in_steady_state(bundled_int):
     assert free0 - accspmm.device_info()["free_memory"] < 2**20
 
 
-@pytest.mark.parametrize("case", ["default", "splits", "half"])
+@pytest.mark.parametrize("case", ["default", "splits", "half", "bsr16"])
 def test_call_ordered_with_the_kernels_around_it(bundled_int, case):
     """On sm_90 the kernel is launched with programmatic dependent launch: its prologue may overlap
     the kernel before it.  B written by the kernel just before a call, C filled just before it and
@@ -128,14 +128,14 @@ def test_call_ordered_with_the_kernels_around_it(bundled_int, case):
     that overtook its neighbour would show as another B's product, or as NaN)."""
     if case == "splits":  # PACK tasks with leading empty windows, GROUP and multi-part SPLIT tasks
         A, kw = long_window_matrix(), {"reorder": "none", "tuning": {"cap": 2}}
-    elif case == "half":
-        A, kw = bundled_int, {"precision": "fp16", "format": "bittcf"}
+    elif case in ("half", "bsr16"):  # the BitTCF kernel on half operands; the BSR16 kernel
+        A, kw = bundled_int, {"precision": "fp16", "format": "bittcf" if case == "half" else "bsr16"}
     else:
         A, kw = bundled_int, {}
     m, k = A.shape
     n = 64
     p = accspmm.plan(A, device="gpu", **kw)
-    dt = torch.float16 if case == "half" else torch.float32
+    dt = torch.float32 if case in ("default", "splits") else torch.float16
     Bs = [torch.from_numpy(int_dense(k, n, seed=s)).to("cuda", dt) for s in (11, 12, 13)]
     B = torch.empty(k, n, device="cuda", dtype=dt)
     C = torch.empty(m, n, device="cuda")  # float32 (a half plan's accumulator): exact sums
