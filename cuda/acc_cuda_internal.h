@@ -105,15 +105,16 @@ template <typename F> __device__ __forceinline__ int64_t last_le(int64_t lo, int
     } while (0)
 
 /* Programmatic dependent launch (compute capability 9+).  A kernel launched with `launch_ex(..., pdl)`
- * may start once every thread block of the kernel before it on the stream has exited, before that
- * kernel's completion and memory flush: until pdl_wait() its thread blocks read only data that no
- * kernel of a call writes (the plan's format and schedule), and pdl_wait() returns once every earlier
- * kernel of the stream has completed and its writes are visible.  B, C and the split workspace are
- * touched only after it.  No kernel here triggers its dependents early (griddepcontrol.launch_dependents):
- * on the H100, a trigger at a thread block's start or after its main loop let the next call's blocks
- * take SMs while this call's last ones still ran, and self-chained calls at N = 128 ran up to 1.3x
- * slower (wiki-Vote, lastfm_asia, ego-Facebook; benchmarks/NOTES.md, 2026-11-26).  A no-op in a launch
- * without the attribute and in code built for sm_80. */
+ * may start before the kernel before it on the stream has completed and flushed its memory (once that
+ * kernel's thread blocks have exited, or earlier where it signals so): until pdl_wait() its thread
+ * blocks read only data that no kernel of a call writes (the plan's format and schedule), and
+ * pdl_wait() returns once every earlier kernel of the stream has completed and its writes are
+ * visible.  B, C and the split workspace are touched only after it.  No kernel here triggers its
+ * dependents early (griddepcontrol.launch_dependents): on the H100, a trigger at a thread block's
+ * start or after its main loop let the next call's blocks take SMs while this call's last ones still
+ * ran, and self-chained calls at N = 128 ran up to 1.3x slower (wiki-Vote, lastfm_asia, ego-Facebook;
+ * benchmarks/NOTES.md, 2026-11-26).  A no-op in a launch without the attribute and in code built for
+ * sm_80. */
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
