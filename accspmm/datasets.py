@@ -43,6 +43,15 @@ def matrix_files(directory) -> list:
     return [os.path.join(directory, n) for n in names]
 
 
+def matrices(directory, only=None, dtype=np.float64):
+    """(name, CSR) of every Matrix Market file of a directory, sorted by name; ``only``: names to
+    keep (None: all).  Each matrix is loaded when the iteration reaches it."""
+    for path in matrix_files(directory):
+        name = matrix_name(path)
+        if not only or name in only:
+            yield name, load_matrix(path, dtype)
+
+
 def matrix_path(directory, name) -> str:
     """The Matrix Market file of matrix `name` in `directory`, whichever of EXTENSIONS it has."""
     for ext in EXTENSIONS:

@@ -67,11 +67,7 @@ def main():
     side = os.environ.get("ACCSPMM_PDL", "")
     print(f"# {accspmm.device_info()['name']}, ACCSPMM_PDL={side!r}, calls {args.calls}, repeat {args.repeat}")
     rows = []
-    for f in datasets.matrix_files(args.dir):
-        name = datasets.matrix_name(f)
-        if args.only and name not in args.only:
-            continue
-        A = datasets.load_matrix(f, np.float32).tocsr()
+    for name, A in datasets.matrices(args.dir, args.only, np.float32):
         m, k = A.shape
         At = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)),
                                      torch.from_numpy(A.indices.astype(np.int64)), torch.from_numpy(A.data),

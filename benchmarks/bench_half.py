@@ -309,12 +309,7 @@ def main():
                 A = block_matrix(size, s, kind)
                 syn += run_matrix(f"{kind}32-{size}-{s:g}", A, args.ns, args.prec, args.reps, 32, hbm, size * size <= 1 << 28)
     real = []
-    files = datasets.matrix_files(args.dir) if args.dir else []
-    for f in files:
-        name = datasets.matrix_name(f)
-        if args.only and name not in args.only:
-            continue
-        A = datasets.load_matrix(f, np.float32)
+    for name, A in datasets.matrices(args.dir, args.only, np.float32) if args.dir else ():
         if A.nnz < args.min_nnz:
             continue
         A.data = np.random.default_rng(0).standard_normal(A.nnz).astype(np.float32)  # in every format's range

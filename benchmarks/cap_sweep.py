@@ -68,11 +68,7 @@ def main():
     info = accspmm.device_info()
     runs, windows = [], {}
     rng = np.random.default_rng(0)
-    for f in datasets.matrix_files(args.directory):
-        name = datasets.matrix_name(f)
-        if args.only and name not in args.only:
-            continue
-        A = datasets.load_matrix(f, np.float32)
+    for name, A in datasets.matrices(args.directory, args.only, np.float32):
         if A.nnz < args.min_nnz:
             continue
         t0 = time.perf_counter()

@@ -53,11 +53,7 @@ def main():
 
     gpu = accspmm.device_info()["name"]
     cases = []
-    for f in datasets.matrix_files(args.dir):
-        name = datasets.matrix_name(f)
-        if args.only and name not in args.only:
-            continue
-        A = datasets.load_matrix(f, np.float32).tocsr()
+    for name, A in datasets.matrices(args.dir, args.only, np.float32):
         A.data = np.random.default_rng(0).standard_normal(A.nnz).astype(np.float32)
         half = args.precision != "tf32"
         kw = {"precision": args.precision, "format": "bittcf"} if half else {}

@@ -152,5 +152,8 @@ def test_matrix_market_compressions(tmp_path):
         B = datasets.load_matrix(path)
         assert (B != A).nnz == 0 and B.shape == A.shape
     assert [datasets.matrix_name(p) for p in datasets.matrix_files(tmp_path)] == ["g", "plain", "x"]
+    got = list(datasets.matrices(tmp_path, only=["x", "plain"], dtype=np.float32))
+    assert [n for n, _ in got] == ["plain", "x"]
+    assert all(M.dtype == np.float32 and M.format == "csr" and (M != A).nnz == 0 for _, M in got)
     with pytest.raises(FileNotFoundError, match="missing"):
         datasets.matrix_path(tmp_path, "missing")
