@@ -772,8 +772,7 @@ template <int FMT, bool OUT_F32> int launch(const acc_half_args &p, bool vec, cu
         st = launch_kernel<FMT, OUT_F32, true>(p, vec, s);
     else
         st = launch_kernel<FMT, OUT_F32, false>(p, vec, s);
-    if (st) return st;
-    ACC_CUDA_TRY(cudaGetLastError());
+    if (st) return st; /* run_kernel reported the launch's own error */
     if (p.num_splits > 0) {
         const int64_t bx = (ACC_HALF_WINDOW_ROWS(p.pairs) * p.n + 255) / 256;
         const dim3 rgrid((unsigned)(bx < 65535 ? bx : 65535), (unsigned)p.num_splits);
