@@ -150,10 +150,14 @@ def schedule(window_offsets, cap: int, ntasks: int | None = None):
     from . import _core
 
     wo = np.ascontiguousarray(window_offsets, dtype=np.int64)
-    if wo.shape[0] - 1 > np.iinfo(np.int32).max - 2:
+    if wo.shape[0] - 1 > _INT32_MAX - 2:
         raise ValueError("too many row windows for the TF32 kernel (limit 2^31 - 2)")
-    return _core.schedule_build(wo, int(cap), WARPS, (WB, FILL, REDUCE, TASK, MERGE),
+    return _core.schedule_build(wo, int(cap), WARPS, _CONSTANTS,
                                 -1 if ntasks is None else int(ntasks))  # -1: count them
+
+
+_INT32_MAX = 2**31 - 1
+_CONSTANTS = (WB, FILL, REDUCE, TASK, MERGE)
 
 
 def build_tasks(window_offsets, cap: int):
@@ -169,10 +173,13 @@ def variant_tag(v: dict) -> str:
 
 
 def lpt_order(task_cost: np.ndarray) -> np.ndarray:
-    """Launch order "longest predicted task first" (stable: ties keep window order).  The
-    hardware hands thread blocks to SMs in index order, so long tasks started last would set
-    the tail; the order of the tasks never changes a result bit."""
-    return np.argsort(-np.asarray(task_cost), kind="stable")
+    """Launch order "longest predicted task first" (stable: ties keep window order), int64; what
+    ``np.argsort(-task_cost, kind="stable")`` gives, in one C pass (csrc/acc_lpt_rows.c: a counting
+    sort of the integer-valued costs).  The hardware hands thread blocks to SMs in index order, so
+    long tasks started last would set the tail; the order of the tasks never changes a result bit."""
+    from . import _core
+
+    return _core.lpt_order(np.ascontiguousarray(task_cost, dtype=np.float64))
 
 
 def packing_caps(caps, mean_blocks: float) -> tuple:
@@ -199,7 +206,7 @@ def price_caps(window_offsets, caps, slices: int, variant: dict) -> tuple:
 
     caps = [int(c) for c in caps]
     sums, maxes, ntasks = _core.schedule_costs(np.ascontiguousarray(window_offsets, np.int64),
-                                               np.asarray(caps, np.int64), WARPS, (WB, FILL, REDUCE, TASK, MERGE))
+                                               np.array(caps, np.int64), WARPS, _CONSTANTS)
     P = REF_SMS * blocks_per_sm(variant)
     sums, maxes, ntasks = sums.tolist(), maxes.tolist(), ntasks.tolist()  # Python numbers: no NumPy scalars
     pred = {c: s * slices / P + w if t else 0.0 for c, s, w, t in zip(caps, sums, maxes, ntasks)}
@@ -279,12 +286,13 @@ class TF32Runner:
         tuning: optional {"cap": int, plus VARIANT_KEYS} for experiments and tests.
         elem: the operand format (``ELEM``); a half format needs dev["values"] to hold the dense
         tiles of ``_cuda.half_tiles`` (and block_meta their offsets), accspmm._half builds them."""
-        from . import _cuda
+        from . import _core, _cuda
 
         if (_cuda.TF32_WARPS, _cuda.TF32_TASK_WORDS) != (WARPS, TASK_WORDS):
             raise RuntimeError(f"accspmm._cuda was built with {_cuda.TF32_WARPS} warps per TF32 task, the "
                                f"package expects {WARPS}: rebuild the extension")
         self._cuda = _cuda
+        self._core = _core
         self.elem = int(elem)
         self.unit = UNIT[self.elem]
         self.shape = fmt.shape
@@ -383,7 +391,7 @@ class TF32Runner:
         if name not in self.dev:
             tasks, cost = self._schedule(cap)
             if order:
-                tasks = tasks[lpt_order(cost)]
+                tasks = self._core.lpt_rows(tasks, cost)  # lpt_order's rows, in one C call
             self._put(name, tasks.reshape(-1) if tasks.size else np.zeros(TASK_WORDS, np.int32))
         return self.dev[name].ptr, self._schedule(cap)[0].shape[0]
 

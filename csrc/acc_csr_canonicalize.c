@@ -41,7 +41,7 @@ acc_status acc_csr_canonicalize(const acc_csr *A, int64_t *out_row_offsets, int3
         if (rp[i + 1] - rp[i] > max_len) max_len = rp[i + 1] - rp[i];
     if (max_len > (int64_t)UINT32_MAX) return ACC_ERR_TOO_LARGE;
 
-    const int nthreads = acc_num_threads();
+    const int nthreads = acc_threads_for(nnz + m); /* small inputs: no sleeping threads to wake */
     scratch = acc_mem_alloc((size_t)nthreads * (size_t)(max_len > 0 ? max_len : 1), sizeof(uint64_t));
     if (!scratch) return ACC_ERR_OUT_OF_MEMORY;
 

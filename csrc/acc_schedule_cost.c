@@ -240,10 +240,36 @@ static acc_status schedule_cost_only(const int64_t *wo, int64_t num_windows, int
                                      const int64_t k[5], double *sum_out, double *max_out,
                                      int64_t *ntasks_out) {
     const int64_t WB = k[0], FILL = k[1], REDUCE = k[2], TASK = k[3], MERGE = k[4], D = cap + WB;
+    /* shifts for the divisions by cap and warps x cap where those are powers of two (CAPS are), else -1;
+     * the same integer quotients either way */
+    const int cap_shift = cap > 0 && (cap & (cap - 1)) == 0 ? __builtin_ctzll((unsigned long long)cap) : -1;
+    const int64_t wcap = warps * cap;
+    const int wc_shift =
+        wcap > 0 && (wcap & (wcap - 1)) == 0 ? __builtin_ctzll((unsigned long long)wcap) : -1;
     double sum = 0.0;
     int64_t max = 0, closed = 0, ntasks = 0, slot_base = 0;
     int64_t run = 0, bound = 0, warp = 0, task_max = 0, task_warps = 0, group_used = 0, group_worst = 0;
     int warp_open = 0;
+    if (cap == 0) { /* the identity: a task per `warps` consecutive windows, costing its longest + WB + FILL +
+                       TASK */
+        for (int64_t t = 0; t < num_windows; t += warps) {
+            int64_t longest = 0;
+            for (int64_t w = t; w < num_windows && w < t + warps; w++) {
+                const int64_t nb = wo[w + 1] - wo[w];
+                const acc_status st = window_check(nb, 0);
+                if (st != ACC_SUCCESS) return st;
+                longest = nb > longest ? nb : longest;
+            }
+            const int64_t c = longest + WB + FILL + TASK;
+            sum += (double)c;
+            max = c > max ? c : max;
+            ntasks++;
+        }
+        *sum_out = sum;
+        *max_out = (double)max;
+        *ntasks_out = ntasks;
+        return ACC_SUCCESS;
+    }
 #define CLOSE_TASK(cost)                                                                                     \
     do {                                                                                                     \
         const int64_t c_ = (cost);                                                                           \
@@ -282,8 +308,8 @@ static acc_status schedule_cost_only(const int64_t *wo, int64_t num_windows, int
         if (task_warps > 0) CLOSE_TASK(task_max + TASK);
         task_warps = 0;
         run = 0;
-        const int64_t wc = warps * cap;
-        const int64_t q = nb <= wc ? 1 : (nb + wc - 1) / wc;
+        const int64_t wc = wcap;
+        const int64_t q = nb <= wc ? 1 : wc_shift >= 0 ? (nb + wc - 1) >> wc_shift : (nb + wc - 1) / wc;
         if (q > 1) { /* split_window */
             const int64_t per = (nb + q * warps - 1) / (q * warps) + FILL + REDUCE + TASK + MERGE * (1 + q);
             for (int64_t j = 0; j < q; j++)
@@ -292,13 +318,16 @@ static acc_status schedule_cost_only(const int64_t *wo, int64_t num_windows, int
             slot_base += q;
             continue;
         }
-        const int64_t g = ((uint32_t)nb + (uint32_t)cap - 1) / (uint32_t)cap; /* group_window */
+        const int64_t g = cap_shift >= 0 ? (nb + cap - 1) >> cap_shift /* group_window */
+                                         : ((uint32_t)nb + (uint32_t)cap - 1) / (uint32_t)cap;
         if (group_used > 0 && group_used + g > warps) {
             CLOSE_TASK(group_worst + TASK);
             group_used = 0;
         }
         if (group_used == 0) ntasks++;
-        const int64_t gc = (int64_t)(((uint32_t)nb + (uint32_t)g - 1) / (uint32_t)g) + FILL + REDUCE;
+        const int64_t gc =
+            (g == 2 ? (nb + 1) >> 1 : (int64_t)(((uint32_t)nb + (uint32_t)g - 1) / (uint32_t)g)) + FILL +
+            REDUCE;
         if (group_used == 0 || gc > group_worst) group_worst = gc;
         group_used += g;
     }
@@ -328,10 +357,13 @@ acc_status acc_schedule_costs(const int64_t *window_offsets, int64_t num_windows
                               int64_t *ntasks) {
     if (ncaps < 0 || (ncaps > 0 && (!caps || !sums || !maxes || !ntasks))) return ACC_ERR_INVALID_ARGUMENT;
     acc_status status = ACC_SUCCESS;
-    /* one pass per cap, the caps in parallel: a first call prices every cap (1.5-3 ns per window and
-     * cap on the dev machine, about 10 on the GPU machine's host; a thread per 8192 of those, so a
-     * small matrix's first call does not wait for 9) */
-    const int64_t work = num_windows * ncaps / 8192 + 1;
+    /* one pass per cap, the caps in parallel: a first call prices every cap (2-5 ns per window and
+     * cap on the dev machine, 7-20 on the GPU machine's host).  A thread per 16384 of those: waking
+     * a sleeping OpenMP thread costs more than a small matrix's whole pricing (wiki-Vote, 1,038
+     * windows x 6 caps, on the 2-core dev machine after 10 ms idle: 1,390 us on 2 threads against 46
+     * on one), while one thread for Andrews' 7,500 windows x 9 caps took 472 us on the GPU machine
+     * against 212 on the 9 of the earlier rule of a thread per 8192 */
+    const int64_t work = num_windows * ncaps / 16384 + 1;
     int threads = acc_num_threads();
     if (threads > work) threads = (int)work;
     if (threads > ncaps) threads = (int)ncaps;

@@ -202,6 +202,12 @@ acc_status acc_schedule_costs(const int64_t *window_offsets, int64_t num_windows
                               int64_t ncaps, int warps, const double c[5], double *sums, double *maxes,
                               int64_t *ntasks);
 
+/* The launch order "longest predicted task first" (acc_lpt_rows.c): order[n] gets the indices of
+ * cost[n] sorted by cost descending, ties in index order; ACC_ERR_INVALID_ARGUMENT on a NaN cost.
+ * acc_lpt_rows writes the n rows of `width` int32 of `rows` to `out` in that order. */
+acc_status acc_lpt_order(const double *cost, int64_t n, int64_t *order);
+acc_status acc_lpt_rows(const int32_t *rows, int64_t n, int64_t width, const double *cost, int32_t *out);
+
 /* Computes the statistics of a BitTCF (block arrays may be NULL except
  * window_offsets and block_value_offsets). */
 acc_status acc_bittcf_get_stats(const acc_bittcf *F, acc_bittcf_stats *out);

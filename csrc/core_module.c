@@ -917,6 +917,60 @@ fail:
     return NULL;
 }
 
+/* lpt_rows(tasks: int32 [T, w], cost: float64 [T]) -> the rows in the order "longest predicted task
+ * first" (stable: ties keep their order), a new array; lpt_order(cost) -> that order, int64 [T]. */
+static PyObject *py_lpt_rows(PyObject *self, PyObject *args) {
+    PyObject *tobj, *cobj;
+    PyArrayObject *tasks = NULL, *cost = NULL, *out = NULL;
+    acc_status st;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO", &tobj, &cobj)) return NULL;
+    tasks = acc_py_array(tobj, NPY_INT32, 2, -1, -1, 0, "tasks");
+    if (!tasks) return NULL;
+    const npy_intp T = PyArray_DIM(tasks, 0);
+    cost = acc_py_array(cobj, NPY_FLOAT64, 1, T, -1, 0, "cost");
+    if (!cost) goto fail;
+    out = (PyArrayObject *)PyArray_SimpleNew(2, PyArray_DIMS(tasks), NPY_INT32);
+    if (!out) goto fail;
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_lpt_rows(PyArray_DATA(tasks), T, PyArray_DIM(tasks, 1), PyArray_DATA(cost), PyArray_DATA(out));
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) {
+        acc_py_raise(st, "lpt_rows (a NaN cost?)");
+        goto fail;
+    }
+    Py_DECREF(tasks);
+    Py_DECREF(cost);
+    return (PyObject *)out;
+fail:
+    Py_XDECREF(tasks);
+    Py_XDECREF(cost);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+static PyObject *py_lpt_order(PyObject *self, PyObject *arg) {
+    (void)self;
+    PyArrayObject *cost = acc_py_array(arg, NPY_FLOAT64, 1, -1, -1, 0, "cost");
+    if (!cost) return NULL;
+    npy_intp T = PyArray_DIM(cost, 0);
+    PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(1, &T, NPY_INT64);
+    if (!out) {
+        Py_DECREF(cost);
+        return NULL;
+    }
+    acc_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_lpt_order(PyArray_DATA(cost), T, PyArray_DATA(out));
+    Py_END_ALLOW_THREADS
+    Py_DECREF(cost);
+    if (st != ACC_SUCCESS) {
+        Py_DECREF(out);
+        return acc_py_raise(st, "lpt_order (a NaN cost?)");
+    }
+    return (PyObject *)out;
+}
+
 /* prefault(array): maps every page of a fresh (np.empty) writeable C-contiguous array in parallel;
  * its contents are undefined afterwards.  For large device-to-host copies. */
 static PyObject *py_prefault(PyObject *self, PyObject *arg) {
@@ -989,6 +1043,10 @@ static PyMethodDef core_methods[] = {
      "bittcf_window_stats(m, k, nnz, window_offsets, float64) -> stats dict"},
     {"bittcf_count_stats", py_bittcf_count_stats, METH_VARARGS,
      "bittcf_count_stats(m, k, indptr, indices, perm, float64) -> stats dict (no format built)"},
+    {"lpt_rows", py_lpt_rows, METH_VARARGS,
+     "lpt_rows(tasks int32 [T, w], cost float64 [T]) -> the rows, longest predicted task first (stable)"},
+    {"lpt_order", py_lpt_order, METH_O,
+     "lpt_order(cost float64 [T]) -> int64 order, cost descending (stable)"},
     {"num_threads", py_num_threads, METH_NOARGS, "OpenMP threads the core uses"},
     {"prefault", py_prefault, METH_O,
      "prefault(array): map a fresh array's pages in parallel (contents undefined)"},

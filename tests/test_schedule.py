@@ -267,6 +267,27 @@ def test_lpt_order():
     assert tasks[o[0], 0] < 0  # the parts of the 500-block window start first
 
 
+@pytest.mark.parametrize("spread", [3, 10**7, 0.5])  # counting sort, merge sort (wide range), merge sort (fractions)
+def test_lpt_order_matches_numpy_stable_argsort(spread):
+    """The C order (csrc/acc_lpt_rows.c) is NumPy's stable argsort of the negated costs, on both of
+    its paths, and lpt_rows moves whole rows; a NaN cost is refused."""
+    from accspmm import _core
+
+    rng = np.random.default_rng(7)
+    for T in (0, 1, 2, 7, 1000, 4099):
+        cost = np.floor(rng.random(T) * 40) * spread + (1e6 if spread == 10**7 and T else 0)
+        if T > 3 and spread == 10**7:
+            cost[0] = 0.0  # a range above the counting sort's limit
+        want = np.argsort(-cost, kind="stable")
+        assert lpt_order(cost).tolist() == want.tolist()
+        rows = rng.integers(-9, 99, (T, TASK_WORDS)).astype(np.int32)
+        assert np.array_equal(_core.lpt_rows(rows, cost), rows[want])
+    with pytest.raises(ValueError):
+        lpt_order(np.array([1.0, np.nan]))
+    with pytest.raises(TypeError):
+        _core.lpt_rows(np.zeros((2, TASK_WORDS), np.int64), np.zeros(2))
+
+
 def test_extension_schedule_encoding():
     """The built CUDA extension and the Python schedule agree on warps per task and task words."""
     _cuda = pytest.importorskip("accspmm._cuda")

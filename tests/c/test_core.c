@@ -528,6 +528,60 @@ static void test_sort(void) {
             }
 }
 
+/* acc_lpt_order / acc_lpt_rows: a stable descending order (checked pairwise) on both paths (counting
+ * sort, merge sort for a wide or fractional range), rows moved whole, NaN refused, every allocation
+ * failing in turn. */
+static void test_lpt(void) {
+    for (int64_t n = 0; n < 5000; n = n * 3 + 1)
+        for (int kind = 0; kind < 3; kind++) {
+            double *cost = malloc((size_t)(n + 1) * sizeof(double));
+            int64_t *order = malloc((size_t)(n + 1) * sizeof(int64_t));
+            int32_t *rows = malloc((size_t)(n + 1) * 5 * sizeof(int32_t)),
+                    *out = malloc((size_t)(n + 1) * 5 * 4);
+            for (int64_t i = 0; i < n; i++) {
+                const double c = (double)(rnd() % 40);
+                cost[i] = kind == 0 ? c : kind == 1 ? c * 1e7 : c + 0.5 * (double)(rnd() % 2);
+                for (int j = 0; j < 5; j++)
+                    rows[i * 5 + j] = (int32_t)(i * 5 + j);
+            }
+            EXPECT(acc_lpt_order(cost, n, order) == ACC_SUCCESS);
+            unsigned char *seen = calloc((size_t)n + 1, 1);
+            for (int64_t i = 0; i < n; i++) {
+                EXPECT(order[i] >= 0 && order[i] < n && !seen[order[i]]);
+                if (order[i] >= 0 && order[i] < n) seen[order[i]] = 1;
+                if (i > 0) /* descending; ties in index order */
+                    EXPECT(cost[order[i - 1]] > cost[order[i]] ||
+                           (cost[order[i - 1]] == cost[order[i]] && order[i - 1] < order[i]));
+            }
+            EXPECT(acc_lpt_rows(rows, n, 5, cost, out) == ACC_SUCCESS);
+            for (int64_t i = 0; i < n; i++)
+                for (int j = 0; j < 5; j++)
+                    EXPECT(out[i * 5 + j] == (int32_t)(order[i] * 5 + j));
+            if (n > 1) {
+                const double keep = cost[1];
+                cost[1] = 0.0 / 0.0;
+                EXPECT(acc_lpt_order(cost, n, order) == ACC_ERR_INVALID_ARGUMENT);
+                cost[1] = keep;
+                int saw_oom = 0;
+                for (long countdown = 1; countdown < 4; countdown++) {
+                    acc_set_alloc_countdown(countdown);
+                    const acc_status st = acc_lpt_rows(rows, n, 5, cost, out);
+                    acc_set_alloc_countdown(0);
+                    EXPECT(st == ACC_SUCCESS || st == ACC_ERR_OUT_OF_MEMORY);
+                    saw_oom |= st == ACC_ERR_OUT_OF_MEMORY;
+                }
+                EXPECT(saw_oom);
+            }
+            free(seen);
+            free(cost);
+            free(order);
+            free(rows);
+            free(out);
+        }
+    EXPECT(acc_lpt_order(NULL, 0, NULL) == ACC_SUCCESS);
+    EXPECT(acc_lpt_rows(NULL, 3, 5, NULL, NULL) == ACC_ERR_INVALID_ARGUMENT);
+}
+
 int main(void) {
     static const int64_t shapes[][4] = {{0, 0, 0, 3},    {1, 1, 1, 1},     {7, 5, 3, 9},
                                         {8, 8, 8, 8},    {37, 19, 6, 33},  {64, 300, 40, 17},
@@ -545,6 +599,7 @@ int main(void) {
     test_out_of_memory();
     test_tile_masks();
     test_sort();
+    test_lpt();
     static const int64_t gshapes[][4] = {
         {0, 0, 0, 2}, {1, 1, 1, 1}, {37, 19, 23, 6}, {64, 300, 70, 40}, {40, 30, 5000000, 9}};
     for (size_t t = 0; t < sizeof gshapes / sizeof gshapes[0]; t++)
