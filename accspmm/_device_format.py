@@ -47,9 +47,7 @@ class DeviceBitTCF:
         W = -(-m // 8)
         self.num_windows = W
         dev["perm"] = DeviceArray((m,), np.int64, device)
-        if perm is None:
-            _cuda.fill_identity(dev["perm"].ptr, m, stream)
-        else:
+        if perm is not None:  # the identity is written by the build (its first kernel, no launch of its own)
             _cuda.memcpy_htod(dev["perm"].ptr, np.ascontiguousarray(perm, np.int64), stream)
         dev["window_offsets"] = DeviceArray((W + 1,), np.int64, device)
         self.window_offsets = np.empty(W + 1, np.int64)
@@ -58,7 +56,8 @@ class DeviceBitTCF:
                                      np.ascontiguousarray(csr.indices[: self.nnz], np.int32),
                                      np.ascontiguousarray(csr.data[: self.nnz], np.float32),
                                      None if perm is None else dev["perm"].ptr, dev["window_offsets"].ptr,
-                                     self.window_offsets, keep_blocks, stream, defer, self.METHODS[method])
+                                     self.window_offsets, keep_blocks, stream, defer, self.METHODS[method],
+                                     dev["perm"].ptr if perm is None else None)
         self._ready = int(out["ready"])  # an event handle, 0 when the build synchronised
         self.method = {0: "none", 1: "sort", 2: "ranks"}[out["method"]]
         self._failed = None

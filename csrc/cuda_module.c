@@ -291,7 +291,7 @@ static int parse_tf32(PyObject *tup, PyObject *vtup, tf32_call *c) {
 }
 
 static PyObject *time_runs(acc_run_fn fn, void *ctx, int reps, PyObject *flush,
-                           unsigned long long flush_bytes, PyObject *s, int cusparse);
+                           unsigned long long flush_bytes, PyObject *s, int cusparse, int chain);
 
 /* half_spmm((m, k, n, num_brows, perm, brow_offsets, block_cols, block_values, block_masks, tasks,
  * num_tasks, splits, num_splits, workspace, B, C, fmt, out_f32, pairs, pair_offsets, pair_cols,
@@ -357,7 +357,7 @@ static PyObject *py_time_half(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!iOKO", &PyTuple_Type, &tup, &reps, &flush, &flush_bytes, &s) ||
         parse_half(tup, &a) < 0)
         return NULL;
-    return time_runs(run_half, &a, reps, flush, flush_bytes, s, 0);
+    return time_runs(run_half, &a, reps, flush, flush_bytes, s, 0, 1);
 }
 
 /* half_tiles(block_meta, values, num_blocks, tiles, fmt, stream): BITTCF dense tiles on the device. */
@@ -413,12 +413,17 @@ static const void *host_input(PyObject *a, int type, long long count, const char
  * [nnz]), which the build uploads itself; h_window_offsets: writeable C-contiguous int64 ndarray [W+1]. */
 static PyObject *py_bittcf_gpu_build(PyObject *self, PyObject *args) {
     long long m, k, nnz;
-    PyObject *ip, *ix, *iv, *pp, *wo, *h, *s;
+    PyObject *ip, *ix, *iv, *pp, *wo, *h, *s, *idp = Py_None;
     int keep, defer = 0, method = ACC_BITTCF_GPU_AUTO;
     (void)self;
-    if (!PyArg_ParseTuple(args, "LLLOOOOOOpO|pi", &m, &k, &nnz, &ip, &ix, &iv, &pp, &wo, &h, &keep, &s,
-                          &defer, &method))
+    if (!PyArg_ParseTuple(args, "LLLOOOOOOpO|piO", &m, &k, &nnz, &ip, &ix, &iv, &pp, &wo, &h, &keep, &s,
+                          &defer, &method, &idp))
         return NULL;
+    if (idp != Py_None && pp != Py_None) {
+        PyErr_SetString(PyExc_ValueError,
+                        "bittcf_gpu_build: identity_perm is for builds without a permutation");
+        return NULL;
+    }
     if (method < ACC_BITTCF_GPU_AUTO || method > ACC_BITTCF_GPU_RANKS) {
         PyErr_SetString(PyExc_ValueError, "bittcf_gpu_build: method must be 0 (auto), 1 (sort) or 2 (ranks)");
         return NULL;
@@ -453,6 +458,7 @@ static PyObject *py_bittcf_gpu_build(PyObject *self, PyObject *args) {
     out.h_window_offsets = PyArray_DATA((PyArrayObject *)h);
     out.keep_blocks = keep;
     out.defer_sync = defer;
+    out.d_identity_perm = idp == Py_None ? NULL : as_ptr(idp);
     void *stream = s == Py_None ? NULL : as_ptr(s);
     if (PyErr_Occurred()) return NULL;
     int st;
@@ -555,15 +561,41 @@ static int run_cusparse(void *ctx, void *stream) {
     return acc_cusparse_spmm_run(c->plan, c->B, c->C, stream);
 }
 
-/* Times `reps` runs; returns a list of milliseconds. */
+/* `n` back-to-back launches of one launcher, as one timed run (the time per call of a loop of calls,
+ * where each launch follows the last with no event between them). */
+typedef struct chain_ctx {
+    acc_run_fn fn;
+    void *ctx;
+    int n;
+} chain_ctx;
+
+static int run_chain(void *ctx, void *stream) {
+    const chain_ctx *c = ctx;
+    for (int i = 0; i < c->n; i++) {
+        const int st = c->fn(c->ctx, stream);
+        if (st) return st;
+    }
+    return ACC_SUCCESS;
+}
+
+/* Times `reps` runs of `chain` back-to-back launches each; returns a list of milliseconds per launch. */
 static PyObject *time_runs(acc_run_fn fn, void *ctx, int reps, PyObject *flush,
-                           unsigned long long flush_bytes, PyObject *s, int cusparse) {
+                           unsigned long long flush_bytes, PyObject *s, int cusparse, int chain) {
     void *d_flush = flush == Py_None ? NULL : as_ptr(flush);
     void *stream = s == Py_None ? NULL : as_ptr(s);
     if (PyErr_Occurred()) return NULL;
     if (reps <= 0 || reps > 100000) {
         PyErr_SetString(PyExc_ValueError, "reps must be in 1..100000");
         return NULL;
+    }
+    if (chain <= 0 || chain > 100000) {
+        PyErr_SetString(PyExc_ValueError, "chain must be in 1..100000");
+        return NULL;
+    }
+    chain_ctx cc = {fn, ctx, chain};
+    if (chain > 1) {
+        fn = run_chain;
+        ctx = &cc;
     }
     float *ms = PyMem_Malloc(sizeof(float) * (size_t)reps);
     if (!ms) return PyErr_NoMemory();
@@ -577,7 +609,7 @@ static PyObject *time_runs(acc_run_fn fn, void *ctx, int reps, PyObject *flush,
     }
     PyObject *list = PyList_New(reps);
     for (int i = 0; list && i < reps; i++)
-        PyList_SET_ITEM(list, i, PyFloat_FromDouble(ms[i]));
+        PyList_SET_ITEM(list, i, PyFloat_FromDouble((double)ms[i] / chain));
     PyMem_Free(ms);
     return list;
 }
@@ -586,24 +618,26 @@ static PyObject *py_time_tf32(PyObject *self, PyObject *args) {
     PyObject *tup, *vtup, *flush, *s;
     int reps;
     unsigned long long flush_bytes;
+    int chain = 1;
     tf32_call c;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!O!iOKO", &PyTuple_Type, &tup, &PyTuple_Type, &vtup, &reps, &flush,
-                          &flush_bytes, &s))
+    if (!PyArg_ParseTuple(args, "O!O!iOKO|i", &PyTuple_Type, &tup, &PyTuple_Type, &vtup, &reps, &flush,
+                          &flush_bytes, &s, &chain))
         return NULL;
     if (parse_tf32(tup, vtup, &c) < 0) return NULL;
-    return time_runs(run_tf32, &c, reps, flush, flush_bytes, s, 0);
+    return time_runs(run_tf32, &c, reps, flush, flush_bytes, s, 0, chain);
 }
 
 static PyObject *py_time_cusparse(PyObject *self, PyObject *args) {
     PyObject *cap, *B, *C, *flush, *s;
-    int reps;
+    int reps, chain = 1;
     unsigned long long flush_bytes;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOiOKO", &cap, &B, &C, &reps, &flush, &flush_bytes, &s)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOOiOKO|i", &cap, &B, &C, &reps, &flush, &flush_bytes, &s, &chain))
+        return NULL;
     cusparse_ctx ctx = {PyCapsule_GetPointer(cap, CUSPARSE_CAPSULE), as_ptr(B), as_ptr(C)};
     if (!ctx.plan || PyErr_Occurred()) return NULL;
-    return time_runs(run_cusparse, &ctx, reps, flush, flush_bytes, s, 1);
+    return time_runs(run_cusparse, &ctx, reps, flush, flush_bytes, s, 1, chain);
 }
 
 static PyMethodDef cuda_methods[] = {
@@ -626,7 +660,9 @@ static PyMethodDef cuda_methods[] = {
     {"fill_identity", py_fill_identity, METH_VARARGS, "fill_identity(d_int64, n, stream): d[i] = i"},
     {"bittcf_gpu_build", py_bittcf_gpu_build, METH_VARARGS,
      "bittcf_gpu_build(m, k, nnz, indptr, indices, values, perm|None, window_offsets, h_window_offsets, "
-     "keep_blocks, stream[, defer[, method]]) -> dict of device addresses, num_blocks, method, ready"},
+     "keep_blocks, stream[, defer[, method[, identity_perm]]]) -> dict of device addresses, num_blocks, "
+     "method, "
+     "ready (identity_perm: a device int64 [m] that gets 0..m-1, with perm None)"},
     {"event_wait", py_event_wait, METH_O,
      "event_wait(handle): wait for a deferred build and destroy its event"},
     {"event_destroy", py_event_destroy, METH_O, "event_destroy(handle): destroy a deferred build's event"},
@@ -640,9 +676,9 @@ static PyMethodDef cuda_methods[] = {
      "tf32_spmm(args14, variant5, stream[, workspace_floats, counters]): launch the TF32 BitTCF kernel"},
     {"tf32_shared_bytes", py_tf32_shared_bytes, METH_O, "tf32_shared_bytes(variant5) -> bytes (-1: invalid)"},
     {"time_tf32", py_time_tf32, METH_VARARGS,
-     "time_tf32(args14, variant5, reps, flush, flush_bytes, stream) -> [ms]"},
+     "time_tf32(args14, variant5, reps, flush, flush_bytes, stream[, chain]) -> [ms per launch]"},
     {"time_cusparse", py_time_cusparse, METH_VARARGS,
-     "time_cusparse(plan, B, C, reps, flush, flush_bytes, stream) -> [ms]"},
+     "time_cusparse(plan, B, C, reps, flush, flush_bytes, stream[, chain]) -> [ms per launch]"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef cuda_module = {

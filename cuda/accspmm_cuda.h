@@ -122,6 +122,8 @@ typedef struct acc_bittcf_gpu_output {
     float *d_values_tf32;
     int64_t num_blocks;
     int method_used; /* set by the build: ACC_BITTCF_GPU_SORT or ACC_BITTCF_GPU_RANKS */
+    int64_t *d_identity_perm; /* [m], device, or NULL: the caller's; the build writes 0..m-1 into it (a plan
+                               * without reordering: the TF32 kernel's perm, with no launch of its own) */
 } acc_bittcf_gpu_output;
 
 /* Builds BitTCF on `stream`, bit-identical to acc_bittcf_count + acc_bittcf_fill, and the TF32

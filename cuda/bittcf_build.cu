@@ -201,6 +201,7 @@ struct RankArgs {
     const float *vin;         /* values [nnz] */
     const int64_t *perm;      /* [m] or NULL (identity) */
     int64_t *iperm;           /* [m] when perm */
+    int64_t *iota;            /* [m] or NULL: gets 0..m-1 (the caller's identity permutation) */
     int32_t *row_of;          /* [nnz]: each entry's row */
     int32_t *S;               /* [nnz + 1]: representative flags, then their exclusive scan */
     int32_t *wcount;          /* [W]: distinct columns per window */
@@ -295,7 +296,10 @@ __device__ int64_t chunk_scan(int64_t n, const int64_t *part, int64_t *sh, F f, 
 __global__ void __launch_bounds__(kThreads) ranks_count(const RankArgs a) {
     __shared__ int64_t sh[32];
     cg::grid_group grid = cg::this_grid();
-    GRID_STRIDE(i, a.m) if (a.perm) a.iperm[a.perm[i]] = i;
+    GRID_STRIDE(i, a.m) {
+        if (a.perm) a.iperm[a.perm[i]] = i;
+        if (a.iota) a.iota[i] = i;
+    }
     GRID_STRIDE(w, a.W) a.wcount[w] = 0;
     if (blockIdx.x == 0 && threadIdx.x < 2) a.flags[threadIdx.x] = 0;
     grid.sync();
@@ -383,13 +387,34 @@ template <typename T> int out_alloc(T **out, size_t count, cudaStream_t s) {
     return ACC_SUCCESS;
 }
 
-/* Temporaries of one build, freed (stream-ordered) on every exit path. */
+/* Bytes of `count` elements of T, rounded up to the 256-byte alignment of an allocation of its own. */
+template <typename T> size_t arena_bytes(size_t count) { return (count * sizeof(T) + 255) & ~size_t(255); }
+
+/* Temporaries of one build, freed (stream-ordered) on every exit path.  reserve() takes one block
+ * that the next get()s carve (256-byte aligned, as their own allocations would be): one pool
+ * allocation and one free for a step's temporaries, not one each (host calls a small build pays). */
 struct Temps {
     cudaStream_t s;
     void *p[32] = {};
     int used = 0;
+    char *arena = nullptr;
+    size_t arena_left = 0;
     explicit Temps(cudaStream_t stream) : s(stream) {}
+    int reserve(size_t bytes) {
+        char *q = nullptr;
+        TRY(get(&q, bytes));
+        arena = q;
+        arena_left = bytes;
+        return ACC_SUCCESS;
+    }
     template <typename T> int get(T **out, size_t count) {
+        const size_t need = arena_bytes<T>(count ? count : 1);
+        if (arena && need <= arena_left) {
+            *out = reinterpret_cast<T *>(arena);
+            arena += need;
+            arena_left -= need;
+            return ACC_SUCCESS;
+        }
         if (used == (int)(sizeof p / sizeof p[0]))
             return ACC_ERR_INVALID_ARGUMENT; /* a bug: more than p holds */
         TRY(out_alloc(out, count, s));       /* the pool gives at least one byte */
@@ -410,6 +435,8 @@ int alloc_blocks(acc_bittcf_gpu_output *out, int64_t nb, int64_t nnz, cudaStream
                  int32_t **cols, unsigned long long **mask, int64_t **offsets) {
     out->num_blocks = nb;
     if (!out->keep_blocks) {
+        TRY(tmp.reserve(arena_bytes<int32_t>((size_t)nb * 8) + arena_bytes<unsigned long long>((size_t)nb) +
+                        arena_bytes<int64_t>((size_t)nb + 1)));
         TRY(tmp.get(cols, (size_t)nb * 8));
         TRY(tmp.get(mask, (size_t)nb));
         TRY(tmp.get(offsets, (size_t)nb + 1));
@@ -468,12 +495,17 @@ int build_ranks(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cuda
     a.ci = in->d_column_indices;
     a.vin = in->d_values;
     a.perm = in->d_perm;
+    a.iota = out->d_identity_perm;
     a.wo = out->d_window_offsets;
     const int64_t want = std::max<int64_t>(1, (std::max(nnz, m) + kThreads - 1) / kThreads);
     const int64_t w1 = wave_blocks(reinterpret_cast<const void *>(ranks_count), kThreads, 0),
                   w2 = wave_blocks(reinterpret_cast<const void *>(ranks_place), kThreads, 0);
     if (w1 <= 0 || w2 <= 0) return RANKS_DECLINED;
     const unsigned g1 = (unsigned)std::min(want, w1), g2 = (unsigned)std::min(want, w2);
+    TRY(tmp.reserve((a.perm ? arena_bytes<int64_t>((size_t)m) : 0) + arena_bytes<int32_t>((size_t)nnz) +
+                    arena_bytes<int32_t>((size_t)nnz + 1) + arena_bytes<int32_t>((size_t)W) +
+                    arena_bytes<int64_t>(2 * (size_t)std::max(g1, g2)) + arena_bytes<int>(2) +
+                    arena_bytes<int64_t>((size_t)nnz)));
     if (a.perm) TRY(tmp.get(&a.iperm, (size_t)m));
     TRY(tmp.get(&a.row_of, (size_t)nnz));
     TRY(tmp.get(&a.S, (size_t)nnz + 1));
@@ -590,9 +622,13 @@ int upload(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_input *dev, cudaStream
     int32_t *ci = nullptr;
     float *v = nullptr;
     const size_t m1 = (size_t)in->m + 1, nnz = (size_t)in->nnz;
-    TRY(tmp.get(&rp, m1));
-    TRY(tmp.get(&ci, nnz));
-    TRY(tmp.get(&v, nnz));
+    /* one block holding the three arrays back to back (8-, 8- and 4-byte aligned; every kernel reads
+     * them element by element), which acc_h2d_staged sends as one DMA */
+    char *blk = nullptr;
+    TRY(tmp.get(&blk, m1 * sizeof(int64_t) + 2 * nnz * sizeof(int32_t)));
+    rp = reinterpret_cast<int64_t *>(blk);
+    ci = reinterpret_cast<int32_t *>(blk + m1 * sizeof(int64_t));
+    v = reinterpret_cast<float *>(blk + m1 * sizeof(int64_t) + nnz * sizeof(int32_t));
     const acc_h2d_segment segs[3] = {{rp, in->h_row_offsets, m1 * sizeof(int64_t)},
                                      {ci, in->h_column_indices, nnz * sizeof(int32_t)},
                                      {v, in->h_values, nnz * sizeof(float)}};
@@ -654,6 +690,13 @@ extern "C" int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_g
         return ACC_ERR_INVALID_ARGUMENT;
     cudaStream_t s = (cudaStream_t)stream;
     const int64_t W = (in->m + 7) / 8;
+    const bool ranks = in->nnz > 0 && in->nnz < INT32_MAX && in->m < INT32_MAX &&
+                       (in->method == ACC_BITTCF_GPU_RANKS ||
+                        (in->method == ACC_BITTCF_GPU_AUTO && in->nnz <= ACC_BITTCF_GPU_RANKS_MAX));
+    if (out->d_identity_perm && !ranks) { /* the ranks' first kernel writes it; else a launch of its own */
+        const int st = acc_cuda_fill_identity(out->d_identity_perm, in->m, stream);
+        if (st != ACC_SUCCESS) return st;
+    }
     if (in->nnz == 0) { /* no blocks: zero offsets, one-element placeholders */
         int st =
             acc_cuda_status(cudaMemsetAsync(out->d_window_offsets, 0, (size_t)(W + 1) * sizeof(int64_t), s),
@@ -679,11 +722,12 @@ extern "C" int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_g
         Temps tmp(s);
         acc_bittcf_gpu_input dev_in = *in;
         st = on_host ? upload(in, &dev_in, s, tmp) : ACC_SUCCESS;
-        const bool ranks = in->method == ACC_BITTCF_GPU_RANKS ||
-                           (in->method == ACC_BITTCF_GPU_AUTO && in->nnz <= ACC_BITTCF_GPU_RANKS_MAX);
-        if (st == ACC_SUCCESS)
-            st = ranks && in->nnz < INT32_MAX && in->m < INT32_MAX ? build_ranks(&dev_in, out, s, tmp)
-                                                                   : RANKS_DECLINED;
+        if (st == ACC_SUCCESS) st = ranks ? build_ranks(&dev_in, out, s, tmp) : RANKS_DECLINED;
+        if (st == RANKS_DECLINED && ranks &&
+            out->d_identity_perm) { /* declined, maybe before its kernel ran */
+            const int fst = acc_cuda_fill_identity(out->d_identity_perm, in->m, stream);
+            if (fst != ACC_SUCCESS) st = fst;
+        }
         if (st == RANKS_DECLINED) /* not tried, or declined */
             st = in->nnz < (int64_t(1) << 32) ? build<uint32_t>(&dev_in, out, s, tmp)
                                               : build<uint64_t>(&dev_in, out, s, tmp);

@@ -54,10 +54,11 @@ bool ready(Stage &st) {
     return true;
 }
 
-/* dst <- src, n bytes, on up to one thread per 512 KiB */
+/* dst <- src, n bytes, on up to one thread per 2 MiB: a sleeping OpenMP thread takes longer to
+ * wake than a small piece takes to copy */
 void copy_parallel(char *dst, const char *src, size_t n) {
 #ifdef _OPENMP
-    const size_t piece = size_t(512) << 10;
+    const size_t piece = size_t(2) << 20;
     int threads = (int)(n / piece) + 1, max = omp_get_max_threads();
     if (threads > max) threads = max;
     if (threads > 1) {
@@ -126,9 +127,16 @@ extern "C" int acc_h2d_staged(const acc_h2d_segment *segs, int nseg, void *strea
                 ACC_CUDA_TRY(cudaEventSynchronize(st->done[b]));
                 st->pending[b] = false;
             }
+            /* a segment whose device start is the last piece's device end (the next array of one
+             * allocation), staged right after it, extends that piece: one DMA, not two */
+            Piece *last = npieces ? &pieces[npieces - 1] : nullptr;
+            const bool merge = last && last->dst + last->bytes == dst && last->off + last->bytes == fill;
             const size_t n = left < kChunk - fill ? left : kChunk - fill;
             copy_parallel(st->buf[b] + fill, src, n);
-            pieces[npieces++] = {dst, fill, n};
+            if (merge)
+                last->bytes += n;
+            else
+                pieces[npieces++] = {dst, fill, n};
             fill += n;
             src += n;
             dst += n;

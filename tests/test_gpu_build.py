@@ -16,15 +16,38 @@ from conftest import assert_bit_exact, int_dense, real_matrix_params, scipy_ref,
 pytestmark = pytest.mark.gpu
 
 
+def _poisoned_arrays(monkeypatch):
+    """Every array the build allocates through DeviceArray (perm, window offsets) starts as 0xFF
+    bytes, so that an array the build should write but does not (the identity permutation) cannot
+    pass with what the pool's memory held before."""
+    from accspmm import _cuda, _device_format
+
+    class Poisoned(_device_format.DeviceArray):
+        __slots__ = ()
+
+        def __init__(self, shape, dtype, device, adopt=None):
+            super().__init__(shape, dtype, device, adopt)
+            if adopt is None:
+                _cuda.memset(self.ptr, 0xFF, self.nbytes, None)
+
+    monkeypatch.setattr(_device_format, "DeviceArray", Poisoned)
+
+
 def _compare(A, perm=None, defer=False, methods=("sort", "ranks")):
     """Builds A (perm: None = identity) on the GPU by each method and with the C builder; asserts
-    every array equal.  defer: the build returns with its last steps queued (what plans do);
-    to_host waits for them."""
+    every array equal, the plan's perm included (poisoned first: the build writes the identity).
+    defer: the build returns with its last steps queued (what plans do); to_host waits for them."""
+    csr = as_csr(sp.csr_matrix(A, dtype=np.float32)).canonicalized()
+    ref = BitTCF.from_csr(csr, perm)
+    with pytest.MonkeyPatch.context() as mp:
+        _poisoned_arrays(mp)
+        _compare_each(csr, ref, perm, defer, methods)
+
+
+def _compare_each(csr, ref, perm, defer, methods):
     from accspmm import _cuda
     from accspmm._device_format import DeviceBitTCF
 
-    csr = as_csr(sp.csr_matrix(A, dtype=np.float32)).canonicalized()
-    ref = BitTCF.from_csr(csr, perm)
     for method in methods:
         dev = {}
         try:
@@ -102,10 +125,12 @@ def test_duplicates_rejected(method):
         arr.free()
 
 
-def test_ranks_hand_unsorted_rows_to_the_sort():
+def test_ranks_hand_unsorted_rows_to_the_sort(monkeypatch):
     """The ranks need each row's columns ascending; a CSR whose rows are not (but hold no
     duplicate) goes to the sort, which orders every window itself: the arrays are the canonical
-    CSR's.  The same rows with a duplicate among them are rejected."""
+    CSR's, and the identity permutation is written although the ranks declined.  The same rows
+    with a duplicate among them are rejected."""
+    _poisoned_arrays(monkeypatch)
     from accspmm import _cuda
     from accspmm._device_format import DeviceBitTCF
     from accspmm._validate import CSR
@@ -125,6 +150,7 @@ def test_ranks_hand_unsorted_rows_to_the_sort():
         g = DeviceBitTCF(shuffled, None, dev, _cuda.get_device(), keep_blocks=True, method="ranks")
         assert g.method == "sort"
         wo, cols, mask, vo, vals, meta, vt = g.to_host()
+        np.testing.assert_array_equal(dev["perm"].to_host(), np.arange(canon.shape[0]))
         np.testing.assert_array_equal(cols, ref.block_cols)
         np.testing.assert_array_equal(mask, ref.block_mask)
         assert vals.view(np.uint32).tobytes() == ref.values.view(np.uint32).tobytes()

@@ -52,6 +52,14 @@ def test_plan_predicts_and_measures():
             assert 0 < got[key] < 10, key
         assert got["break_even_calls"] == _payback.break_even(got["ours_setup_s"], got["ours_call_s"],
                                                               got["cusparse_setup_s"], got["cusparse_call_s"])
+        # the calls timed in a loop: per launch, and the algorithm fastest in a loop (of those timed)
+        for key in ("ours_loop_call_s", "cusparse_loop_call_s", "cusparse_loop_setup_s"):
+            assert 0 < got[key] < 10, key
+        by_alg = got["cusparse_by_alg"]
+        assert got["cusparse_loop_call_s"] == min(a["loop_call_s"] for a in by_alg.values())
+        assert got["cusparse_loop_setup_s"] == by_alg[got["cusparse_loop_alg"]]["setup_s"]
+        assert got["break_even_calls_loop"] == _payback.break_even(
+            got["ours_setup_s"], got["ours_loop_call_s"], got["cusparse_loop_setup_s"], got["cusparse_loop_call_s"])
         # the comparison made the plan's first call for n = 64: later calls stay exact
         B = int_dense(A.shape[1], 64)
         assert_bit_exact(p(torch.from_numpy(B).cuda()).cpu().numpy(), scipy_ref(A, B))
