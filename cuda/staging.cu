@@ -54,12 +54,12 @@ bool ready(Stage &st) {
     return true;
 }
 
-/* dst <- src, n bytes, on up to one thread per 2 MiB: a sleeping OpenMP thread takes longer to
- * wake than a small piece takes to copy */
+/* dst <- src, n bytes, on up to one thread per 512 KiB from 2 MiB on: below that one thread, as a
+ * sleeping OpenMP thread takes longer to wake than a small piece takes to copy */
 void copy_parallel(char *dst, const char *src, size_t n) {
 #ifdef _OPENMP
-    const size_t piece = size_t(2) << 20;
-    int threads = (int)(n / piece) + 1, max = omp_get_max_threads();
+    const size_t piece = size_t(512) << 10;
+    int threads = n >= (size_t(2) << 20) ? (int)(n / piece) + 1 : 1, max = omp_get_max_threads();
     if (threads > max) threads = max;
     if (threads > 1) {
         const size_t per = (n + (size_t)threads - 1) / (size_t)threads;
