@@ -304,8 +304,11 @@ class Plan:
         """Measures whether this GPU TF32 plan pays for itself against cuSPARSE at width ``n``: its
         preprocessing and kernel time against a fresh cuSPARSE CSR plan's setup (upload,
         descriptors, buffer, preprocess) and call, both timed on this device (accspmm._payback.measure;
-        synchronises, costs one cuSPARSE setup per CSR algorithm).  Returns the result and stores it
-        in ``stats["vs_cusparse_measured"]`` beside the plan-time prediction ``stats["vs_cusparse"]``."""
+        synchronises, costs one cuSPARSE setup per CSR algorithm).  Each call is timed alone
+        (``reps`` launches, each between two events: ``break_even_calls``) and in a loop
+        (``max(3, reps // 4)`` runs of ``_payback.CHAIN`` back-to-back launches, per launch:
+        ``break_even_calls_loop``), on both sides.  Returns the result and stores it in
+        ``stats["vs_cusparse_measured"]`` beside the plan-time prediction ``stats["vs_cusparse"]``."""
         if self._closed:
             raise RuntimeError("this plan was closed")
         if not (self.device == "gpu" and self.format == "bittcf"):
