@@ -67,6 +67,7 @@ import time
 import numpy as np
 
 from ._device import DeviceArray
+from ._validate import INT32_MAX
 
 WARPS = 2  # ACC_TF32_WARPS in cuda/tf32_spmm.h (checked against the built extension)
 TASK_WORDS = 1 + 2 * WARPS  # ACC_TF32_TASK_WORDS: int32 per task row
@@ -76,6 +77,7 @@ REDUCE = 2.0
 TASK = 4.0
 MERGE = 2.0
 REF_SMS = 132
+_CONSTANTS = (WB, FILL, REDUCE, TASK, MERGE)  # the model's constants, in the C core's order
 
 
 def blocks_per_sm(variant: dict) -> int:
@@ -150,14 +152,10 @@ def schedule(window_offsets, cap: int, ntasks: int | None = None):
     from . import _core
 
     wo = np.ascontiguousarray(window_offsets, dtype=np.int64)
-    if wo.shape[0] - 1 > _INT32_MAX - 2:
+    if wo.shape[0] - 1 > INT32_MAX - 2:
         raise ValueError("too many row windows for the TF32 kernel (limit 2^31 - 2)")
     return _core.schedule_build(wo, int(cap), WARPS, _CONSTANTS,
                                 -1 if ntasks is None else int(ntasks))  # -1: count them
-
-
-_INT32_MAX = 2**31 - 1
-_CONSTANTS = (WB, FILL, REDUCE, TASK, MERGE)
 
 
 def build_tasks(window_offsets, cap: int):

@@ -87,6 +87,11 @@ def build_times(A, reps=3):
     return float(np.median(g_tot)), float(np.median(g_dev)), float(np.median(c_tot)), csr.nnz
 
 
+def fmt_be(calls: float) -> str:
+    """A break-even in calls for the tables: "never (slower)" where our call is the slower one."""
+    return "never (slower)" if calls == float("inf") else f"{calls:.0f}"
+
+
 def powerlaw(nnz, seed=0):
     """A square power-law matrix of about nnz nonzeros (avg row 10), for the build throughput."""
     rng = np.random.default_rng(seed)
@@ -196,7 +201,7 @@ def main():
               "break-even calls | predicted (plan.stats) | calls=1e6 plan: method, prep ms, call ms, speedup |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["payback"]:
-        be = "never (slower)" if r["break_even_calls"] == float("inf") else f"{r['break_even_calls']:.0f}"
+        be = fmt_be(r["break_even_calls"])
         pbe = "never" if r["predicted_break_even_calls"] == float("inf") else f"{r['predicted_break_even_calls']:.0f}"
         lines.append(f"| {r['matrix']} | {r['nnz']} | {r['default_prep_s'] * 1e3:.2f} | {r['default_ms']:.4f} | "
                      f"{r['cusparse_setup_s'] * 1e3:.2f} | {r['cusparse_ms']:.4f} ({r['cusparse_alg']}) | "
@@ -214,8 +219,6 @@ def main():
               "| matrix | ours prep ms | ours µs per call | cuSPARSE setup ms | cuSPARSE µs per call | speedup | "
               "break-even calls |", "|---|---|---|---|---|---|---|"]
 
-    def fmt_be(x):
-        return "never (slower)" if x == float("inf") else f"{x:.0f}"
 
     for r in res["payback"]:
         lines.append(f"| {r['matrix']} | {r['default_prep_s'] * 1e3:.2f} | {r['loop_us']:.2f} | "

@@ -235,23 +235,17 @@ acc_status acc_schedule_build(const int64_t *window_offsets, int64_t num_windows
 
 /* acc_schedule_build without task rows, its state in locals (the costs of
  * every cap are priced at a plan's first call): the same steps, so the same
- * sum, max and count (tests/test_schedule.py compares the two). */
+ * sum, max and count (tests/test_schedule.py compares the two); cap 0, where
+ * every window is a warp of its own, in closed form. */
 static acc_status schedule_cost_only(const int64_t *wo, int64_t num_windows, int64_t cap, int64_t warps,
                                      const int64_t k[5], double *sum_out, double *max_out,
                                      int64_t *ntasks_out) {
     const int64_t WB = k[0], FILL = k[1], REDUCE = k[2], TASK = k[3], MERGE = k[4], D = cap + WB;
-    /* shifts for the divisions by cap and warps x cap where those are powers of two (CAPS are), else -1;
-     * the same integer quotients either way */
-    const int cap_shift = cap > 0 && (cap & (cap - 1)) == 0 ? __builtin_ctzll((unsigned long long)cap) : -1;
-    const int64_t wcap = warps * cap;
-    const int wc_shift =
-        wcap > 0 && (wcap & (wcap - 1)) == 0 ? __builtin_ctzll((unsigned long long)wcap) : -1;
     double sum = 0.0;
     int64_t max = 0, closed = 0, ntasks = 0, slot_base = 0;
     int64_t run = 0, bound = 0, warp = 0, task_max = 0, task_warps = 0, group_used = 0, group_worst = 0;
     int warp_open = 0;
-    if (cap == 0) { /* the identity: a task per `warps` consecutive windows, costing its longest + WB + FILL +
-                       TASK */
+    if (cap == 0) { /* the identity: a task per `warps` windows, its longest + WB + FILL + TASK */
         for (int64_t t = 0; t < num_windows; t += warps) {
             int64_t longest = 0;
             for (int64_t w = t; w < num_windows && w < t + warps; w++) {
@@ -308,8 +302,8 @@ static acc_status schedule_cost_only(const int64_t *wo, int64_t num_windows, int
         if (task_warps > 0) CLOSE_TASK(task_max + TASK);
         task_warps = 0;
         run = 0;
-        const int64_t wc = wcap;
-        const int64_t q = nb <= wc ? 1 : wc_shift >= 0 ? (nb + wc - 1) >> wc_shift : (nb + wc - 1) / wc;
+        const int64_t wc = warps * cap;
+        const int64_t q = nb <= wc ? 1 : (nb + wc - 1) / wc;
         if (q > 1) { /* split_window */
             const int64_t per = (nb + q * warps - 1) / (q * warps) + FILL + REDUCE + TASK + MERGE * (1 + q);
             for (int64_t j = 0; j < q; j++)
@@ -318,16 +312,13 @@ static acc_status schedule_cost_only(const int64_t *wo, int64_t num_windows, int
             slot_base += q;
             continue;
         }
-        const int64_t g = cap_shift >= 0 ? (nb + cap - 1) >> cap_shift /* group_window */
-                                         : ((uint32_t)nb + (uint32_t)cap - 1) / (uint32_t)cap;
+        const int64_t g = ((uint32_t)nb + (uint32_t)cap - 1) / (uint32_t)cap; /* group_window */
         if (group_used > 0 && group_used + g > warps) {
             CLOSE_TASK(group_worst + TASK);
             group_used = 0;
         }
         if (group_used == 0) ntasks++;
-        const int64_t gc =
-            (g == 2 ? (nb + 1) >> 1 : (int64_t)(((uint32_t)nb + (uint32_t)g - 1) / (uint32_t)g)) + FILL +
-            REDUCE;
+        const int64_t gc = (int64_t)(((uint32_t)nb + (uint32_t)g - 1) / (uint32_t)g) + FILL + REDUCE;
         if (group_used == 0 || gc > group_worst) group_worst = gc;
         group_used += g;
     }
@@ -361,8 +352,8 @@ acc_status acc_schedule_costs(const int64_t *window_offsets, int64_t num_windows
      * cap on the dev machine, 7-20 on the GPU machine's host).  A thread per 16384 of those: waking
      * a sleeping OpenMP thread costs more than a small matrix's whole pricing (wiki-Vote, 1,038
      * windows x 6 caps, on the 2-core dev machine after 10 ms idle: 1,390 us on 2 threads against 46
-     * on one), while one thread for Andrews' 7,500 windows x 9 caps took 472 us on the GPU machine
-     * against 212 on the 9 of the earlier rule of a thread per 8192 */
+     * on one), while one thread for Andrews' 7,500 windows x 6 caps took 472 us on the GPU machine
+     * against 212 on the 6 threads of the earlier rule of a thread per 8192 */
     const int64_t work = num_windows * ncaps / 16384 + 1;
     int threads = acc_num_threads();
     if (threads > work) threads = (int)work;
