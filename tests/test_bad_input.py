@@ -201,6 +201,40 @@ def test_corrupted_format_rejected(A, B):
         G.matmul(B)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_csr_check_across_blocks(seed):
+    """csr_check runs its flat passes in blocks of 4096 rows and of 4096 entries (each block's loop
+    also built for AVX2): a matrix of several blocks of each is canonical; a repeat at or next to a
+    block's first entry is judged as the row-by-row oracle judges it; repeats across row starts
+    alone leave it canonical; a decreasing offset or a column out of range in a later block raises."""
+    rng = np.random.default_rng(100 + seed)
+    m, k = 9001 + seed, 700
+    lengths = rng.integers(0, 4, m) * (rng.random(m) < 0.8)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    indices = np.concatenate([np.sort(rng.choice(k, int(n), replace=False)) for n in lengths]).astype(np.int32)
+    nnz = int(indptr[-1])
+    assert nnz > 2 * 4096
+    assert _core.csr_check(m, k, indptr, indices) is True
+    for p in (4096, 4097, 8191, 8192, nnz - 1):
+        bad = indices.copy()
+        bad[p] = bad[p - 1]  # a repeat (not canonical), unless p starts a row that stays sorted
+        assert _core.csr_check(m, k, indptr, bad) is _canonical_oracle(indptr, bad)
+    singles = indptr[:-1][(lengths == 1) & (indptr[:-1] > 4096)]  # rows of one entry, in a later block
+    bad = indices.copy()
+    bad[singles] = bad[singles - 1]  # each equal to its predecessor, across a row start: still canonical
+    assert singles.size and _core.csr_check(m, k, indptr, bad) is True
+    for row in (4095, 4096, 8200, m - 1):
+        off = indptr.copy()
+        off[row] = off[row + 1] + 1  # rp[row] > rp[row + 1]
+        with pytest.raises(ValueError):
+            _core.csr_check(m, k, off, indices)
+    for at in (4095, 4096, 8193):
+        oob = indices.copy()
+        oob[at] = k
+        with pytest.raises(ValueError):
+            _core.csr_check(m, k, indptr, oob)
+
+
 def _canonical_oracle(indptr, indices):
     """Rows strictly increasing (sorted, no duplicates), row by row."""
     return all(bool(np.all(np.diff(indices[indptr[i]:indptr[i + 1]]) > 0)) for i in range(len(indptr) - 1))
