@@ -46,10 +46,11 @@ class DeviceBitTCF:
         self._perm = perm
         W = -(-m // 8)
         self.num_windows = W
-        dev["perm"] = DeviceArray((m,), np.int64, device)
+        # in the build's stream order (no wait): the build writes them, and every user waits for it
+        dev["perm"] = DeviceArray.ordered((m,), np.int64, device, stream)
         if perm is not None:  # the identity is written by the build (its first kernel, no launch of its own)
             _cuda.memcpy_htod(dev["perm"].ptr, np.ascontiguousarray(perm, np.int64), stream)
-        dev["window_offsets"] = DeviceArray((W + 1,), np.int64, device)
+        dev["window_offsets"] = DeviceArray.ordered((W + 1,), np.int64, device, stream)
         self.window_offsets = np.empty(W + 1, np.int64)
         # the build uploads the host CSR itself, into temporaries of the pool (one pass, no host sync)
         out = _cuda.bittcf_gpu_build(m, k, self.nnz, np.ascontiguousarray(csr.indptr, np.int64),

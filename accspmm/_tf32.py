@@ -302,10 +302,11 @@ class TF32Runner:
         self.num_windows = fmt.num_windows
         self._window_offsets = np.asarray(fmt.window_offsets)
         self._l2 = l2_bytes(dev_id)
-        self._put = put
         self.dev = dev  # the plan's: freed with it
         self._device = dev_id
         self._ws_keys = []
+        self._side = None  # the side stream (``_side_stream``), and whether uploads there are unwaited
+        self._unsettled = False
         if "block_meta" not in dev:  # a host BitTCF (else built on the device: accspmm._device_format)
             for name in ("perm", "window_offsets"):
                 put(name, np.asarray(getattr(fmt, name)))
@@ -384,13 +385,28 @@ class TF32Runner:
         self._decisions[n] = (best, variant)
         return self._decisions[n]
 
+    def _side_stream(self) -> int:
+        """The library's side stream, where a call's uploads go (``_settle`` waits for them)."""
+        if self._side is None:
+            self._side = self._cuda.side_stream()
+        self._unsettled = True
+        return self._side
+
+    def _settle(self):
+        """Waits for the uploads and zeroing queued on the side stream: only for those, not for the
+        work the caller queued on its own stream; after it every stream may use the arrays."""
+        if self._unsettled:
+            self._cuda.synchronize(self._side)
+            self._unsettled = False
+
     def _device_tasks(self, cap: int, order: int = 0):
         name = f"tasks_cap{cap}" + ("_lpt" if order else "")
         if name not in self.dev:
             tasks, cost = self._schedule(cap)
             if order:
                 tasks = self._core.lpt_rows(tasks, cost)  # lpt_order's rows, in one C call
-            self._put(name, tasks.reshape(-1) if tasks.size else np.zeros(TASK_WORDS, np.int32))
+            self.dev[name] = DeviceArray.upload(tasks.reshape(-1) if tasks.size else np.zeros(TASK_WORDS, np.int32),
+                                                self._device, self._side_stream())
         return self.dev[name].ptr, self._schedule(cap)[0].shape[0]
 
     def _split_need(self, cap: int, n: int, slice_s: int) -> tuple:
@@ -426,10 +442,11 @@ class TF32Runner:
                 self.launcher.clear()
                 for k in (old, ("workspace_counters",) + old[1:]):
                     self.dev.pop(k).free()
-            # zeroed on the stream that uses them (a memset, not an upload of zeros: ~10 us less)
-            self.dev[ckey] = DeviceArray((cneed,), np.int32, self._device)
-            self._cuda.memset(self.dev[ckey].ptr, 0, 4 * cneed, stream or None)
-            self.dev[key] = DeviceArray((need,), np.float32, self._device)
+            # on the side stream, zeroed there (a memset, not an upload of zeros); ``_settle`` waits
+            side = self._side_stream()
+            self.dev[ckey] = DeviceArray.ordered((cneed,), np.int32, self._device, side)
+            self._cuda.memset(self.dev[ckey].ptr, 0, 4 * cneed, side)
+            self.dev[key] = DeviceArray.ordered((need,), np.float32, self._device, side)
             self._ws_keys.append(key)
         return self.dev[key].ptr, self.dev[ckey].ptr
 
@@ -450,6 +467,7 @@ class TF32Runner:
         v = v if variant is None else variant
         d_tasks, ntasks = self._device_tasks(cap, v.get("order", 0))
         ws, cnt = workspace or self._workspace(cap, n, v["slice_s"], stream)
+        self._settle()
         d = self.dev
         a = (m, k, n, self.num_windows, d["perm"].ptr, d["window_offsets"].ptr, d["block_meta"].ptr,
              d["values"].ptr, d_tasks, ntasks, ws, cnt, d_B, d_C, self.elem, int(bool(out_f32)))
@@ -520,7 +538,9 @@ class TF32Runner:
         """Launches C = A @ B (width n) on ``stream`` and registers the launch with the C fast
         call, so that later calls for (n, stream) skip Python (``out_f32``: a half plan's float32 C,
         which the C call does not take).  The first call for each n decides
-        and times (synchronous, so never inside a CUDA-graph capture).  Inside a capture, a
+        and times (synchronous, so never inside a CUDA-graph capture); its uploads (task rows, the
+        split workspace and its zeroed counters) go on the library's side stream, and it waits for
+        those alone (``_settle``), not for the work the caller queued before it.  Inside a capture, a
         schedule with multi-part splits gets its workspace from stream-ordered allocations
         captured into the graph (allocated, zeroed and freed on every replay): each graph owns
         its workspace, and nothing of the plan's is allocated or freed under a capture."""

@@ -77,15 +77,8 @@ static PyObject *py_get_device(PyObject *self, PyObject *noargs) {
     return PyLong_FromLong(dev);
 }
 
-static PyObject *py_malloc(PyObject *self, PyObject *args) {
-    unsigned long long bytes;
-    void *p = NULL;
-    int st;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "K", &bytes)) return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    st = acc_cuda_malloc(&p, (size_t)bytes);
-    Py_END_ALLOW_THREADS
+/* The address of a successful allocation, or its error (MemoryError when out of device memory). */
+static PyObject *allocated(int st, void *p, unsigned long long bytes) {
     if (st) {
         if (st == ACC_ERR_DEVICE_MEMORY) {
             PyErr_Format(PyExc_MemoryError, "out of GPU memory allocating %llu bytes [%s]", bytes,
@@ -95,6 +88,60 @@ static PyObject *py_malloc(PyObject *self, PyObject *args) {
         return acc_py_cuda_raise(st, "cudaMalloc failed", 0);
     }
     return PyLong_FromVoidPtr(p);
+}
+
+static PyObject *py_malloc(PyObject *self, PyObject *args) {
+    unsigned long long bytes;
+    void *p = NULL;
+    int st;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "K", &bytes)) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_cuda_malloc(&p, (size_t)bytes);
+    Py_END_ALLOW_THREADS
+    return allocated(st, p, bytes);
+}
+
+/* malloc_ordered(nbytes, stream) and upload(ndarray, stream): pool memory in the order of `stream`,
+ * no host synchronisation (accspmm_cuda.h). */
+static PyObject *py_malloc_ordered(PyObject *self, PyObject *args) {
+    unsigned long long bytes;
+    PyObject *s;
+    void *p = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "KO", &bytes, &s)) return NULL;
+    void *stream = s == Py_None ? NULL : as_ptr(s);
+    if (PyErr_Occurred()) return NULL;
+    const int st = acc_cuda_malloc_ordered(&p, (size_t)bytes, stream);
+    return allocated(st, p, bytes);
+}
+
+static PyObject *py_upload(PyObject *self, PyObject *args) {
+    PyObject *a, *s;
+    void *p = NULL;
+    int st;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO", &a, &s)) return NULL;
+    if (!PyArray_Check(a) || !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)a)) {
+        PyErr_SetString(PyExc_TypeError, "host array must be a C-contiguous ndarray");
+        return NULL;
+    }
+    void *stream = s == Py_None ? NULL : as_ptr(s);
+    if (PyErr_Occurred()) return NULL;
+    const unsigned long long bytes = (unsigned long long)PyArray_NBYTES((PyArrayObject *)a);
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_cuda_upload(&p, PyArray_DATA((PyArrayObject *)a), (size_t)bytes, stream);
+    Py_END_ALLOW_THREADS
+    return allocated(st, p, bytes);
+}
+
+static PyObject *py_side_stream(PyObject *self, PyObject *noargs) {
+    void *s = NULL;
+    (void)self;
+    (void)noargs;
+    const int st = acc_cuda_side_stream(&s);
+    if (st) return acc_py_cuda_raise(st, "side stream", 0);
+    return PyLong_FromVoidPtr(s);
 }
 
 static PyObject *py_free(PyObject *self, PyObject *obj) {
@@ -647,6 +694,12 @@ static PyMethodDef cuda_methods[] = {
     {"get_device", py_get_device, METH_NOARGS, "get_device() -> int"},
     {"malloc", py_malloc, METH_VARARGS, "malloc(nbytes) -> device address"},
     {"free", py_free, METH_O, "free(address)"},
+    {"malloc_ordered", py_malloc_ordered, METH_VARARGS,
+     "malloc_ordered(nbytes, stream) -> device address in the order of stream (no synchronisation)"},
+    {"upload", py_upload, METH_VARARGS,
+     "upload(ndarray, stream) -> device address of a copy made in the order of stream (no synchronisation)"},
+    {"side_stream", py_side_stream, METH_NOARGS,
+     "side_stream() -> the library's side stream of the current device"},
     {"memcpy_htod", py_memcpy_htod, METH_VARARGS, "memcpy_htod(dst, ndarray, stream)"},
     {"memcpy_dtoh", py_memcpy_dtoh, METH_VARARGS, "memcpy_dtoh(ndarray, src, stream)"},
     {"memcpy_dtod", py_memcpy_dtod, METH_VARARGS, "memcpy_dtod(dst, src, nbytes, stream)"},

@@ -41,6 +41,17 @@ const char *acc_cuda_last_error(void);
  * function here that says it allocates from the pool) may go to acc_cuda_free. */
 int acc_cuda_malloc(void **d_ptr, size_t bytes); /* ACC_ERR_DEVICE_MEMORY when out of memory */
 int acc_cuda_free(void *d_ptr);
+/* Pool memory in the order of `stream` (NULL: the legacy default stream), without a host
+ * synchronisation: work on `stream` may use it at once, other streams and the host once `stream`
+ * has reached this point (synchronise it, or wait for work queued on it later).  acc_cuda_free
+ * takes it as acc_cuda_malloc's memory. */
+int acc_cuda_malloc_ordered(void **d_ptr, size_t bytes, void *stream);
+/* acc_cuda_malloc_ordered, then the host bytes copied in on `stream` through the staging chunks
+ * (acc_h2d_staged): no synchronisation, and the host array may go on return. */
+int acc_cuda_upload(void **d_ptr, const void *h_src, size_t bytes, void *stream);
+/* The library's side stream of the current device (non-blocking, created at first use): uploads
+ * that must not wait for the caller's queued work go there. */
+int acc_cuda_side_stream(void **stream);
 /* Gives the current device pool's unused memory (kept up to ACCSPMM_POOL_KEEP_BYTES) back. */
 int acc_cuda_trim_pool(void);
 int acc_cuda_memcpy_htod(void *d_dst, const void *h_src, size_t bytes, void *stream);

@@ -193,6 +193,30 @@ extern "C" int acc_cuda_malloc(void **d_ptr, size_t bytes) {
     return st;
 }
 
+extern "C" int acc_cuda_malloc_ordered(void **d_ptr, size_t bytes, void *stream) {
+    DevicePool *dp = nullptr;
+    return alloc_from_pool(d_ptr, bytes, (cudaStream_t)stream, false, &dp);
+}
+
+extern "C" int acc_cuda_upload(void **d_ptr, const void *h_src, size_t bytes, void *stream) {
+    int st = acc_cuda_malloc_ordered(d_ptr, bytes, stream);
+    if (st != ACC_SUCCESS || bytes == 0) return st;
+    const acc_h2d_segment seg = {*d_ptr, h_src, bytes};
+    st = acc_h2d_staged(&seg, 1, stream);
+    if (st != ACC_SUCCESS) {
+        cudaFreeAsync(*d_ptr, (cudaStream_t)stream);
+        *d_ptr = nullptr;
+    }
+    return st;
+}
+
+extern "C" int acc_cuda_side_stream(void **stream) {
+    cudaStream_t s = nullptr;
+    const int st = acc_side_stream(&s);
+    *stream = (void *)s;
+    return st;
+}
+
 extern "C" int acc_cuda_free(void *d_ptr) {
     if (!d_ptr) return ACC_SUCCESS;
     cudaPointerAttributes attr;

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.gpu
 
 
 def _poisoned_arrays(monkeypatch):
-    """Every array the build allocates through DeviceArray (perm, window offsets) starts as 0xFF
+    """Every array the build allocates through DeviceArray (perm, window offsets: ``ordered``, in the
+    build's stream order) starts as 0xFF
     bytes, so that an array the build should write but does not (the identity permutation) cannot
     pass with what the pool's memory held before."""
     from accspmm import _cuda, _device_format
@@ -29,6 +30,12 @@ def _poisoned_arrays(monkeypatch):
             super().__init__(shape, dtype, device, adopt)
             if adopt is None:
                 _cuda.memset(self.ptr, 0xFF, self.nbytes, None)
+
+        @classmethod
+        def ordered(cls, shape, dtype, device, stream):
+            d = super().ordered(shape, dtype, device, stream)
+            _cuda.memset(d.ptr, 0xFF, d.nbytes, stream)  # in the order of the build that follows
+            return d
 
     monkeypatch.setattr(_device_format, "DeviceArray", Poisoned)
 
@@ -305,6 +312,68 @@ def test_staged_upload_from_threads():
     for t in threads:
         t.join()
     assert not errors, errors
+
+
+def test_ordered_and_uploaded_arrays():
+    """DeviceArray.ordered / upload (pool memory in a stream's order, the copy staged, no wait): on
+    the library's side stream and on a caller's stream, once that stream is synchronised the array
+    holds the host data; the host array may go at once."""
+    from accspmm import _cuda
+    from accspmm._device import DeviceArray
+
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    for stream in (_cuda.side_stream(), torch.cuda.Stream().cuda_stream, None):
+        host = rng.integers(-9, 9, 300_001).astype(np.int32)
+        want = host.copy()
+        d = DeviceArray.upload(host, _cuda.get_device(), stream)
+        host[:] = 7  # the copy was staged: the host array is free at return
+        z = DeviceArray.ordered((12,), np.float32, _cuda.get_device(), stream)
+        _cuda.memset(z.ptr, 0, z.nbytes, stream)
+        _cuda.synchronize(stream)
+        np.testing.assert_array_equal(d.to_host(), want)
+        np.testing.assert_array_equal(z.to_host(), np.zeros(12, np.float32))
+        d.free()
+        z.free()
+
+
+def test_first_call_does_not_wait_for_the_callers_stream():
+    """A plan's first call uploads its task rows and zeroes its split workspace on the library's side
+    stream and waits for those alone (TF32Runner._settle), not for the work the caller queued on
+    its own stream: with a long kernel queued on the current (legacy) stream after plan(), the first
+    call returns long before that kernel ends, and its product, queued behind it, is exact.  A first
+    call for another width on a second stream right after (its own schedule, uploads and workspace)
+    is exact too."""
+    import time
+
+    torch = pytest.importorskip("torch")
+    A = with_int_values(datasets.adversarial("hub", 50_000))  # hub windows: multi-part splits, a workspace
+    B = int_dense(A.shape[1], 64)
+    ref = scipy_ref(A, B)
+    Bt = torch.from_numpy(B).cuda()
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    torch.cuda._sleep(200_000_000)
+    torch.cuda.synchronize()
+    sleep = time.perf_counter() - t
+    warm = accspmm.plan(A, device="gpu")
+    warm(Bt)  # the same kernel variant, loaded before the timed call (lazy module loading)
+    p = accspmm.plan(A, device="gpu")
+    torch.cuda.synchronize()  # the build done
+    warm.close()
+    torch.cuda._sleep(200_000_000)
+    t = time.perf_counter()
+    C = p(Bt)  # first call for n = 64
+    host = time.perf_counter() - t
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        C40 = p(Bt[:, :40].contiguous())
+    torch.cuda.synchronize()
+    assert p.stats["schedule_by_n"][64]["split_windows"] > 0
+    assert host < 0.5 * sleep, (host, sleep)
+    assert_bit_exact(C.cpu().numpy(), ref)
+    assert_bit_exact(C40.cpu().numpy(), ref[:, :40])
+    p.close()
 
 
 @pytest.mark.parametrize("build", ["gpu", "cpu"])
