@@ -92,7 +92,8 @@ class DeviceArray:
 
     def __init__(self, shape, dtype, device: int, adopt: int | None = None):
         """Allocates shape x dtype on ``device``, or with ``adopt`` takes ownership of that device
-        address (one the CUDA layer allocated for this shape and dtype)."""
+        address (one the CUDA layer allocated for this shape and dtype; 0: none yet, the caller
+        sets ``ptr``)."""
         cu = _cuda_for_arrays()
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
@@ -111,21 +112,11 @@ class DeviceArray:
         return d
 
     @classmethod
-    def _unallocated(cls, shape, dtype, device: int) -> "DeviceArray":
-        d = cls.__new__(cls)
-        d.shape = tuple(int(s) for s in shape)
-        d.dtype = np.dtype(dtype)
-        d.device = device
-        d.nbytes = math.prod(d.shape) * d.dtype.itemsize
-        d.ptr = 0
-        return d
-
-    @classmethod
     def ordered(cls, shape, dtype, device: int, stream) -> "DeviceArray":
         """Allocates in the order of ``stream`` (None: the legacy default stream) without waiting:
         work on ``stream`` may use it at once, anything else once the stream has passed this point
         (the caller synchronises it, or waits for later work of it)."""
-        d = cls._unallocated(shape, dtype, device)
+        d = cls(shape, dtype, device, adopt=0)
         d.ptr = _cuda_for_arrays().malloc_ordered(d.nbytes, stream)
         return d
 
@@ -134,7 +125,7 @@ class DeviceArray:
         """A copy of ``arr`` made in the order of ``stream`` (``ordered``'s rules), through the
         library's pinned staging: the call does not wait for the copy, and ``arr`` may go at once."""
         arr = np.ascontiguousarray(arr)
-        d = cls._unallocated(arr.shape, arr.dtype, device)
+        d = cls(arr.shape, arr.dtype, device, adopt=0)
         d.ptr = _cuda_for_arrays().upload(arr, stream)
         return d
 

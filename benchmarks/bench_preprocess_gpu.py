@@ -218,8 +218,6 @@ def main():
               "between two CUDA events, per launch, both from C)", "",
               "| matrix | ours prep ms | ours µs per call | cuSPARSE setup ms | cuSPARSE µs per call | speedup | "
               "break-even calls |", "|---|---|---|---|---|---|---|"]
-
-
     for r in res["payback"]:
         lines.append(f"| {r['matrix']} | {r['default_prep_s'] * 1e3:.2f} | {r['loop_us']:.2f} | "
                      f"{r['cusparse_loop_setup_s'] * 1e3:.2f} | {r['cusparse_loop_us']:.2f} | "

@@ -18,9 +18,8 @@ pytestmark = pytest.mark.gpu
 
 def _poisoned_arrays(monkeypatch):
     """Every array the build allocates through DeviceArray (perm, window offsets: ``ordered``, in the
-    build's stream order) starts as 0xFF
-    bytes, so that an array the build should write but does not (the identity permutation) cannot
-    pass with what the pool's memory held before."""
+    build's stream order) starts as 0xFF bytes, so that an array the build should write but does not
+    (the identity permutation) cannot pass with what the pool's memory held before."""
     from accspmm import _cuda, _device_format
 
     class Poisoned(_device_format.DeviceArray):
