@@ -153,6 +153,53 @@ class DeviceArray:
         self.free()
 
 
+class HostSlot:
+    """1 KiB of mapped pinned host memory (``_cuda.host_slot``) that a kernel queued on ``stream``
+    writes to directly, at the same address: the host reads a few results without a copy.  ``read``
+    waits for ``stream``; ``free`` (also on garbage collection) waits for it too unless read since,
+    so that no kernel still writes a slot that another user has taken."""
+
+    __slots__ = ("ptr", "stream", "pending", "__weakref__")
+
+    def __init__(self, stream):
+        self.ptr = 0
+        self.ptr = _cuda_for_arrays().host_slot()
+        self.stream = stream
+        self.pending = True
+
+    @classmethod
+    def try_new(cls, stream):
+        """A slot, or None where the device has no unified addressing (the caller copies instead)."""
+        try:
+            return cls(stream)
+        except NotImplementedError:
+            return None
+
+    def read(self, count: int) -> list:
+        """The slot's first ``count`` int64, once ``stream`` has finished."""
+        from . import _cuda
+
+        if self.pending:
+            _cuda.synchronize(self.stream)
+            self.pending = False
+        return _cuda.host_slot_read(self.ptr, count)
+
+    def free(self):
+        if self.ptr:
+            ptr, self.ptr = self.ptr, 0
+            try:
+                from . import _cuda
+
+                if self.pending:
+                    _cuda.synchronize(self.stream)
+                _cuda.host_slot_free(ptr)
+            except Exception:  # interpreter shutdown: the driver frees it with the context
+                pass
+
+    def __del__(self):
+        self.free()
+
+
 # ---- GPU arrays of other libraries ----------------------------------------------------------
 
 _TORCH_MAPS = None

@@ -144,7 +144,9 @@ class Plan:
         (a balanced schedule always), False (one window per warp, nothing split).  Every schedule
         gives a deterministic result; it is in ``plan.stats["schedule_by_n"]``.
     tuning : advanced, for experiments: ``{"build": "cpu"}`` builds the format with the C builder and
-        uploads it (default "gpu": built on the device, bit-identical); ``{"cap": int}`` forces the
+        uploads it (default "gpu": built on the device, bit-identical); ``{"schedule": "host"}``
+        prices the caps and builds the task rows with the C schedule and uploads them (default
+        "device": cuda/tf32_schedule.cu, the same rows); ``{"cap": int}`` forces the
         schedule's cap and the keys of ``accspmm._tf32.VARIANT_KEYS`` force a kernel variant or the
         task launch order (neither ever changes a result bit).  ``{"autotune": bool}`` turns the
         variant timing of the first call for each width n on or off (default: on when

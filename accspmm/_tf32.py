@@ -40,6 +40,13 @@ cross-validation, and with the packing limit the chosen cap is 3.0% slower than 
 in geometric mean.  ``plan.stats['schedule_by_n'][n]`` records
 every prediction, the choice and the reason, with the paper's imbalance degree (IBD) beside it.
 
+Where it is built: on the device (cuda/tf32_schedule.cu) by default.  A plan prices every cap of
+``CAPS`` on the library's side stream as soon as its window offsets are on the device, reads the
+8 numbers per cap at its first call's decision, and builds the chosen cap's task rows there (in
+LPT order with a stable radix sort): no host pass over the windows and no upload.  The C schedule
+(csrc/acc_schedule_cost.c) gives the same sums, counts and rows; it stays the reference, serves a
+forced cap outside ``CAPS`` and ``tuning={"schedule": "host"}``, and the tests compare the two.
+
 Variant (no effect on result bits, see cuda/tf32_spmm.h): 64 columns per warp (S = 2) for n > 32,
 else 32, and 32 as well for odd multiples of 32 (so that n is a multiple of the slice width, which
 the kernel's 16-byte path needs) and when the S = 2 grid would be under one wave of thread blocks
@@ -66,7 +73,7 @@ import time
 
 import numpy as np
 
-from ._device import DeviceArray
+from ._device import DeviceArray, HostSlot
 from ._validate import INT32_MAX
 
 WARPS = 2  # ACC_TF32_WARPS in cuda/tf32_spmm.h (checked against the built extension)
@@ -78,6 +85,7 @@ TASK = 4.0
 MERGE = 2.0
 REF_SMS = 132
 _CONSTANTS = (WB, FILL, REDUCE, TASK, MERGE)  # the model's constants, in the C core's order
+_INT_CONSTANTS = tuple(int(c) for c in _CONSTANTS)  # the device schedule's (whole numbers)
 
 
 def blocks_per_sm(variant: dict) -> int:
@@ -296,9 +304,11 @@ class TF32Runner:
         self.shape = fmt.shape
         self.balance = balance
         self.tuning = dict(tuning or {})
-        unknown = set(self.tuning) - {"cap", "autotune", "build", *VARIANT_KEYS}
+        unknown = set(self.tuning) - {"cap", "autotune", "build", "schedule", *VARIANT_KEYS}
         if unknown:
             raise ValueError(f"unknown tuning key(s) {sorted(unknown)}")
+        if self.tuning.get("schedule", "device") not in ("device", "host"):
+            raise ValueError(f"tuning['schedule'] must be 'device' or 'host', not {self.tuning['schedule']!r}")
         self.num_windows = fmt.num_windows
         self._window_offsets = np.asarray(fmt.window_offsets)
         self._l2 = l2_bytes(dev_id)
@@ -317,8 +327,21 @@ class TF32Runner:
                                        dev["window_offsets"].ptr, dev["block_meta"].ptr, dev["values"].ptr, dev_id,
                                        self.elem)
         self._ready = set()  # widths n that have run outside a CUDA-graph capture
-        self._tasks = {}  # cap -> (host tasks, task cost)
+        self._tasks = {}  # cap -> (host tasks, task cost): the host schedule's
         self._split_counts = {}  # cap -> (workspace slots, multi-part splits, windows cut over warps)
+        self._ntasks = {}  # cap -> task count
+        self._max_cost = {}  # cap -> the longest task's predicted cost (the device schedule's LPT sort)
+        # the schedule on the device (cuda/tf32_schedule.cu): every cap of CAPS priced now, on the side
+        # stream, from the window offsets already there (read at the first decision); the chosen cap's
+        # rows built there at the first call.  tuning={"schedule": "host"}: the C schedule and an upload
+        self._device_schedule = self.tuning.get("schedule", "device") == "device"
+        self._prices = None
+        if self._device_schedule:  # into mapped pinned memory (read without a copy), else a device array
+            side = self._side_stream()
+            out = HostSlot.try_new(side) or DeviceArray.ordered((8 * len(CAPS),), np.int64, dev_id, side)
+            dev["schedule_prices"] = out
+            _cuda.tf32_schedule_price(dev["window_offsets"].ptr, fmt.num_windows, CAPS, _INT_CONSTANTS, out.ptr,
+                                      side)
         self._decisions = {}
         self._wide = {}  # n -> the S = 2 variant that the one-wave rule replaced by S = 1
         # first call per n times the candidate variants, unless a variant field is forced
@@ -334,13 +357,52 @@ class TF32Runner:
         stats["schedule_by_n"] = {}
 
     def _schedule(self, cap: int, ntasks: int | None = None):
-        """(tasks, task_cost) of schedule ``cap`` (of ``ntasks`` tasks, when the pricing counted
-        them), built once; its counts go to ``_split_counts``."""
+        """(tasks, task_cost) of schedule ``cap`` on the host (of ``ntasks`` tasks, when the pricing
+        counted them), built once; its counts go to ``_split_counts`` and ``_ntasks``."""
         if cap not in self._tasks:
             tasks, cost, counts = schedule(self._window_offsets, cap, ntasks)
             self._tasks[cap] = (tasks, cost)
             self._split_counts[cap] = counts
+            self._ntasks[cap] = int(tasks.shape[0])
+            self._max_cost[cap] = int(cost.max()) if cost.size else 0
         return self._tasks[cap]
+
+    def _device_prices(self) -> dict:
+        """{cap: (sum, max, tasks, slots, splits, cut windows)} of every cap of CAPS, as the device
+        priced them at the plan's start (read once: this waits for the side stream); their counts go
+        to ``_split_counts``, ``_ntasks`` and ``_max_cost``.  Offsets that the C schedule would refuse
+        raise its error here."""
+        if self._prices is None:
+            out, count = self.dev["schedule_prices"], 8 * len(CAPS)
+            flat = out.read(count) if isinstance(out, HostSlot) else out.to_host(stream=self._side).tolist()
+            table = [flat[i : i + 8] for i in range(0, count, 8)]
+            for row in table:
+                if row[6] >= 0:
+                    what = "window offsets decrease" if row[6] % 4 == 1 else "too large for the TF32 schedule"
+                    raise ValueError(f"TF32 schedule: {what} (window {row[6] // 4})")
+            self._prices = {c: tuple(row[:6]) for c, row in zip(CAPS, table)}
+            for c, (_, mx, t, slots, splits, cut) in self._prices.items():
+                self._split_counts.setdefault(c, (slots, splits, cut))
+                self._ntasks.setdefault(c, t)
+                self._max_cost.setdefault(c, mx)
+        return self._prices
+
+    def _on_device(self, cap: int) -> bool:
+        """Whether schedule ``cap`` comes from the device (priced there: a cap of CAPS)."""
+        return self._device_schedule and cap in CAPS
+
+    def _counts(self, cap: int):
+        """(workspace slots, multi-part splits, windows cut over warps) of schedule ``cap``."""
+        if self._on_device(cap):
+            self._device_prices()
+        else:
+            self._schedule(cap)
+        return self._split_counts[cap]
+
+    def _count(self, cap: int) -> int:
+        """Tasks of schedule ``cap``."""
+        self._counts(cap)
+        return self._ntasks[cap]
 
     def decide(self, n: int):
         """(cap, variant) for width n, recorded in stats['schedule_by_n'][n]."""
@@ -362,11 +424,18 @@ class TF32Runner:
             if len(kept) < len(caps):
                 why += f"; caps up to {max(kept)} (at most {PACK_WINDOWS} mean-length windows per warp)"
             caps = kept
-        pred, counted = price_caps(self._window_offsets, caps, slices, variant)
-        best = min(caps, key=lambda c: (pred[c], -c))
-        tasks = self._schedule(best, counted[best])[0]
+        if all(self._on_device(c) for c in caps):
+            prices = self._device_prices()
+            P = REF_SMS * blocks_per_sm(variant)
+            pred = {c: prices[c][0] * slices / P + prices[c][1] if prices[c][2] else 0.0 for c in caps}
+            best = min(caps, key=lambda c: (pred[c], -c))
+        else:
+            pred, counted = price_caps(self._window_offsets, caps, slices, variant)
+            best = min(caps, key=lambda c: (pred[c], -c))
+            self._schedule(best, counted[best])
+        ntasks = self._count(best)
         wave = REF_SMS * WAVE_BLOCKS_PER_SM
-        if variant["slice_s"] == 2 and "slice_s" not in self.tuning and tasks.shape[0] * slices < wave:
+        if variant["slice_s"] == 2 and "slice_s" not in self.tuning and ntasks * slices < wave:
             # less than one wave of thread blocks: 32-column slices double the parallelism
             self._wide[n] = variant
             # the register pipeline at depth 2 (3 thread blocks per 8 warps) unless B leaves L2
@@ -375,7 +444,7 @@ class TF32Runner:
             variant = dict(variant, slice_s=1, staged=staged,
                            depth=variant["depth"] if "depth" in self.tuning else 2)
             why += "; S = 1 (under one wave of thread blocks at S = 2)"
-        report = {"cap": best, "tasks": int(tasks.shape[0]),
+        report = {"cap": best, "tasks": ntasks, "schedule_on": "device" if self._on_device(best) else "host",
                   "split_windows": self._split_counts[best][2] if best > 0 else 0,
                   "predicted": {str(c): round(v, 1) for c, v in pred.items()},
                   "reason": f"{why}: cap {best} ({'identity' if best == 0 else 'packed/split'}) "
@@ -400,22 +469,35 @@ class TF32Runner:
             self._unsettled = False
 
     def _device_tasks(self, cap: int, order: int = 0):
+        """(device pointer, count) of schedule ``cap``'s task rows in launch ``order``: built on the
+        device (side stream) for a cap it priced, else built on the host and uploaded."""
         name = f"tasks_cap{cap}" + ("_lpt" if order else "")
         if name not in self.dev:
-            tasks, cost = self._schedule(cap)
-            if order:
-                tasks = self._core.lpt_rows(tasks, cost)  # lpt_order's rows, in one C call
-            self.dev[name] = DeviceArray.upload(tasks.reshape(-1) if tasks.size else np.zeros(TASK_WORDS, np.int32),
-                                                self._device, self._side_stream())
-        return self.dev[name].ptr, self._schedule(cap)[0].shape[0]
+            nt = self._count(cap)
+            side = self._side_stream()
+            if self._on_device(cap):
+                d = DeviceArray.ordered((max(nt, 1) * TASK_WORDS,), np.int32, self._device, side)
+                self.dev[name] = d
+                if nt:
+                    self._cuda.tf32_schedule_rows(self.dev["window_offsets"].ptr, self.num_windows, cap,
+                                                  _INT_CONSTANTS, nt, self._max_cost[cap], bool(order), d.ptr,
+                                                  None, side)
+                else:  # a placeholder row that no launch reads
+                    self._cuda.memset(d.ptr, 0, d.nbytes, side)
+            else:
+                tasks, cost = self._schedule(cap)
+                if order:
+                    tasks = self._core.lpt_rows(tasks, cost)  # lpt_order's rows, in one C call
+                self.dev[name] = DeviceArray.upload(
+                    tasks.reshape(-1) if tasks.size else np.zeros(TASK_WORDS, np.int32), self._device, side)
+        return self.dev[name].ptr, self._count(cap)
 
     def _split_need(self, cap: int, n: int, slice_s: int) -> tuple:
         """(workspace floats, counters) the multi-part splits of schedule ``cap`` need at width n with
         slices of ``unit`` slice_s columns; (0, 0) when it has none.  The counters are sized for
         slices of ``unit`` columns, the most any variant uses (a half launch whose slice is not full
         runs S = 1, see cuda/tf32_spmm.cu); the workspace of slice_s slices covers S = 1 too."""
-        self._schedule(cap)  # its counts, once per schedule
-        slots, splits, _ = self._split_counts[cap]
+        slots, splits, _ = self._counts(cap)
         u = self.unit
         return slots * 8 * (-(-n // (u * slice_s)) * u * slice_s), splits * -(-n // u)
 

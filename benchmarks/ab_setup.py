@@ -15,6 +15,11 @@ the geometric mean last):
   a bias of its own for the largest matrix (G3_circuit 0.94, the side imported as ``accspmm``
   slower), so a ratio is read against the A/A's.
 
+    python benchmarks/ab_setup.py ab DIR NAME... --old-tuning '{"schedule": "host"}'
+
+  The same build on both sides, the old side's plans made with that ``tuning`` (a change that a
+  tuning key can switch off: no second package, no import bias).
+
 One process per side (the older way; torch B, the call as users make it):
 
     for r in 1 2 3; do
@@ -40,19 +45,26 @@ N_DEFAULT = 128
 
 
 def in_process(args):
-    """Both builds in this process, alternated (module docstring)."""
-    sys.path.insert(0, args.old)
+    """Both builds (or one build, two tunings) in this process, alternated (module docstring)."""
+    import json
+
+    if args.old:
+        sys.path.insert(0, args.old)
     import accspmm
     from accspmm import _cuda, datasets
     from accspmm._device import DeviceArray
 
-    sides = {"old": importlib.import_module("accspmm_old"), "new": accspmm}
+    if args.old:
+        sides = {"old": (importlib.import_module("accspmm_old"), {}), "new": (accspmm, {})}
+    else:
+        sides = {"old": (accspmm, {"tuning": json.loads(args.old_tuning)}), "new": (accspmm, {})}
     n = args.n
 
-    def setup(mod, A, B, C):
+    def setup(side, A, B, C):
+        mod, kwargs = side
         _cuda.synchronize(None)
         t0 = time.perf_counter()
-        p = mod.plan(A)
+        p = mod.plan(A, **kwargs)
         p._launch(B.ptr, C.ptr, n, None)
         _cuda.synchronize(None)
         t = time.perf_counter() - t0
@@ -114,14 +126,15 @@ def one_side(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("tag", help="a name for this side's lines, or 'ab' with --old")
+    ap.add_argument("tag", help="a name for this side's lines, or 'ab' with --old or --old-tuning")
     ap.add_argument("dir")
     ap.add_argument("names", nargs="+")
     ap.add_argument("--n", type=int, default=N_DEFAULT)
     ap.add_argument("--reps", type=int, default=None, help="setups per matrix and side (25 with --old, else 9)")
     ap.add_argument("--old", help="a directory holding the old build as the package accspmm_old: both in one process")
+    ap.add_argument("--old-tuning", help="with 'ab' and no --old: the old side is this build with plan(A, tuning=JSON)")
     args = ap.parse_args()
-    if args.old:
+    if args.old or args.old_tuning:
         args.reps = args.reps or 25
         in_process(args)
     else:

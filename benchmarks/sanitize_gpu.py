@@ -8,7 +8,8 @@ precision: both layouts (BSR16 on block rows and on pairs of them, BitTCF) in fp
 matrix with a split hub row, packed rows and empty ones, N tails (element copies), inf/NaN, the C
 call with CuPy float16, BSR16's slice-major thread blocks (N = 200, 300, 320; at 320 the row kernel
 loads B by TMA on sm_90), and BSR16 at N = 3 on
-4096 block rows (copies padded to 8 columns; from Python and from the C call).  Every GPU plan
+4096 block rows (copies padded to 8 columns; from Python and from the C call).  The TF32 schedule
+built on the device (pricing and rows, both sorts, one block and the cooperative grid).  Every GPU plan
 here is built on the device by the ranks method (under 2^20 nonzeros).  Exits 1 on any wrong result."""
 
 import cupy as cp
@@ -92,5 +93,9 @@ for kernel in ("rows", "pairs"):
         check(np.array_equal(cp.asnumpy(p(cp.asarray(B3, cp.float16))), (A3 @ B3).astype(np.float16)),
               f"n=3 bsr16 {kernel} padded, C call")
     check(p._fast.__self__.fast_calls == 2, f"n=3 bsr16 {kernel} padded: the C call was not taken")
+# the TF32 schedule built on the device (benchmarks/sanitize_schedule.py)
+import sanitize_schedule  # noqa: E402
+
+sanitize_schedule.run(check, rng)
 print("sanitize workload:", "OK" if ok else "WRONG")
 raise SystemExit(0 if ok else 1)

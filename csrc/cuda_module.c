@@ -135,6 +135,48 @@ static PyObject *py_upload(PyObject *self, PyObject *args) {
     return allocated(st, p, bytes);
 }
 
+/* host_slot() -> address; host_slot_free(address); host_slot_read(address, count) -> [int64 x count]
+ * (accspmm_cuda.h: mapped pinned memory that kernels write to; the caller synchronises first). */
+static PyObject *py_host_slot(PyObject *self, PyObject *noargs) {
+    void *p = NULL;
+    (void)self;
+    (void)noargs;
+    const int st = acc_cuda_host_slot(&p);
+    if (st) return acc_py_cuda_raise(st, "host slot", 0);
+    return PyLong_FromVoidPtr(p);
+}
+
+static PyObject *py_host_slot_free(PyObject *self, PyObject *obj) {
+    (void)self;
+    void *p = as_ptr(obj);
+    if (PyErr_Occurred()) return NULL;
+    acc_cuda_host_slot_free(p);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_host_slot_read(PyObject *self, PyObject *args) {
+    PyObject *obj;
+    Py_ssize_t count;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "On", &obj, &count)) return NULL;
+    const int64_t *p = as_ptr(obj);
+    if (PyErr_Occurred()) return NULL;
+    if (!p || count < 0 || (size_t)count > 1024 / sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "host_slot_read: a slot holds at most 128 int64");
+        return NULL;
+    }
+    PyObject *out = PyList_New(count);
+    for (Py_ssize_t i = 0; out && i < count; i++) {
+        PyObject *v = PyLong_FromLongLong((long long)((const volatile int64_t *)p)[i]);
+        if (!v) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, v);
+    }
+    return out;
+}
+
 static PyObject *py_side_stream(PyObject *self, PyObject *noargs) {
     void *s = NULL;
     (void)self;
@@ -592,6 +634,61 @@ static PyObject *py_tf32_shared_bytes(PyObject *self, PyObject *vtup) {
     return PyLong_FromLong(acc_tf32_shared_bytes(&v));
 }
 
+/* tf32_schedule_price(window_offsets, num_windows, caps, (WB, FILL, REDUCE, TASK, MERGE), out, stream) and
+ * tf32_schedule_rows(window_offsets, num_windows, cap, constants, ntasks, max_cost, lpt, tasks, out, stream):
+ * the device schedule (tf32_spmm.h), queued on `stream` (out: None for no totals). */
+static int schedule_stream(PyObject *s, void **stream) {
+    *stream = s == Py_None ? NULL : as_ptr(s);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject *py_tf32_schedule_price(PyObject *self, PyObject *args) {
+    PyObject *wo, *caps_obj, *out, *s;
+    long long W;
+    int64_t c[5], caps[16];
+    void *stream;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OLO(LLLLL)OO", &wo, &W, &caps_obj, &c[0], &c[1], &c[2], &c[3], &c[4], &out,
+                          &s))
+        return NULL;
+    PyObject *seq = PySequence_Fast(caps_obj, "caps must be a sequence of integers");
+    if (!seq) return NULL;
+    const Py_ssize_t ncaps = PySequence_Fast_GET_SIZE(seq);
+    if (ncaps < 1 || ncaps > 16) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "1 to 16 caps");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < ncaps; i++)
+        caps[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+    Py_DECREF(seq);
+    void *d_wo = as_ptr(wo), *d_out = as_ptr(out);
+    if (PyErr_Occurred() || schedule_stream(s, &stream) < 0) return NULL;
+    const int st = acc_tf32_schedule_price(d_wo, W, caps, (int)ncaps, c, d_out, stream);
+    if (st) return acc_py_cuda_raise(st, "TF32 schedule pricing", 0);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_tf32_schedule_rows(PyObject *self, PyObject *args) {
+    PyObject *wo, *tasks, *out, *s;
+    long long W, cap, ntasks, max_cost;
+    int64_t c[5];
+    int lpt;
+    void *stream;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OLL(LLLLL)LLpOOO", &wo, &W, &cap, &c[0], &c[1], &c[2], &c[3], &c[4], &ntasks,
+                          &max_cost, &lpt, &tasks, &out, &s))
+        return NULL;
+    void *d_wo = as_ptr(wo), *d_tasks = as_ptr(tasks), *d_out = out == Py_None ? NULL : as_ptr(out);
+    if (PyErr_Occurred() || schedule_stream(s, &stream) < 0) return NULL;
+    int st;
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_tf32_schedule_rows(d_wo, W, cap, c, ntasks, max_cost, lpt, d_tasks, d_out, stream);
+    Py_END_ALLOW_THREADS
+    if (st) return acc_py_cuda_raise(st, "TF32 schedule rows", 0);
+    Py_RETURN_NONE;
+}
+
 static int run_tf32(void *ctx, void *stream) {
     const tf32_call *c = ctx;
     return acc_tf32_spmm(&c->args, &c->variant, stream);
@@ -698,6 +795,9 @@ static PyMethodDef cuda_methods[] = {
      "malloc_ordered(nbytes, stream) -> device address in the order of stream (no synchronisation)"},
     {"upload", py_upload, METH_VARARGS,
      "upload(ndarray, stream) -> device address of a copy made in the order of stream (no synchronisation)"},
+    {"host_slot", py_host_slot, METH_NOARGS, "host_slot() -> address of 1 KiB of mapped pinned memory"},
+    {"host_slot_free", py_host_slot_free, METH_O, "host_slot_free(address)"},
+    {"host_slot_read", py_host_slot_read, METH_VARARGS, "host_slot_read(address, count) -> [int64]"},
     {"side_stream", py_side_stream, METH_NOARGS,
      "side_stream() -> the library's side stream of the current device"},
     {"memcpy_htod", py_memcpy_htod, METH_VARARGS, "memcpy_htod(dst, ndarray, stream)"},
@@ -727,6 +827,12 @@ static PyMethodDef cuda_methods[] = {
      "half_round(src, dst, count, fmt, stream): float32 -> half bits"},
     {"tf32_spmm", py_tf32_spmm, METH_VARARGS,
      "tf32_spmm(args14, variant5, stream[, workspace_floats, counters]): launch the TF32 BitTCF kernel"},
+    {"tf32_schedule_price", py_tf32_schedule_price, METH_VARARGS,
+     "tf32_schedule_price(window_offsets, W, caps, constants5, out, stream): every cap's schedule costs (8 "
+     "int64 each)"},
+    {"tf32_schedule_rows", py_tf32_schedule_rows, METH_VARARGS,
+     "tf32_schedule_rows(window_offsets, W, cap, constants5, ntasks, max_cost, lpt, tasks, out, stream): one "
+     "cap's rows"},
     {"tf32_shared_bytes", py_tf32_shared_bytes, METH_O, "tf32_shared_bytes(variant5) -> bytes (-1: invalid)"},
     {"time_tf32", py_time_tf32, METH_VARARGS,
      "time_tf32(args14, variant5, reps, flush, flush_bytes, stream[, chain]) -> [ms per launch]"},

@@ -158,6 +158,11 @@ typedef struct acc_h2d_segment {
  * freed on return; the copies are in stream order before later work on `stream`. */
 int acc_h2d_staged(const acc_h2d_segment *segs, int nseg, void *stream);
 
+/* A 1 KiB slot of mapped pinned host memory (the same address on every device: unified addressing),
+ * 64-byte aligned, that kernels may write to directly; ACC_ERR_UNSUPPORTED without unified addressing.
+ * Slots come from 64 KiB slabs kept for the process.  Free a slot only when no kernel writes it. */
+int acc_cuda_host_slot(void **slot);
+void acc_cuda_host_slot_free(void *slot);
 /* Waits for an event of acc_bittcf_gpu_build's defer_sync and destroys it (NULL: nothing);
  * returns the status of the work it marks. */
 int acc_cuda_event_wait(void *event);

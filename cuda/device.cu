@@ -217,6 +217,49 @@ extern "C" int acc_cuda_side_stream(void **stream) {
     return st;
 }
 
+/* ---- host slots: mapped pinned memory that kernels write to directly ------------------------------- */
+
+namespace {
+constexpr size_t kSlotBytes = 1024, kSlabBytes = 64 * 1024;
+std::mutex g_slot_lock;
+std::vector<char *> g_free_slots; /* slabs are kept for the process: bounded by the most slots held at once */
+size_t g_total_slots = 0;         /* g_free_slots' capacity is at least this: a free never reallocates */
+} // namespace
+
+extern "C" int acc_cuda_host_slot(void **slot) {
+    *slot = nullptr;
+    std::lock_guard<std::mutex> guard(g_slot_lock);
+    if (g_free_slots.empty()) {
+        char *slab = nullptr;
+        ACC_CUDA_TRY(cudaHostAlloc((void **)&slab, kSlabBytes, cudaHostAllocMapped | cudaHostAllocPortable));
+        void *on_device = nullptr;
+        const int st =
+            acc_cuda_status(cudaHostGetDevicePointer(&on_device, slab, 0), "cudaHostGetDevicePointer");
+        if (st != ACC_SUCCESS || on_device != slab) { /* no unified addressing: the caller copies instead */
+            cudaFreeHost(slab);
+            return st != ACC_SUCCESS ? st : ACC_ERR_UNSUPPORTED;
+        }
+        try {
+            g_free_slots.reserve(g_total_slots + kSlabBytes / kSlotBytes);
+        } catch (...) {
+            cudaFreeHost(slab);
+            return ACC_ERR_OUT_OF_MEMORY;
+        }
+        for (size_t off = kSlabBytes; off >= kSlotBytes; off -= kSlotBytes)
+            g_free_slots.push_back(slab + off - kSlotBytes);
+        g_total_slots += kSlabBytes / kSlotBytes;
+    }
+    *slot = g_free_slots.back();
+    g_free_slots.pop_back();
+    return ACC_SUCCESS;
+}
+
+extern "C" void acc_cuda_host_slot_free(void *slot) {
+    if (!slot) return;
+    std::lock_guard<std::mutex> guard(g_slot_lock);
+    g_free_slots.push_back(static_cast<char *>(slot)); /* within the reserved capacity: no throw */
+}
+
 extern "C" int acc_cuda_free(void *d_ptr) {
     if (!d_ptr) return ACC_SUCCESS;
     cudaPointerAttributes attr;

@@ -95,6 +95,22 @@ int acc_tf32_spmm_ordered(const acc_tf32_args *args, const acc_tf32_variant *var
 /* Shared memory (bytes) a variant's thread block uses. */
 int acc_tf32_shared_bytes(const acc_tf32_variant *variant);
 
+/* The schedule on the device (tf32_schedule.cu), as csrc/acc_schedule_cost.c builds it on the host:
+ * the same sums, maxes, counts and rows.  constants: WB, FILL, REDUCE, TASK, MERGE (whole numbers in
+ * [0, 1024]); d_window_offsets [num_windows + 1], non-decreasing (else the status word says where).
+ * acc_tf32_schedule_price: caps[ncaps] (host, ncaps <= 16, each in [0, 2^20]) priced on `stream`
+ * into d_out[8 * ncaps]: per cap (sum, max, tasks, slots, splits, windows of more than cap blocks,
+ * status, 0) as int64, status -1 or 4 * (first bad window) + (1: offsets decrease, 2: too large).
+ * acc_tf32_schedule_rows: the ntasks rows of cap (ntasks and max_cost as priced) into
+ * d_tasks[ACC_TF32_TASK_WORDS * ntasks], in window order (lpt = 0) or longest predicted task first
+ * (lpt = 1, stable: accspmm._tf32.lpt_order); d_out (8 int64, may be NULL) as the pricing's.
+ * Scratch from the library's pool in the order of `stream`; nothing waits for the device. */
+int acc_tf32_schedule_price(const int64_t *d_window_offsets, int64_t num_windows, const int64_t *caps,
+                            int ncaps, const int64_t constants[5], int64_t *d_out, void *stream);
+int acc_tf32_schedule_rows(const int64_t *d_window_offsets, int64_t num_windows, int64_t cap,
+                           const int64_t constants[5], int64_t ntasks, int64_t max_cost, int lpt,
+                           int32_t *d_tasks, int64_t *d_out, void *stream);
+
 #ifdef __cplusplus
 }
 #endif
