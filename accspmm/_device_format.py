@@ -32,7 +32,7 @@ class DeviceBitTCF:
         (``block_cols``, ``block_mask``, ``block_value_offsets``, ``raw_values``; see to_host).
         defer: return once the window offsets are on the host, with the build's last steps still
         queued on ``stream``; :meth:`wait` must run before the arrays are used on another stream
-        (a plan waits at its first call, after the host-side schedule, so the two overlap).
+        (a plan waits at its first call, after its decision, so the two overlap).
         method: "auto" (the ranks up to 2^20 nonzeros, else the sort), "sort" or "ranks" (tests: a
         CSR whose rows' columns do not ascend goes to the sort either way); ``self.method`` says
         which ran."""

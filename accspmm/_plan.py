@@ -374,7 +374,7 @@ class Plan:
             t = time.perf_counter()
             csr, perm = self._pending
             self._pending = None
-            # the build's last steps overlap the schedule of the first call, which waits for them
+            # the build's last steps overlap the first call's decision, which waits for them
             self._bittcf = DeviceBitTCF(csr, perm, self._dev, self._device_id, defer=True)
             self.stats.update(self._bittcf.stats)
             self.stats["build_gpu_method"] = self._bittcf.method

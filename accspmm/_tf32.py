@@ -540,7 +540,7 @@ class TF32Runner:
         plan's C is float32 (else C holds B's half format)."""
         m, k = self.shape
         best, v = self.decide(n)
-        if self._wait is not None:  # after the decision: the host schedule overlapped the build
+        if self._wait is not None:  # after the decision, which overlapped the build's last steps
             t = time.perf_counter()
             self._wait()
             self._wait = None
