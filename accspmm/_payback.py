@@ -36,7 +36,9 @@ from ._reorder import PAYBACK
 #: TC block, the reordering decision's constant (accspmm._reorder.PAYBACK["block_seconds_n128"];
 #: within 0.66-2.0x of the measured call at 45bd8f6, the widest misses on small matrices whose call
 #: sits near the floor), with a floor for launch and one wave; our first call adds the schedule
-#: decision and its upload, per row window.
+#: decision, the task rows and the launch: 0.21-0.36 ms on the 24 matrices at 29ecb47 (the schedule
+#: built on the device), whatever their size (relative least squares: 0.255 ms + 0.29 ns a window;
+#: it was 0.5 ms + 30 ns a window while the host priced the caps and uploaded the rows).
 CUSPARSE_MODEL = {
     "cusparse_call_fixed_s": 8.6e-6,
     "cusparse_call_s_per_nnz": 4.24e-11,
@@ -44,8 +46,8 @@ CUSPARSE_MODEL = {
     "cusparse_setup_fixed_s": 0.265e-3,
     "cusparse_setup_s_per_byte": 0.345e-9,
     "ours_call_floor_s": 10e-6,
-    "ours_first_call_s": 0.5e-3,
-    "ours_first_call_s_per_window": 30e-9,
+    "ours_first_call_s": 0.255e-3,
+    "ours_first_call_s_per_window": 0.29e-9,
     "n": 128,
 }
 
