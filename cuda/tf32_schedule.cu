@@ -460,6 +460,12 @@ int run_schedule(Args &a, int ncaps, size_t extra, Place place, char **scratch, 
         wave_blocks(reinterpret_cast<const void *>(schedule_kernel<kSortItems>), kThreads, 0);
     const int64_t want = std::max<int64_t>(1, (a.W + kThreads - 1) / kThreads);
     int64_t nb = a.W <= kOneBlockMax ? 1 : std::max<int64_t>(1, std::min<int64_t>(want, wave / ncaps));
+    /* ACCSPMM_SCHEDULE_MAX_BLOCKS (tests): at most this many blocks a cap; 1 runs the path a device that
+     * refuses the cooperative grid takes */
+    if (const char *env = std::getenv("ACCSPMM_SCHEDULE_MAX_BLOCKS")) {
+        const long long cap_blocks = std::atoll(env);
+        if (cap_blocks >= 1) nb = std::min<int64_t>(nb, cap_blocks);
+    }
     a.chunk = ((a.W + nb - 1) / nb + kThreads - 1) / kThreads * kThreads;
     if (a.chunk == 0) a.chunk = kThreads;
     nb = std::max<int64_t>(1, (a.W + a.chunk - 1) / a.chunk);

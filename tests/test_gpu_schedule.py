@@ -186,3 +186,26 @@ def test_prices_in_a_host_slot():
                      device="gpu")
     assert isinstance(p._dev["schedule_prices"], HostSlot)
     p.close()  # never called: the slot is freed after its kernel
+
+
+@pytest.mark.parametrize("W", [255, 256, 257, 1536, 1537, 2 * 1536 + 255])
+def test_device_schedule_at_block_and_tile_edges(W):
+    """One block per cap up to 1,536 windows, the cooperative grid above; tiles of 256 windows."""
+    nb = np.random.default_rng(W).integers(0, 12, W)
+    nb[W // 2] = 700  # a multi-part split in the middle
+    check_offsets(offsets(nb), caps=(0, 2, 8, 64))
+
+
+def test_device_schedule_one_block_per_cap(monkeypatch):
+    """The path a device that refuses the cooperative grid takes: one block per cap over every window."""
+    monkeypatch.setenv("ACCSPMM_SCHEDULE_MAX_BLOCKS", "1")
+    nb = np.random.default_rng(11).zipf(1.6, 6000).clip(max=3000)
+    check_offsets(offsets(nb), caps=(0, 4, 32))
+
+
+def test_device_schedule_hub_split_in_many_parts():
+    """A window of 125,000 blocks (a dense row of 10^6 columns) split in 31,250 parts at cap 2: one
+    thread writes them all; more than 4,096 tasks take the device-wide LPT sort."""
+    nb = np.random.default_rng(12).integers(0, 5, 3000)
+    nb[1234] = 125_000
+    check_offsets(offsets(nb), caps=(2, 256))
