@@ -97,6 +97,7 @@ def blocks_per_sm(variant: dict) -> int:
 
 
 CAPS = (0, 2, 4, 8, 16, 32, 64, 128, 256)
+_CAP_INDEX = {c: i for i, c in enumerate(CAPS)}  # a cap's place in the device schedule's prices
 #: the one-wave rule's wave: S = 2 grids of fewer than REF_SMS x this many thread blocks run at S = 1.
 #: 8 is the register pipeline's occupancy at S = 2, which the rule was set with; at the staged
 #: pipeline's 12 (the S = 2 default since), 11 matrices and widths moved to S = 1 and all 11 ran
@@ -314,7 +315,8 @@ class TF32Runner:
         self._l2 = l2_bytes(dev_id)
         self.dev = dev  # the plan's: freed with it
         self._device = dev_id
-        self._ws_keys = []
+        self._ws_keys = []  # ("workspace", stream) keys of self.dev, oldest first
+        self._ws_sizes = {}  # such a key -> (workspace floats, counters) it holds
         self._side = None  # the side stream (``_side_stream``), and whether uploads there are unwaited
         self._unsettled = False
         if "block_meta" not in dev:  # a host BitTCF (else built on the device: accspmm._device_format)
@@ -328,9 +330,10 @@ class TF32Runner:
                                        self.elem)
         self._ready = set()  # widths n that have run outside a CUDA-graph capture
         self._tasks = {}  # cap -> (host tasks, task cost): the host schedule's
-        self._split_counts = {}  # cap -> (workspace slots, multi-part splits, windows cut over warps)
-        self._ntasks = {}  # cap -> task count
-        self._max_cost = {}  # cap -> the longest task's predicted cost (the device schedule's LPT sort)
+        # the host schedule's counts, by cap (the device schedule's are in its prices)
+        self._split_counts = {}  # (workspace slots, multi-part splits, windows cut over warps)
+        self._ntasks = {}  # task count
+        self._max_cost = {}  # the longest task's predicted cost
         # the schedule on the device (cuda/tf32_schedule.cu): every cap of CAPS priced now, on the side
         # stream, from the window offsets already there (read at the first decision); the chosen cap's
         # rows built there at the first call.  tuning={"schedule": "host"}: the C schedule and an upload
@@ -367,42 +370,45 @@ class TF32Runner:
             self._max_cost[cap] = int(cost.max()) if cost.size else 0
         return self._tasks[cap]
 
-    def _device_prices(self) -> dict:
-        """{cap: (sum, max, tasks, slots, splits, cut windows)} of every cap of CAPS, as the device
-        priced them at the plan's start (read once: this waits for the side stream); their counts go
-        to ``_split_counts``, ``_ntasks`` and ``_max_cost``.  Offsets that the C schedule would refuse
-        raise its error here."""
+    def _device_prices(self) -> list:
+        """Every cap of CAPS as the device priced it at the plan's start: 8 int64 per cap in CAPS'
+        order (sum, max, tasks, slots, splits, cut windows, status, 0), read once (this waits for the
+        side stream).  Offsets that the C schedule would refuse raise its error here."""
         if self._prices is None:
             out, count = self.dev["schedule_prices"], 8 * len(CAPS)
             flat = out.read(count) if isinstance(out, HostSlot) else out.to_host(stream=self._side).tolist()
-            table = [flat[i : i + 8] for i in range(0, count, 8)]
-            for row in table:
-                if row[6] >= 0:
-                    what = "window offsets decrease" if row[6] % 4 == 1 else "too large for the TF32 schedule"
-                    raise ValueError(f"TF32 schedule: {what} (window {row[6] // 4})")
-            self._prices = {c: tuple(row[:6]) for c, row in zip(CAPS, table)}
-            for c, (_, mx, t, slots, splits, cut) in self._prices.items():
-                self._split_counts.setdefault(c, (slots, splits, cut))
-                self._ntasks.setdefault(c, t)
-                self._max_cost.setdefault(c, mx)
+            bad = max(flat[6::8])
+            if bad >= 0:
+                what = "window offsets decrease" if bad % 4 == 1 else "too large for the TF32 schedule"
+                raise ValueError(f"TF32 schedule: {what} (window {bad // 4})")
+            self._prices = flat
         return self._prices
 
     def _on_device(self, cap: int) -> bool:
         """Whether schedule ``cap`` comes from the device (priced there: a cap of CAPS)."""
-        return self._device_schedule and cap in CAPS
+        return self._device_schedule and cap in _CAP_INDEX
 
     def _counts(self, cap: int):
         """(workspace slots, multi-part splits, windows cut over warps) of schedule ``cap``."""
         if self._on_device(cap):
-            self._device_prices()
-        else:
-            self._schedule(cap)
+            i = 8 * _CAP_INDEX[cap]
+            return tuple(self._device_prices()[i + 3 : i + 6])
+        self._schedule(cap)
         return self._split_counts[cap]
 
     def _count(self, cap: int) -> int:
         """Tasks of schedule ``cap``."""
-        self._counts(cap)
+        if self._on_device(cap):
+            return self._device_prices()[8 * _CAP_INDEX[cap] + 2]
+        self._schedule(cap)
         return self._ntasks[cap]
+
+    def _longest(self, cap: int) -> int:
+        """The longest task's predicted cost in schedule ``cap`` (the LPT sort's key range)."""
+        if self._on_device(cap):
+            return self._device_prices()[8 * _CAP_INDEX[cap] + 1]
+        self._schedule(cap)
+        return self._max_cost[cap]
 
     def decide(self, n: int):
         """(cap, variant) for width n, recorded in stats['schedule_by_n'][n]."""
@@ -424,10 +430,13 @@ class TF32Runner:
             if len(kept) < len(caps):
                 why += f"; caps up to {max(kept)} (at most {PACK_WINDOWS} mean-length windows per warp)"
             caps = kept
-        if all(self._on_device(c) for c in caps):
+        if self._device_schedule and all(c in _CAP_INDEX for c in caps):
             prices = self._device_prices()
             P = REF_SMS * blocks_per_sm(variant)
-            pred = {c: prices[c][0] * slices / P + prices[c][1] if prices[c][2] else 0.0 for c in caps}
+            pred = {}
+            for c in caps:
+                i = 8 * _CAP_INDEX[c]
+                pred[c] = prices[i] * slices / P + prices[i + 1] if prices[i + 2] else 0.0
             best = min(caps, key=lambda c: (pred[c], -c))
         else:
             pred, counted = price_caps(self._window_offsets, caps, slices, variant)
@@ -445,7 +454,7 @@ class TF32Runner:
                            depth=variant["depth"] if "depth" in self.tuning else 2)
             why += "; S = 1 (under one wave of thread blocks at S = 2)"
         report = {"cap": best, "tasks": ntasks, "schedule_on": "device" if self._on_device(best) else "host",
-                  "split_windows": self._split_counts[best][2] if best > 0 else 0,
+                  "split_windows": self._counts(best)[2] if best > 0 else 0,
                   "predicted": {str(c): round(v, 1) for c, v in pred.items()},
                   "reason": f"{why}: cap {best} ({'identity' if best == 0 else 'packed/split'}) "
                             f"predicts {pred[best]:.1f} units",
@@ -480,7 +489,7 @@ class TF32Runner:
                 self.dev[name] = d
                 if nt:
                     self._cuda.tf32_schedule_rows(self.dev["window_offsets"].ptr, self.num_windows, cap,
-                                                  _INT_CONSTANTS, nt, self._max_cost[cap], bool(order), d.ptr,
+                                                  _INT_CONSTANTS, nt, self._longest(cap), bool(order), d.ptr,
                                                   None, side)
                 else:  # a placeholder row that no launch reads
                     self._cuda.memset(d.ptr, 0, d.nbytes, side)
@@ -503,34 +512,37 @@ class TF32Runner:
 
     def _workspace(self, cap: int, n: int, slice_s: int, stream) -> tuple:
         """(workspace, counters) device pointers for the multi-part splits of schedule ``cap``
-        (0, 0 when it has none).  One pair per stream, grown to the largest schedule and width
-        seen and shared by all of them: launches on one stream run in order, so they may share it;
-        launches on different streams must not (counters and slots are reused).  The counters
-        start at zero and every launch leaves them at zero.  (A CUDA-graph capture uses none of
-        these: see ``run``.)"""
+        (0, 0 when it has none).  One allocation per stream (the counters, then the workspace
+        256-byte aligned), grown to the largest schedule and width seen and shared by all of them:
+        launches on one stream run in order, so they may share it; launches on different streams
+        must not (counters and slots are reused).  The counters start at zero and every launch
+        leaves them at zero.  (A CUDA-graph capture uses none of these: see ``run``.)"""
         need, cneed = self._split_need(cap, n, slice_s)
         if need == 0:
             return 0, 0
-        key, ckey = ("workspace", int(stream or 0)), ("workspace_counters", int(stream or 0))
-        if key in self.dev and (self.dev[key].shape[0] < need or self.dev[ckey].shape[0] < cneed):
-            need, cneed = max(need, self.dev[key].shape[0]), max(cneed, self.dev[ckey].shape[0])
+        key = ("workspace", int(stream or 0))
+        have = self._ws_sizes.get(key)
+        if have is not None and (have[0] < need or have[1] < cneed):
+            need, cneed = max(need, have[0]), max(cneed, have[1])
             self._ws_keys.remove(key)
-            self.launcher.clear()  # registered launches may point at the pair freed here
-            for k in (key, ckey):
-                self.dev.pop(k).free()  # cudaFree waits for the device
-        if key not in self.dev:
+            self.launcher.clear()  # registered launches may point at the allocation freed here
+            self.dev.pop(key).free()  # cudaFree waits for the device
+            have = None
+        if have is None:
             while len(self._ws_keys) >= MAX_WORKSPACES:  # bounded: a new stream per call must not grow memory
                 old = self._ws_keys.pop(0)
                 self.launcher.clear()
-                for k in (old, ("workspace_counters",) + old[1:]):
-                    self.dev.pop(k).free()
-            # on the side stream, zeroed there (a memset, not an upload of zeros); ``_settle`` waits
+                self.dev.pop(old).free()
+                del self._ws_sizes[old]
+            # on the side stream, the counters zeroed there (a memset, not an upload of zeros); ``_settle`` waits
             side = self._side_stream()
-            self.dev[ckey] = DeviceArray.ordered((cneed,), np.int32, self._device, side)
-            self._cuda.memset(self.dev[ckey].ptr, 0, 4 * cneed, side)
-            self.dev[key] = DeviceArray.ordered((need,), np.float32, self._device, side)
+            cbytes = -(-4 * cneed // 256) * 256
+            self.dev[key] = DeviceArray.ordered((cbytes + 4 * need,), np.uint8, self._device, side)
+            self._cuda.memset(self.dev[key].ptr, 0, 4 * cneed, side)
+            self._ws_sizes[key] = have = (need, cneed)
             self._ws_keys.append(key)
-        return self.dev[key].ptr, self.dev[ckey].ptr
+        ptr = self.dev[key].ptr
+        return ptr + -(-4 * have[1] // 256) * 256, ptr
 
     def args(self, d_B: int, d_C: int, n: int, stream=None, cap=None, variant=None, workspace=None,
              out_f32: bool = False) -> tuple:
