@@ -249,6 +249,30 @@ __device__ T ordered_fold(const T *v, int64_t count, Op op, T id, Storage &stora
     return total;
 }
 
+/* Walks windows [lo, hi) in tiles of kThreads (one a thread, the next tile's offsets loaded ahead),
+ * both scans carried from tile to tile by run1 and run2, and calls visit(x, p, e, ex, flags) for
+ * each thread's window x: p its run's cost before it, e its step-2 element, ex the step-2 prefix
+ * before it (visit runs on every thread, x.valid or not, after the tile's barriers). */
+template <typename S, typename Visit>
+__device__ __forceinline__ void walk(const Args &a, int64_t lo, int64_t hi, int64_t cap, const Consts &k,
+                                     Running<Seg, SegOp> &run1, Running<Acc, AccOp> &run2, S &sh,
+                                     Visit visit) {
+    Window next = window_at(a, lo + threadIdx.x, hi);
+    for (int64_t base = lo; base < hi; base += kThreads) {
+        const Window x = next;
+        next = window_at(a, base + kThreads + threadIdx.x, hi);
+        Seg p;
+        typename S::Scan1(sh.u.s1).ExclusiveScan(seg_of(x, cap, k), p, SegOp(), run1);
+        __syncthreads();
+        int flags;
+        const Acc e = element(x, a.W, cap, k, p.v, flags);
+        Acc ex;
+        typename S::Scan2(sh.u.s2).ExclusiveScan(e, ex, AccOp(), run2);
+        __syncthreads();
+        visit(x, p, e, ex, flags);
+    }
+}
+
 /* Block (b, c) of a grid of nb x ncaps (module header).  With nb = 1 there is no grid barrier, and
  * the launch need not be cooperative.  kSortItems > 0: the rows of one cap, then sorted (LPT) by
  * block 0 in phase 4, kSortItems keys a thread. */
@@ -284,19 +308,8 @@ template <int kSortItems> __global__ void __launch_bounds__(kThreads) schedule_k
     if (nb > 1) {
         Running<Seg, SegOp> run1{pre1, SegOp()};
         Running<Acc, AccOp> run2{acc_none(), AccOp()};
-        Window next = window_at(a, lo + threadIdx.x, hi);
-        for (int64_t base = lo; base < hi; base += kThreads) {
-            const Window x = next;
-            next = window_at(a, base + kThreads + threadIdx.x, hi);
-            Seg p;
-            typename S::Scan1(sh.u.s1).ExclusiveScan(seg_of(x, cap, k), p, SegOp(), run1);
-            __syncthreads();
-            int flags;
-            Acc ignored;
-            typename S::Scan2(sh.u.s2).ExclusiveScan(element(x, W, cap, k, p.v, flags), ignored, AccOp(),
-                                                     run2);
-            __syncthreads();
-        }
+        walk(a, lo, hi, cap, k, run1, run2, sh,
+             [](const Window &, const Seg &, const Acc &, const Acc &, int) {});
         if (threadIdx.x == 0) a.agg2[c * nb + b] = run2.total;
         sync_grid();
         pre2 = ordered_fold<Acc, AccOp, typename S::Scan2>(a.agg2 + c * nb, b, AccOp(), acc_none(), sh.u.s2);
@@ -320,57 +333,49 @@ template <int kSortItems> __global__ void __launch_bounds__(kThreads) schedule_k
             }
         }
     };
-    Window next = window_at(a, lo + threadIdx.x, hi);
-    for (int64_t base = lo; base < hi; base += kThreads) {
-        const Window x = next;
-        next = window_at(a, base + kThreads + threadIdx.x, hi);
-        Seg p;
-        typename S::Scan1(sh.u.s1).ExclusiveScan(seg_of(x, cap, k), p, SegOp(), run1);
-        __syncthreads();
-        int flags;
-        const Acc e = element(x, W, cap, k, p.v, flags);
-        Acc ex;
-        typename S::Scan2(sh.u.s2).ExclusiveScan(e, ex, AccOp(), run2);
-        __syncthreads();
-        const int64_t w = x.w, nb = x.nb;
-        if (!x.valid) continue;
-        if (nb < 0) {
-            fail(w, 1);
-            continue;
-        }
-        if (nb > (int64_t(1) << 40) || ex.slots > INT32_MAX - nb) fail(w, 2); /* the C checks */
-        const Acc in = AccOp()(ex, e);
-        if (cap == 0 || nb <= cap) {
-            if (flags & 1) {
-                const int64_t pend = p.v + nb + k.WB;
-                int64_t cost;
-                if (flags & 2) { /* warps from the task opener and from the warp opener */
-                    cost = imax(in.lo_p - in.lt_p, pend - in.lo_p) + k.FILL + k.TASK;
-                    emit(in.opens - 1, 0, in.lt, in.lo, in.lo, (int32_t)(w + 1), cost);
-                } else { /* one warp, the run's last; the unused warp holds (end, end) */
-                    cost = pend - in.lo_p + k.FILL + k.TASK;
-                    emit(in.opens - 1, 0, in.lo, (int32_t)(w + 1), (int32_t)(w + 1), (int32_t)(w + 1), cost);
-                }
-                sum += cost;
-                mx = imax(mx, cost);
-            }
-        } else if (nb <= 2 * cap) {
-            cut++;
-            const int64_t cost = (nb + 1) / 2 + k.FILL + k.REDUCE + k.TASK;
-            emit(ex.opens, 1, (int32_t)w, 2, (int32_t)w, (1 << 4) | 2, cost);
-            sum += cost;
-            mx = imax(mx, cost);
-        } else {
-            cut++;
-            const int64_t q = e.opens;
-            const int64_t cost = (nb + q * 2 - 1) / (q * 2) + k.FILL + k.REDUCE + k.TASK + k.MERGE * (1 + q);
-            for (int64_t j = 0; a.rows && j < q; j++)
-                emit(ex.opens + j, (int32_t)(-(w + 1)), (int32_t)j, (int32_t)q, (int32_t)ex.splits,
-                     (int32_t)ex.slots, cost);
-            sum += cost * q;
-            mx = imax(mx, cost);
-        }
-    }
+    walk(a, lo, hi, cap, k, run1, run2, sh,
+         [&](const Window &x, const Seg &p, const Acc &e, const Acc &ex, int flags) {
+             const int64_t w = x.w, nb = x.nb;
+             if (!x.valid) return;
+             if (nb < 0) {
+                 fail(w, 1);
+                 return;
+             }
+             if (nb > (int64_t(1) << 40) || ex.slots > INT32_MAX - nb) fail(w, 2); /* the C checks */
+             const Acc in = AccOp()(ex, e);
+             if (cap == 0 || nb <= cap) {
+                 if (flags & 1) {
+                     const int64_t pend = p.v + nb + k.WB;
+                     int64_t cost;
+                     if (flags & 2) { /* warps from the task opener and from the warp opener */
+                         cost = imax(in.lo_p - in.lt_p, pend - in.lo_p) + k.FILL + k.TASK;
+                         emit(in.opens - 1, 0, in.lt, in.lo, in.lo, (int32_t)(w + 1), cost);
+                     } else { /* one warp, the run's last; the unused warp holds (end, end) */
+                         cost = pend - in.lo_p + k.FILL + k.TASK;
+                         emit(in.opens - 1, 0, in.lo, (int32_t)(w + 1), (int32_t)(w + 1), (int32_t)(w + 1),
+                              cost);
+                     }
+                     sum += cost;
+                     mx = imax(mx, cost);
+                 }
+             } else if (nb <= 2 * cap) {
+                 cut++;
+                 const int64_t cost = (nb + 1) / 2 + k.FILL + k.REDUCE + k.TASK;
+                 emit(ex.opens, 1, (int32_t)w, 2, (int32_t)w, (1 << 4) | 2, cost);
+                 sum += cost;
+                 mx = imax(mx, cost);
+             } else {
+                 cut++;
+                 const int64_t q = e.opens;
+                 const int64_t cost =
+                     (nb + q * 2 - 1) / (q * 2) + k.FILL + k.REDUCE + k.TASK + k.MERGE * (1 + q);
+                 for (int64_t j = 0; a.rows && j < q; j++)
+                     emit(ex.opens + j, (int32_t)(-(w + 1)), (int32_t)j, (int32_t)q, (int32_t)ex.splits,
+                          (int32_t)ex.slots, cost);
+                 sum += cost * q;
+                 mx = imax(mx, cost);
+             }
+         });
     const int64_t bsum = typename S::Reduce(sh.u.r).Sum(sum);
     __syncthreads();
     const int64_t bmax = typename S::Reduce(sh.u.r).Reduce(mx, MaxOp());
