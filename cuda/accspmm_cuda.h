@@ -157,6 +157,17 @@ typedef struct acc_h2d_segment {
  * the host's threads fill a chunk while the previous one's DMA runs.  The host arrays may be
  * freed on return; the copies are in stream order before later work on `stream`. */
 int acc_h2d_staged(const acc_h2d_segment *segs, int nseg, void *stream);
+/* A device-to-host copy of acc_d2h_staged. */
+typedef struct acc_d2h_segment {
+    void *dst;       /* host, pageable */
+    const void *src; /* device */
+    size_t bytes;
+} acc_d2h_segment;
+
+/* Copies every segment to the host through the library's pinned staging chunks: the DMAs of a
+ * chunk's segments on `stream`, one synchronisation of `stream` per chunk, then the host copies;
+ * returns when every byte is in place (two pageable copies and a synchronisation cost three waits). */
+int acc_d2h_staged(const acc_d2h_segment *segs, int nseg, void *stream);
 
 /* A 1 KiB slot of mapped pinned host memory (the same address on every device: unified addressing),
  * 64-byte aligned, that kernels may write to directly; ACC_ERR_UNSUPPORTED without unified addressing.

@@ -34,7 +34,7 @@
  * temporary storage: about 40 bytes per nonzero at the peak, all freed
  * before returning; the outputs come from the library's pool (device.cu) and are owned by the caller.
  * One host synchronisation, to read the number of blocks before the block
- * arrays are allocated.
+ * arrays are allocated (the window offsets come back through the pinned staging chunk).
  *
  * Ranks (the second method, for small matrices: ACC_BITTCF_GPU_RANKS_MAX nonzeros or fewer).  The
  * sort's ~20 launches and cub's calls cost about 0.2 ms of host time on the GPU machine, several
@@ -520,10 +520,9 @@ int build_ranks(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cuda
     }
     ACC_CUDA_TRY(e);
     int h_flags[2] = {0, 0};
-    ACC_CUDA_TRY(cudaMemcpyAsync(out->h_window_offsets, a.wo, (size_t)(W + 1) * sizeof(int64_t),
-                                 cudaMemcpyDeviceToHost, s));
-    ACC_CUDA_TRY(cudaMemcpyAsync(h_flags, a.flags, sizeof h_flags, cudaMemcpyDeviceToHost, s));
-    ACC_CUDA_TRY(cudaStreamSynchronize(s));
+    const acc_d2h_segment back[2] = {{out->h_window_offsets, a.wo, (size_t)(W + 1) * sizeof(int64_t)},
+                                     {h_flags, a.flags, sizeof h_flags}};
+    TRY(acc_d2h_staged(back, 2, s)); /* one wait (two pageable copies made three) */
     if (h_flags[0]) return ACC_ERR_NOT_CANONICAL;
     if (h_flags[1]) return RANKS_DECLINED;
     a.nb = out->h_window_offsets[W];
@@ -588,10 +587,9 @@ int build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cudaStream
     ACC_CUDA_TRY(cudaMemsetAsync(wo, 0, sizeof(int64_t), s));
     bytes = temp_bytes;
     ACC_CUDA_TRY(cub::DeviceScan::InclusiveSum(temp, bytes, wo + 1, wo + 1, W, s));
-    ACC_CUDA_TRY(cudaMemcpyAsync(out->h_window_offsets, wo, (size_t)(W + 1) * sizeof(int64_t),
-                                 cudaMemcpyDeviceToHost, s));
-    ACC_CUDA_TRY(cudaMemcpyAsync(&h_dup, dup, sizeof(int), cudaMemcpyDeviceToHost, s));
-    ACC_CUDA_TRY(cudaStreamSynchronize(s));
+    const acc_d2h_segment back[2] = {{out->h_window_offsets, wo, (size_t)(W + 1) * sizeof(int64_t)},
+                                     {&h_dup, dup, sizeof(int)}};
+    TRY(acc_d2h_staged(back, 2, s));
     if (h_dup) return ACC_ERR_NOT_CANONICAL;
     const int64_t nb = out->h_window_offsets[W];
     int32_t *cols;

@@ -149,3 +149,54 @@ extern "C" int acc_h2d_staged(const acc_h2d_segment *segs, int nseg, void *strea
     }
     return npieces > 0 ? flush() : ACC_SUCCESS;
 }
+
+extern "C" int acc_d2h_staged(const acc_d2h_segment *segs, int nseg, void *stream) {
+    if (nseg < 0 || (nseg > 0 && !segs)) return ACC_ERR_INVALID_ARGUMENT;
+    cudaStream_t s = (cudaStream_t)stream;
+    int dev = 0;
+    ACC_CUDA_TRY(cudaGetDevice(&dev));
+    std::lock_guard<std::mutex> guard(g_lock);
+    Stage *st = dev < kMaxDevices ? &g_stage[dev] : nullptr;
+    if (!st || !ready(*st)) { /* pageable copies */
+        for (int i = 0; i < nseg; i++)
+            if (segs[i].bytes)
+                ACC_CUDA_TRY(
+                    cudaMemcpyAsync(segs[i].dst, segs[i].src, segs[i].bytes, cudaMemcpyDeviceToHost, s));
+        return acc_cuda_status(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    }
+    for (int b = 0; b < 2; b++) /* no upload's DMA may still read a chunk this copy overwrites */
+        if (st->pending[b]) {
+            ACC_CUDA_TRY(cudaEventSynchronize(st->done[b]));
+            st->pending[b] = false;
+        }
+    char *buf = st->buf[0];
+    int i = 0;
+    size_t done = 0; /* bytes of segment i already copied */
+    while (i < nseg) {
+        /* fill the chunk with DMAs of whole or partial segments, then wait once and copy them out */
+        struct Piece {
+            char *dst;
+            size_t off, bytes;
+        } pieces[64];
+        int npieces = 0;
+        size_t fill = 0;
+        while (i < nseg && fill < kChunk && npieces < 64) {
+            const size_t left = segs[i].bytes - done, n = left < kChunk - fill ? left : kChunk - fill;
+            if (n > 0) {
+                ACC_CUDA_TRY(cudaMemcpyAsync(buf + fill, (const char *)segs[i].src + done, n,
+                                             cudaMemcpyDeviceToHost, s));
+                pieces[npieces++] = {(char *)segs[i].dst + done, fill, n};
+                fill += n;
+                done += n;
+            }
+            if (done == segs[i].bytes) {
+                i++;
+                done = 0;
+            }
+        }
+        ACC_CUDA_TRY(cudaStreamSynchronize(s));
+        for (int p = 0; p < npieces; p++)
+            copy_parallel(pieces[p].dst, buf + pieces[p].off, pieces[p].bytes);
+    }
+    return ACC_SUCCESS;
+}
