@@ -313,6 +313,18 @@ def test_staged_upload_from_threads():
     assert not errors, errors
 
 
+def test_window_offsets_back_over_several_staging_chunks():
+    """The window offsets come back to the host through the 4 MiB pinned staging chunk
+    (acc_d2h_staged): 4.6M rows make 575,000 windows, 4.6 MB of offsets, more than one chunk; both
+    build methods, against the C builder."""
+    rng = np.random.default_rng(9)
+    m, k, nnz = 4_600_000, 300, 400_000
+    rows = np.sort(rng.integers(0, m, nnz))
+    A = sp.csr_matrix((rng.integers(1, 9, nnz).astype(np.float32), (rows, rng.integers(0, k, nnz))), shape=(m, k))
+    A.sum_duplicates()
+    _compare(A)
+
+
 def test_ordered_and_uploaded_arrays():
     """DeviceArray.ordered / upload (pool memory in a stream's order, the copy staged, no wait): on
     the library's side stream and on a caller's stream, once that stream is synchronised the array
