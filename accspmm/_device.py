@@ -169,10 +169,11 @@ class HostSlot:
 
     @classmethod
     def try_new(cls, stream):
-        """A slot, or None where the device has no unified addressing (the caller copies instead)."""
+        """A slot, or None where the device has no unified addressing or no pinned memory is left
+        (the caller copies instead)."""
         try:
             return cls(stream)
-        except NotImplementedError:
+        except (NotImplementedError, MemoryError):
             return None
 
     def read(self, count: int) -> list:

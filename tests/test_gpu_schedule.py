@@ -209,3 +209,21 @@ def test_device_schedule_hub_split_in_many_parts():
     nb = np.random.default_rng(12).integers(0, 5, 3000)
     nb[1234] = 125_000
     check_offsets(offsets(nb), caps=(2, 256))
+
+
+def test_prices_without_a_host_slot(monkeypatch, bundled_int):
+    """Where no host slot can be had (no unified addressing, no pinned memory left), the prices go to a
+    device array and come back by a copy: the same decision and bits."""
+    from accspmm import _device
+
+    A = bundled_int
+    B = int_dense(A.shape[1], 64)
+    ref = accspmm.plan(A, device="gpu")
+    C_ref = ref(B)
+    monkeypatch.setattr(_device.HostSlot, "try_new", classmethod(lambda cls, stream: None))
+    p = accspmm.plan(A, device="gpu")
+    assert not isinstance(p._dev["schedule_prices"], _device.HostSlot)
+    assert_bit_exact(p(B), scipy_ref(A, B))
+    np.testing.assert_array_equal(p(B), C_ref)
+    assert p.stats["schedule_by_n"][64]["cap"] == ref.stats["schedule_by_n"][64]["cap"]
+    assert p.stats["schedule_by_n"][64]["predicted"] == ref.stats["schedule_by_n"][64]["predicted"]
