@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 
 import accspmm
-from accspmm import _core, _tf32
+from accspmm import _core, _tf32, datasets
 from accspmm._format import BitTCF
 from accspmm._validate import as_csr
 from conftest import assert_bit_exact, int_dense, load_int_matrix, real_matrix_params, scipy_ref
@@ -227,3 +227,26 @@ def test_prices_without_a_host_slot(monkeypatch, bundled_int):
     np.testing.assert_array_equal(p(B), C_ref)
     assert p.stats["schedule_by_n"][64]["cap"] == ref.stats["schedule_by_n"][64]["cap"]
     assert p.stats["schedule_by_n"][64]["predicted"] == ref.stats["schedule_by_n"][64]["predicted"]
+
+
+@pytest.mark.parametrize("kind", datasets.ADVERSARIAL)
+def test_default_plans_on_adversarial_shapes(kind):
+    """Default GPU plans (device schedule) on the adversarial generators: bit-exact against scipy at
+    N = 1, 33 and 128, and rows identical to the C schedule's for the cap each width chose."""
+    A = datasets.adversarial(kind, 120_000)
+    rng = np.random.default_rng(1)
+    A.data = rng.integers(1, 9, A.nnz).astype(np.float32) * rng.choice([-1, 1], A.nnz).astype(np.float32)
+    p = accspmm.plan(A, device="gpu")
+    for n in (1, 33, 128):
+        B = int_dense(A.shape[1], n, seed=n)
+        assert_bit_exact(p(B), scipy_ref(A, B))
+        report = p.stats["schedule_by_n"][n]
+        assert report["schedule_on"] == "device"
+        cap, v = p._tf32.decide(n)
+        ptr, nt = p._tf32._device_tasks(cap, v["order"])
+        rows = np.empty(max(nt, 1) * _tf32.TASK_WORDS, np.int32)
+        accspmm._cuda.memcpy_dtoh(rows, ptr, None)
+        tasks, cost, _ = _tf32.schedule(p._tf32._window_offsets, cap)
+        ref = _core.lpt_rows(tasks, cost) if v["order"] else tasks
+        np.testing.assert_array_equal(rows.reshape(-1, _tf32.TASK_WORDS)[:nt], ref)
+    p.close()
