@@ -74,22 +74,31 @@ void copy_parallel(char *dst, const char *src, size_t n) {
     memcpy(dst, src, n);
 }
 
+/* The current device's staging chunks in *st, or NULL where pinned memory cannot be had (the caller
+ * holds g_lock). */
+int current_stage(Stage **st) {
+    int dev = 0;
+    ACC_CUDA_TRY(cudaGetDevice(&dev));
+    *st = dev < kMaxDevices && ready(g_stage[dev]) ? &g_stage[dev] : nullptr;
+    return ACC_SUCCESS;
+}
+
+/* Every segment by cudaMemcpyAsync of `kind` from or to pageable memory (no staging). */
+template <typename Seg> int pageable_copies(const Seg *segs, int nseg, cudaMemcpyKind kind, cudaStream_t s) {
+    for (int i = 0; i < nseg; i++)
+        if (segs[i].bytes) ACC_CUDA_TRY(cudaMemcpyAsync(segs[i].dst, segs[i].src, segs[i].bytes, kind, s));
+    return ACC_SUCCESS;
+}
+
 } // namespace
 
 extern "C" int acc_h2d_staged(const acc_h2d_segment *segs, int nseg, void *stream) {
     if (nseg < 0 || (nseg > 0 && !segs)) return ACC_ERR_INVALID_ARGUMENT;
     cudaStream_t s = (cudaStream_t)stream;
-    int dev = 0;
-    ACC_CUDA_TRY(cudaGetDevice(&dev));
     std::lock_guard<std::mutex> guard(g_lock);
-    Stage *st = dev < kMaxDevices ? &g_stage[dev] : nullptr;
-    if (!st || !ready(*st)) { /* pageable copies */
-        for (int i = 0; i < nseg; i++)
-            if (segs[i].bytes)
-                ACC_CUDA_TRY(
-                    cudaMemcpyAsync(segs[i].dst, segs[i].src, segs[i].bytes, cudaMemcpyHostToDevice, s));
-        return ACC_SUCCESS;
-    }
+    Stage *st = nullptr;
+    if (const int e = current_stage(&st)) return e;
+    if (!st) return pageable_copies(segs, nseg, cudaMemcpyHostToDevice, s);
     int b = 0;
     size_t fill = 0; /* bytes of chunk b in use */
     struct Piece {
@@ -153,16 +162,12 @@ extern "C" int acc_h2d_staged(const acc_h2d_segment *segs, int nseg, void *strea
 extern "C" int acc_d2h_staged(const acc_d2h_segment *segs, int nseg, void *stream) {
     if (nseg < 0 || (nseg > 0 && !segs)) return ACC_ERR_INVALID_ARGUMENT;
     cudaStream_t s = (cudaStream_t)stream;
-    int dev = 0;
-    ACC_CUDA_TRY(cudaGetDevice(&dev));
     std::lock_guard<std::mutex> guard(g_lock);
-    Stage *st = dev < kMaxDevices ? &g_stage[dev] : nullptr;
-    if (!st || !ready(*st)) { /* pageable copies */
-        for (int i = 0; i < nseg; i++)
-            if (segs[i].bytes)
-                ACC_CUDA_TRY(
-                    cudaMemcpyAsync(segs[i].dst, segs[i].src, segs[i].bytes, cudaMemcpyDeviceToHost, s));
-        return acc_cuda_status(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    Stage *st = nullptr;
+    if (const int e = current_stage(&st)) return e;
+    if (!st) {
+        const int e = pageable_copies(segs, nseg, cudaMemcpyDeviceToHost, s);
+        return e ? e : acc_cuda_status(cudaStreamSynchronize(s), "cudaStreamSynchronize");
     }
     for (int b = 0; b < 2; b++) /* no upload's DMA may still read a chunk this copy overwrites */
         if (st->pending[b]) {
