@@ -162,7 +162,8 @@ class Plan:
     ``build_gpu_wait``, after the first GPU call: how long it waited for the end of the GPU build),
     ``build_gpu_method`` (GPU TF32 plans: "ranks" up to 2^20 nonzeros, else "sort"; the same format),
     ``reorder`` (method, prediction, why), ``schedule_by_n`` (the kernel's decision per width, with
-    ``first_call_seconds``: the host time of that width's first call, decision, uploads and launch) and,
+    ``first_call_seconds``: the host time of that width's first call, decision, schedule and launch, and
+    ``schedule_on``: "device" where the schedule was priced and built on the GPU, else "host") and,
     for GPU TF32 plans, ``vs_cusparse``: the predicted break-even against cuSPARSE at n = 128 in
     calls, both setups included (a cost model: accspmm._payback); :meth:`compare_cusparse` measures it.
 
