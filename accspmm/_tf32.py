@@ -88,6 +88,11 @@ _CONSTANTS = (WB, FILL, REDUCE, TASK, MERGE)  # the model's constants, in the C 
 _INT_CONSTANTS = tuple(int(c) for c in _CONSTANTS)  # the device schedule's (whole numbers)
 
 
+def _counter_bytes(counters: int) -> int:
+    """Bytes of a split workspace allocation before its floats: the int32 counters, 256-byte aligned."""
+    return -(-4 * counters // 256) * 256
+
+
 def blocks_per_sm(variant: dict) -> int:
     """Concurrent thread blocks per SM of a variant: the kernel's __launch_bounds__ (registers)."""
     per8 = 8 // WARPS  # the register budget is per 8 warps
@@ -536,13 +541,12 @@ class TF32Runner:
                 del self._ws_sizes[old]
             # on the side stream, the counters zeroed there (a memset, not an upload of zeros); ``_settle`` waits
             side = self._side_stream()
-            cbytes = -(-4 * cneed // 256) * 256
-            self.dev[key] = DeviceArray.ordered((cbytes + 4 * need,), np.uint8, self._device, side)
+            self.dev[key] = DeviceArray.ordered((_counter_bytes(cneed) + 4 * need,), np.uint8, self._device, side)
             self._cuda.memset(self.dev[key].ptr, 0, 4 * cneed, side)
             self._ws_sizes[key] = have = (need, cneed)
             self._ws_keys.append(key)
         ptr = self.dev[key].ptr
-        return ptr + -(-4 * have[1] // 256) * 256, ptr
+        return ptr + _counter_bytes(have[1]), ptr
 
     def args(self, d_B: int, d_C: int, n: int, stream=None, cap=None, variant=None, workspace=None,
              out_f32: bool = False) -> tuple:
