@@ -26,9 +26,12 @@ class DeviceBitTCF:
     METHODS = {"auto": 0, "sort": 1, "ranks": 2}
 
     def __init__(self, csr, perm, dev: dict, device: int, stream=None, keep_blocks=False, defer=False,
-                 method="auto"):
+                 method="auto", validate=False):
         """csr: canonical float32 CSR (accspmm._validate.CSR); perm: int64 NumPy (new -> old, already
-        checked) or None for the identity.  keep_blocks: also keep the BitTCF arrays on the device
+        checked) or None for the identity.  validate: csr has not been checked (``as_csr(A,
+        check=False)``): the device checks its offsets and columns first (ValueError if malformed,
+        or if a row holds a column twice) and takes its rows in any column order; ``canonical``
+        then says whether every row's columns ascended (always True without validate).  keep_blocks: also keep the BitTCF arrays on the device
         (``block_cols``, ``block_mask``, ``block_value_offsets``, ``raw_values``; see to_host).
         defer: return once the window offsets are on the host, with the build's last steps still
         queued on ``stream``; :meth:`wait` must run before the arrays are used on another stream
@@ -58,9 +61,10 @@ class DeviceBitTCF:
                                      np.ascontiguousarray(csr.data[: self.nnz], np.float32),
                                      None if perm is None else dev["perm"].ptr, dev["window_offsets"].ptr,
                                      self.window_offsets, keep_blocks, stream, defer, self.METHODS[method],
-                                     dev["perm"].ptr if perm is None else None)
+                                     dev["perm"].ptr if perm is None else None, validate)
         self._ready = int(out["ready"])  # an event handle, 0 when the build synchronised
         self.method = {0: "none", 1: "sort", 2: "ranks"}[out["method"]]
+        self.canonical = bool(out["canonical"])
         self._failed = None
         nb = self.num_blocks = int(out["num_blocks"])
         dev["block_meta"] = DeviceArray((max(nb, 1) * 12,), np.int32, device, adopt=out["block_meta"])

@@ -18,6 +18,7 @@ import itertools
 import sys
 import time
 import weakref
+from dataclasses import replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -146,7 +147,11 @@ class Plan:
     tuning : advanced, for experiments: ``{"build": "cpu"}`` builds the format with the C builder and
         uploads it (default "gpu": built on the device, bit-identical); ``{"schedule": "host"}``
         prices the caps and builds the task rows with the C schedule and uploads them (default
-        "device": cuda/tf32_schedule.cu, the same rows); ``{"cap": int}`` forces the
+        "device": cuda/tf32_schedule.cu, the same rows); ``{"check": "host"}`` checks A's offsets
+        and columns on the host (default "device": a plan with no reordering and no ``perm`` leaves
+        that O(m + nnz) pass to the GPU build, which raises the same errors, and sends A back to
+        the host only when a row holds a column twice, to sum the duplicates; ``plan.stats
+        ["csr_checked_on"]`` says where it ran); ``{"cap": int}`` forces the
         schedule's cap and the keys of ``accspmm._tf32.VARIANT_KEYS`` force a kernel variant or the
         task launch order (neither ever changes a result bit).  ``{"autotune": bool}`` turns the
         variant timing of the first call for each width n on or off (default: on when
@@ -189,7 +194,7 @@ class Plan:
     def __init__(self, A, *, device="auto", precision=None, format="auto", reorder=None, reorder_params=None,
                  perm=None, dtype=None, balance="auto", cusparse_alg="default", tuning=None, calls=None):
         t0 = time.perf_counter()
-        csr = A if isinstance(A, CSR) else as_csr(A)
+        csr = A if isinstance(A, CSR) else as_csr(A, check=False)  # checked below, or by the GPU build
         dtype = np.dtype(dtype) if dtype is not None else csr.dtype
         if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
             raise TypeError(f"dtype must be float32 or float64, got {dtype}")
@@ -220,6 +225,16 @@ class Plan:
         if tuning is not None and tuning.get("build", "gpu") not in ("gpu", "cpu"):
             raise ValueError(f"tuning['build'] must be 'gpu' or 'cpu', got {tuning['build']!r}")
         self._tuning = tuning
+        # a default GPU BitTCF plan (no reordering, no permutation) leaves the O(m + nnz) check of A's
+        # offsets and columns to the GPU build, which reads them anyway (cuda/bittcf_build.cu: the same
+        # errors); every other plan checks A here
+        if tuning is not None and tuning.get("check", "device") not in ("device", "host"):
+            raise ValueError(f"tuning['check'] must be 'device' or 'host', got {tuning['check']!r}")
+        device_check = (self.format == "bittcf" and self.device == "gpu" and perm is None and reorder is None
+                        and calls is None and (tuning or {}).get("build", "gpu") == "gpu"
+                        and (tuning or {}).get("check", "device") == "device")
+        if not device_check:
+            csr = csr.checked()
         self._closed = False
         self._fast = None  # the C steady-state call (TF32 on the GPU)
         self._T = None  # the plan of A^T (autograd's backward), built at first use
@@ -229,7 +244,8 @@ class Plan:
         self._dev = {}  # name -> DeviceArray
         self._cusparse = {}  # n -> capsule
         self.stats = {"nnz": csr.nnz, "shape": csr.shape, "device": self.device,
-                      "precision": self.precision, "format": self.format}
+                      "precision": self.precision, "format": self.format,
+                      "csr_checked_on": "host" if csr.canonical is not None else "device"}
         csr = csr.astype(dtype)
         self._source = csr  # kept for the transposed plan
         self._csr = None
@@ -240,7 +256,8 @@ class Plan:
         self._pending = None  # (canonical CSR, perm or None) of a format the GPU builds at upload
         if self.format == "bittcf":
             t = time.perf_counter()
-            csr = csr.canonicalized()
+            if csr.canonical is not None:  # else the GPU build checks it, and takes any column order
+                csr = csr.canonicalized()
             steps["canonicalize"] = time.perf_counter() - t
             t = time.perf_counter()
             if perm is None:
@@ -376,7 +393,18 @@ class Plan:
             csr, perm = self._pending
             self._pending = None
             # the build's last steps overlap the first call's decision, which waits for them
-            self._bittcf = DeviceBitTCF(csr, perm, self._dev, self._device_id, defer=True)
+            try:
+                self._bittcf = DeviceBitTCF(csr, perm, self._dev, self._device_id, defer=True,
+                                            validate=csr.canonical is None)
+            except ValueError:
+                if csr.canonical is not None:
+                    raise
+                # malformed (the host check raises its own error) or duplicate entries (summed here)
+                self._source = csr.checked()
+                csr = self._source.canonicalized()
+                self._bittcf = DeviceBitTCF(csr, perm, self._dev, self._device_id, defer=True)
+            if self._source.canonical is None:  # checked by the build
+                self._source = replace(self._source, canonical=self._bittcf.canonical)
             self.stats.update(self._bittcf.stats)
             self.stats["build_gpu_method"] = self._bittcf.method
             self.stats["seconds"]["build_gpu"] = time.perf_counter() - t

@@ -310,7 +310,7 @@ class TF32Runner:
         self.shape = fmt.shape
         self.balance = balance
         self.tuning = dict(tuning or {})
-        unknown = set(self.tuning) - {"cap", "autotune", "build", "schedule", *VARIANT_KEYS}
+        unknown = set(self.tuning) - {"cap", "autotune", "build", "check", "schedule", *VARIANT_KEYS}
         if unknown:
             raise ValueError(f"unknown tuning key(s) {sorted(unknown)}")
         if self.tuning.get("schedule", "device") not in ("device", "host"):

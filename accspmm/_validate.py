@@ -10,7 +10,7 @@ Inputs are never modified: conversions make new arrays, and the C core only read
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -23,13 +23,16 @@ INT32_MAX = 2**31 - 1
 
 @dataclass(frozen=True)
 class CSR:
-    """A validated CSR: int64 indptr, int32 indices, float32/float64 data (read-only use)."""
+    """A validated CSR: int64 indptr, int32 indices, float32/float64 data (read-only use).
+    ``canonical``: sorted rows without duplicates (bool), or None for a CSR whose offsets and
+    columns have not been checked yet (``as_csr(A, check=False)``: a GPU plan's build checks them
+    on the device); :meth:`checked` checks it on the host."""
 
     shape: tuple
     indptr: np.ndarray
     indices: np.ndarray
     data: np.ndarray
-    canonical: bool
+    canonical: bool | None
 
     @property
     def nnz(self) -> int:
@@ -39,8 +42,17 @@ class CSR:
     def dtype(self) -> np.dtype:
         return self.data.dtype
 
+    def checked(self) -> "CSR":
+        """This CSR with its offsets and columns checked on the host (ValueError if malformed)."""
+        if self.canonical is not None:
+            return self
+        m, k = self.shape
+        return replace(self, canonical=bool(_core.csr_check(m, k, self.indptr, self.indices)))
+
     def canonicalized(self) -> "CSR":
         """Sorted rows without duplicates (duplicates summed), as scipy.sum_duplicates."""
+        if self.canonical is None:
+            return self.checked().canonicalized()
         if self.canonical:
             return self
         m, k = self.shape
@@ -62,8 +74,11 @@ def is_gpu_array(obj) -> bool:
         return False
 
 
-def as_csr(A) -> CSR:
-    """Validates A and returns it as a CSR view of exact dtypes (copies only where needed)."""
+def as_csr(A, check: bool = True) -> CSR:
+    """Validates A and returns it as a CSR view of exact dtypes (copies only where needed).
+    ``check=False`` leaves the O(m + nnz) check of the offsets and columns to the caller (the CSR's
+    ``canonical`` is None: see :meth:`CSR.checked`); the arrays' types and lengths are checked either
+    way, and the offsets' first and last entries, so that nnz = indptr[-1] entries can be read."""
     if not sp.issparse(A):
         kind = type(A).__name__
         hint = " (wrap dense data with scipy.sparse.csr_array(A))" if isinstance(A, np.ndarray) or is_gpu_array(A) else ""
@@ -95,6 +110,8 @@ def as_csr(A) -> CSR:
     else:
         indices = np.ascontiguousarray(indices)
     data = np.ascontiguousarray(data)
+    if not check and indptr[0] == 0 and 0 <= indptr[-1] <= indices.shape[0]:
+        return CSR((m, k), indptr, indices, data, None)
     canonical = _core.csr_check(m, k, indptr, indices)
     return CSR((m, k), indptr, indices, data, bool(canonical))
 

@@ -10,7 +10,8 @@ call with CuPy float16, BSR16's slice-major thread blocks (N = 200, 300, 320; at
 loads B by TMA on sm_90), and BSR16 at N = 3 on
 4096 block rows (copies padded to 8 columns; from Python and from the C call).  The TF32 schedule
 built on the device (pricing and rows, both sorts, one block and the cooperative grid).  Every GPU plan
-here is built on the device by the ranks method (under 2^20 nonzeros).  Exits 1 on any wrong result."""
+here is built on the device by the ranks method (under 2^20 nonzeros).  The build's check of an
+unchecked CSR: malformed offsets and columns (both methods), unsorted rows, duplicates.  Exits 1 on any wrong result."""
 
 import cupy as cp
 import numpy as np
@@ -97,5 +98,40 @@ for kernel in ("rows", "pairs"):
 import sanitize_schedule  # noqa: E402
 
 sanitize_schedule.run(check, rng)
+
+# the GPU build's check of an unchecked CSR (cuda/bittcf_build.cu), by both methods: malformed
+# offsets and columns refused before any step reads through them, unsorted rows and duplicates
+from accspmm._device_format import DeviceBitTCF  # noqa: E402
+from accspmm._validate import as_csr  # noqa: E402
+
+A4 = sp.random(3000, 900, density=0.004, format="csr", random_state=6, dtype=np.float32)
+A4.data = rng.integers(1, 9, size=A4.nnz).astype(np.float32)  # exact in TF32
+bad_col, bad_off = A4.copy(), A4.copy()
+bad_col.indices = bad_col.indices.copy()
+bad_col.indices[A4.nnz // 2] = 900
+bad_off.indptr = bad_off.indptr.copy()
+bad_off.indptr[1500] = bad_off.indptr[1501] + 3
+for M, word in ((bad_col, "column index"), (bad_off, "row offsets")):
+    for method in ("ranks", "sort"):
+        dev = {}
+        try:
+            DeviceBitTCF(as_csr(M, check=False), None, dev, 0, method=method, validate=True)
+            check(False, f"malformed CSR ({word}, {method}) built")
+        except ValueError as exc:
+            check(word in str(exc), f"malformed CSR ({word}, {method}): {exc}")
+        for arr in dev.values():
+            arr.free()
+shuffled = A4.copy()
+shuffled.indices, shuffled.data = shuffled.indices.copy(), shuffled.data.copy()
+for i in range(0, A4.shape[0], 3):  # rows reversed: unsorted, then a duplicate in the longest row
+    a, b = A4.indptr[i], A4.indptr[i + 1]
+    shuffled.indices[a:b], shuffled.data[a:b] = shuffled.indices[a:b][::-1], shuffled.data[a:b][::-1]
+B4 = rng.integers(-8, 9, size=(900, 40)).astype(np.float32)
+check(np.array_equal(accspmm.plan(shuffled, device="gpu")(B4), A4 @ B4), "unsorted rows, device check")
+row = int(np.argmax(np.diff(A4.indptr)))
+shuffled.indices[A4.indptr[row] + 1] = shuffled.indices[A4.indptr[row]]
+summed = sp.csr_matrix(shuffled.copy())
+summed.sum_duplicates()
+check(np.array_equal(accspmm.plan(shuffled, device="gpu")(B4), summed @ B4), "duplicates, device check")
 print("sanitize workload:", "OK" if ok else "WRONG")
 raise SystemExit(0 if ok else 1)

@@ -503,10 +503,10 @@ static const void *host_input(PyObject *a, int type, long long count, const char
 static PyObject *py_bittcf_gpu_build(PyObject *self, PyObject *args) {
     long long m, k, nnz;
     PyObject *ip, *ix, *iv, *pp, *wo, *h, *s, *idp = Py_None;
-    int keep, defer = 0, method = ACC_BITTCF_GPU_AUTO;
+    int keep, defer = 0, method = ACC_BITTCF_GPU_AUTO, validate = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "LLLOOOOOOpO|piO", &m, &k, &nnz, &ip, &ix, &iv, &pp, &wo, &h, &keep, &s,
-                          &defer, &method, &idp))
+    if (!PyArg_ParseTuple(args, "LLLOOOOOOpO|piOp", &m, &k, &nnz, &ip, &ix, &iv, &pp, &wo, &h, &keep, &s,
+                          &defer, &method, &idp, &validate))
         return NULL;
     if (idp != Py_None && pp != Py_None) {
         PyErr_SetString(PyExc_ValueError,
@@ -531,6 +531,11 @@ static PyObject *py_bittcf_gpu_build(PyObject *self, PyObject *args) {
     in.nnz = nnz;
     in.d_perm = pp == Py_None ? NULL : as_ptr(pp);
     in.method = method;
+    in.validate = validate;
+    if (validate && !PyArray_Check(ip)) {
+        PyErr_SetString(PyExc_ValueError, "bittcf_gpu_build: validate takes a host CSR");
+        return NULL;
+    }
     if (PyArray_Check(ip)) {
         in.h_row_offsets = host_input(ip, NPY_INT64, m + 1, "indptr");
         if (in.h_row_offsets) in.h_column_indices = host_input(ix, NPY_INT32, nnz, "indices");
@@ -560,15 +565,19 @@ static PyObject *py_bittcf_gpu_build(PyObject *self, PyObject *args) {
                             "BitTCF GPU build: the CSR has duplicate entries (canonicalise it)");
             return NULL;
         }
+        if (st == ACC_ERR_ROW_OFFSETS || st == ACC_ERR_COLUMN_INDEX) { /* validate: the device's check */
+            PyErr_Format(PyExc_ValueError, "BitTCF GPU build: %s", acc_status_string(st));
+            return NULL;
+        }
         return acc_py_cuda_raise(st, "BitTCF GPU build failed", 0);
     }
     PyObject *res = Py_BuildValue(
-        "{s:L,s:i,s:N,s:N,s:N,s:N,s:N,s:N,s:N}", "num_blocks", (long long)out.num_blocks, "method",
-        out.method_used, "block_meta", PyLong_FromVoidPtr(out.d_block_meta), "values_tf32",
-        PyLong_FromVoidPtr(out.d_values_tf32), "block_cols", PyLong_FromVoidPtr(out.d_block_cols),
-        "block_mask", PyLong_FromVoidPtr(out.d_block_mask), "block_value_offsets",
-        PyLong_FromVoidPtr(out.d_block_value_offsets), "values", PyLong_FromVoidPtr(out.d_values), "ready",
-        PyLong_FromVoidPtr(out.ready));
+        "{s:L,s:i,s:i,s:N,s:N,s:N,s:N,s:N,s:N,s:N}", "num_blocks", (long long)out.num_blocks, "method",
+        out.method_used, "canonical", out.canonical, "block_meta", PyLong_FromVoidPtr(out.d_block_meta),
+        "values_tf32", PyLong_FromVoidPtr(out.d_values_tf32), "block_cols",
+        PyLong_FromVoidPtr(out.d_block_cols), "block_mask", PyLong_FromVoidPtr(out.d_block_mask),
+        "block_value_offsets", PyLong_FromVoidPtr(out.d_block_value_offsets), "values",
+        PyLong_FromVoidPtr(out.d_values), "ready", PyLong_FromVoidPtr(out.ready));
     if (!res) { /* the outputs leak (as for any failed result dict); the event must not be waited on */
         acc_cuda_event_destroy(out.ready);
     }
@@ -813,9 +822,9 @@ static PyMethodDef cuda_methods[] = {
     {"fill_identity", py_fill_identity, METH_VARARGS, "fill_identity(d_int64, n, stream): d[i] = i"},
     {"bittcf_gpu_build", py_bittcf_gpu_build, METH_VARARGS,
      "bittcf_gpu_build(m, k, nnz, indptr, indices, values, perm|None, window_offsets, h_window_offsets, "
-     "keep_blocks, stream[, defer[, method[, identity_perm]]]) -> dict of device addresses, num_blocks, "
-     "method, "
-     "ready (identity_perm: a device int64 [m] that gets 0..m-1, with perm None)"},
+     "keep_blocks, stream[, defer[, method[, identity_perm[, validate]]]]) -> dict of device addresses, "
+     "num_blocks, method, canonical, ready (identity_perm: a device int64 [m] that gets 0..m-1, with perm "
+     "None; validate: a host CSR not checked on the host, checked on the device: ValueError if malformed)"},
     {"event_wait", py_event_wait, METH_O,
      "event_wait(handle): wait for a deferred build and destroy its event"},
     {"event_destroy", py_event_destroy, METH_O, "event_destroy(handle): destroy a deferred build's event"},

@@ -103,6 +103,11 @@ typedef struct acc_bittcf_gpu_input {
     const int32_t *h_column_indices; /* [nnz], host */
     const float *h_values;           /* [nnz], host */
     int method; /* ACC_BITTCF_GPU_AUTO (0): ranks up to ACC_BITTCF_GPU_RANKS_MAX nonzeros, else the sort */
+    int validate; /* the host CSR was not checked (acc_csr_check): the device checks it before any step
+                   * reads through it and returns ACC_ERR_ROW_OFFSETS or ACC_ERR_COLUMN_INDEX as that
+                   * check would; any order of columns is taken (duplicates: ACC_ERR_NOT_CANONICAL).
+                   * The caller must pass the h_ pointers, with nnz = h_row_offsets[m] and nnz
+                   * entries of h_column_indices and h_values readable (only those are read). */
 } acc_bittcf_gpu_input;
 
 /* acc_bittcf_gpu_input.method (bittcf_build.cu's header): the same arrays either way. */
@@ -133,6 +138,8 @@ typedef struct acc_bittcf_gpu_output {
     float *d_values_tf32;
     int64_t num_blocks;
     int method_used; /* set by the build: ACC_BITTCF_GPU_SORT or ACC_BITTCF_GPU_RANKS */
+    int canonical;   /* set by a build that succeeded: with validate, 1 where every row's columns
+                      * ascend strictly (the CSR is canonical), else 0; without validate, 1 */
     int64_t *d_identity_perm; /* [m], device, or NULL: the caller's; the build writes 0..m-1 into it (a plan
                                * without reordering: the TF32 kernel's perm, with no launch of its own) */
 } acc_bittcf_gpu_output;

@@ -50,6 +50,12 @@
  * searches per entry at most, whatever the degrees.  A row whose columns do not ascend (the
  * caller's CSR is not canonical) sends the build to the sort (method 0), which also reports
  * duplicates.
+ *
+ * The check (acc_bittcf_gpu_input.validate): a host CSR that acc_csr_check has not seen is checked
+ * here instead, as that check does (offsets from 0 to nnz, never decreasing, then every column in
+ * [0, k)), before any step indexes through it: the first phase of the ranks' first kernel (a grid
+ * barrier, no launch), or a kernel of its own and one wait before the sort.  A small plan's host
+ * check cost 12-70 us on the GPU machine's host, the device's pass a few.
  */
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
@@ -190,12 +196,50 @@ __global__ void pack_meta(int64_t nblocks, const int32_t *__restrict__ block_col
     GRID_STRIDE(b, nblocks) pack_one(b, block_cols, mask, offsets, meta);
 }
 
+/* ---- the check (this file's header) ----------------------------------------------------------- */
+
+/* What the check found, as bits: offsets that do not run from 0 to nnz without decreasing, a column
+ * outside [0, k), a column not above its predecessor in its row (not canonical; sort path only). */
+enum { kBadOffsets = 1, kBadColumn = 2, kDescent = 4 };
+
+__device__ __forceinline__ int offset_fault(const int64_t *__restrict__ ro, int64_t m, int64_t nnz,
+                                            int64_t i) {
+    const bool bad = i == 0 ? ro[0] != 0 : ro[i] < ro[i - 1] || (i == m && ro[m] != nnz);
+    return bad ? kBadOffsets : 0;
+}
+
+__device__ __forceinline__ int column_fault(const int32_t *__restrict__ ci, int64_t k, int64_t e) {
+    return (uint32_t)ci[e] >= (uint64_t)k ? kBadColumn : 0; /* k <= INT32_MAX: negatives are >= k unsigned */
+}
+
+/* The check before the sort: faults into *fault (zeroed by the caller).  A descent's row comes from a
+ * binary search that stays within ro[0, m) whatever the offsets hold (its answer only counts when they
+ * are valid). */
+__global__ void check_csr(int64_t m, int64_t nnz, int64_t k, const int64_t *__restrict__ ro,
+                          const int32_t *__restrict__ ci, int *__restrict__ fault) {
+    int f = 0;
+    GRID_STRIDE(i, m + 1) f |= offset_fault(ro, m, nnz, i);
+    GRID_STRIDE(e, nnz) {
+        f |= column_fault(ci, k, e);
+        if (e > 0 && ci[e] <= ci[e - 1] && ro[row_holding(ro, m, e)] != e) f |= kDescent;
+    }
+    if (f) atomicOr(fault, f);
+}
+
+/* A fault's status, as acc_csr_check reports it: the offsets first. */
+int fault_status(int fault) {
+    return fault & kBadOffsets  ? ACC_ERR_ROW_OFFSETS
+           : fault & kBadColumn ? ACC_ERR_COLUMN_INDEX
+                                : ACC_SUCCESS;
+}
+
 /* ---- the ranks (this file's header): two cooperative kernels ------------------------------- */
 
 namespace cg = cooperative_groups;
 
 struct RankArgs {
-    int64_t m, nnz, W;
+    int64_t m, nnz, W, k;
+    int validate;             /* check the CSR first (this file's header) */
     const int64_t *ro;        /* row offsets [m + 1] */
     const int32_t *ci;        /* column indices [nnz] */
     const float *vin;         /* values [nnz] */
@@ -207,7 +251,7 @@ struct RankArgs {
     int32_t *wcount;          /* [W]: distinct columns per window */
     int64_t *wo;              /* [W + 1]: window offsets (output) */
     int64_t *partial;         /* [2 * gridDim.x]: the blocks' sums of the grid-wide scans */
-    int *flags;               /* [2]: a duplicate entry, a descent (columns not ascending) */
+    int *flags; /* [3]: a duplicate entry, a descent (columns not ascending), the check's faults */
     int64_t nb;               /* blocks (second kernel) */
     int32_t *cols;            /* [8 nb] */
     unsigned long long *mask; /* [nb] */
@@ -301,8 +345,28 @@ __global__ void __launch_bounds__(kThreads) ranks_count(const RankArgs a) {
         if (a.iota) a.iota[i] = i;
     }
     GRID_STRIDE(w, a.W) a.wcount[w] = 0;
-    if (blockIdx.x == 0 && threadIdx.x < 2) a.flags[threadIdx.x] = 0;
+    if (blockIdx.x == 0 && threadIdx.x < 3) a.flags[threadIdx.x] = 0;
+    if (a.validate) { /* each block's faults into partial[block] (free until the scans below) */
+        int f = 0;
+        GRID_STRIDE(i, a.m + 1) f |= offset_fault(a.ro, a.m, a.nnz, i);
+        GRID_STRIDE(e, a.nnz) f |= column_fault(a.ci, a.k, e);
+        f = (__syncthreads_or(f & kBadOffsets) ? kBadOffsets : 0) |
+            (__syncthreads_or(f & kBadColumn) ? kBadColumn : 0);
+        if (threadIdx.x == 0) a.partial[blockIdx.x] = f;
+    }
     grid.sync();
+    if (a.validate) { /* every block reads all the faults: all leave together, before any read through them */
+        int f = 0;
+        for (int64_t b = threadIdx.x; b < gridDim.x; b += blockDim.x)
+            f |= (int)a.partial[b];
+        f = (__syncthreads_or(f & kBadOffsets) ? kBadOffsets : 0) |
+            (__syncthreads_or(f & kBadColumn) ? kBadColumn : 0);
+        if (f) { /* the window offsets zeroed: the host reads them back with the flags */
+            if (blockIdx.x == 0 && threadIdx.x == 0) a.flags[2] = f;
+            GRID_STRIDE(w, a.W + 1) a.wo[w] = 0;
+            return;
+        }
+    }
     GRID_STRIDE(e, a.nnz) {
         const int64_t row = row_holding(a.ro, a.m, e);
         a.row_of[e] = (int32_t)row;
@@ -482,15 +546,19 @@ cudaError_t launch_coop(void (*kernel)(RankArgs), unsigned blocks, RankArgs *a, 
 
 /* Ranks instead of the sort (this file's header).  RANKS_DECLINED where a row's columns do not
  * ascend, or the device cannot tell how many blocks run at once or refuses the cooperative grid
- * (the caller runs the sort on the same input: nothing of this call is left queued). */
+ * (the caller runs the sort on the same input: nothing of this call is left queued).  With
+ * in->validate, *checked = 1 once the check has passed (the sort then needs none). */
 constexpr int RANKS_DECLINED = 1;
 
-int build_ranks(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cudaStream_t s, Temps &tmp) {
+int build_ranks(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cudaStream_t s, Temps &tmp,
+                int *checked) {
     const int64_t m = in->m, nnz = in->nnz, W = (m + 7) / 8;
     RankArgs a = {};
     a.m = m;
     a.nnz = nnz;
     a.W = W;
+    a.k = in->k;
+    a.validate = in->validate;
     a.ro = in->d_row_offsets;
     a.ci = in->d_column_indices;
     a.vin = in->d_values;
@@ -504,14 +572,14 @@ int build_ranks(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cuda
     const unsigned g1 = (unsigned)std::min(want, w1), g2 = (unsigned)std::min(want, w2);
     TRY(tmp.reserve((a.perm ? arena_bytes<int64_t>((size_t)m) : 0) + arena_bytes<int32_t>((size_t)nnz) +
                     arena_bytes<int32_t>((size_t)nnz + 1) + arena_bytes<int32_t>((size_t)W) +
-                    arena_bytes<int64_t>(2 * (size_t)std::max(g1, g2)) + arena_bytes<int>(2) +
+                    arena_bytes<int64_t>(2 * (size_t)std::max(g1, g2)) + arena_bytes<int>(3) +
                     arena_bytes<int64_t>((size_t)nnz)));
     if (a.perm) TRY(tmp.get(&a.iperm, (size_t)m));
     TRY(tmp.get(&a.row_of, (size_t)nnz));
     TRY(tmp.get(&a.S, (size_t)nnz + 1));
     TRY(tmp.get(&a.wcount, (size_t)W));
     TRY(tmp.get(&a.partial, 2 * (size_t)std::max(g1, g2)));
-    TRY(tmp.get(&a.flags, 2));
+    TRY(tmp.get(&a.flags, 3));
     TRY(tmp.get(&a.D, (size_t)nnz));
     const cudaError_t e = launch_coop(ranks_count, g1, &a, s);
     if (e == cudaErrorCooperativeLaunchTooLarge || e == cudaErrorNotSupported) {
@@ -519,11 +587,14 @@ int build_ranks(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cuda
         return RANKS_DECLINED;
     }
     ACC_CUDA_TRY(e);
-    int h_flags[2] = {0, 0};
+    int h_flags[3] = {0, 0, 0};
     const acc_d2h_segment back[2] = {{out->h_window_offsets, a.wo, (size_t)(W + 1) * sizeof(int64_t)},
                                      {h_flags, a.flags, sizeof h_flags}};
     TRY(acc_d2h_staged(back, 2, s)); /* one wait (two pageable copies made three) */
+    if (h_flags[2]) return fault_status(h_flags[2]); /* no window offsets (zeros) */
+    *checked = in->validate;
     if (h_flags[0]) return ACC_ERR_NOT_CANONICAL;
+    if (in->validate) out->canonical = !h_flags[1];
     if (h_flags[1]) return RANKS_DECLINED;
     a.nb = out->h_window_offsets[W];
     TRY(alloc_blocks(out, a.nb, nnz, s, tmp, &a.cols, &a.mask, &a.offsets));
@@ -533,6 +604,21 @@ int build_ranks(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cuda
     ACC_CUDA_TRY(launch_coop(ranks_place, g2, &a, s));
     out->method_used = ACC_BITTCF_GPU_RANKS;
     return finish(out, s);
+}
+
+/* The check before the sort (this file's header): one kernel and one wait; sets out->canonical. */
+int check_before_sort(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cudaStream_t s,
+                      Temps &tmp) {
+    int *fault = nullptr, h_fault = 0;
+    TRY(tmp.get(&fault, 1));
+    ACC_CUDA_TRY(cudaMemsetAsync(fault, 0, sizeof(int), s));
+    check_csr<<<wave_grid(check_csr, kThreads, 0, grid_for(std::max(in->m + 1, in->nnz))), kThreads, 0, s>>>(
+        in->m, in->nnz, in->k, in->d_row_offsets, in->d_column_indices, fault);
+    LAUNCH_CHECK();
+    const acc_d2h_segment back = {&h_fault, fault, sizeof h_fault};
+    TRY(acc_d2h_staged(&back, 1, s));
+    out->canonical = !(h_fault & kDescent);
+    return fault_status(h_fault);
 }
 
 template <typename V>
@@ -673,7 +759,8 @@ extern "C" int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_g
     if (!in || !out || in->m < 0 || in->k < 0 || in->nnz < 0 || !out->d_window_offsets ||
         !out->h_window_offsets ||
         (in->nnz > 0 && !on_host && (!in->d_row_offsets || !in->d_column_indices || !in->d_values)) ||
-        (in->nnz > 0 && on_host && (!in->h_row_offsets || !in->h_column_indices || !in->h_values)))
+        (in->nnz > 0 && on_host && (!in->h_row_offsets || !in->h_column_indices || !in->h_values)) ||
+        (in->validate && (!on_host || !in->h_row_offsets)))
         return ACC_ERR_INVALID_ARGUMENT;
     out->d_block_cols = nullptr;
     out->d_block_mask = nullptr;
@@ -684,6 +771,7 @@ extern "C" int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_g
     out->num_blocks = 0;
     out->ready = nullptr;
     out->method_used = 0;
+    out->canonical = 1;
     if (in->method < ACC_BITTCF_GPU_AUTO || in->method > ACC_BITTCF_GPU_RANKS)
         return ACC_ERR_INVALID_ARGUMENT;
     cudaStream_t s = (cudaStream_t)stream;
@@ -696,6 +784,9 @@ extern "C" int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_g
         if (st != ACC_SUCCESS) return st;
     }
     if (in->nnz == 0) { /* no blocks: zero offsets, one-element placeholders */
+        if (in->validate) /* the check: every offset 0 (nothing uploaded, so on the host) */
+            for (int64_t i = 0; i <= in->m; i++)
+                if (in->h_row_offsets[i] != 0) return ACC_ERR_ROW_OFFSETS;
         int st =
             acc_cuda_status(cudaMemsetAsync(out->d_window_offsets, 0, (size_t)(W + 1) * sizeof(int64_t), s),
                             "cudaMemsetAsync");
@@ -719,12 +810,17 @@ extern "C" int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_g
     {
         Temps tmp(s);
         acc_bittcf_gpu_input dev_in = *in;
+        int checked = 0;
         st = on_host ? upload(in, &dev_in, s, tmp) : ACC_SUCCESS;
-        if (st == ACC_SUCCESS) st = ranks ? build_ranks(&dev_in, out, s, tmp) : RANKS_DECLINED;
+        if (st == ACC_SUCCESS) st = ranks ? build_ranks(&dev_in, out, s, tmp, &checked) : RANKS_DECLINED;
         if (st == RANKS_DECLINED && ranks &&
             out->d_identity_perm) { /* declined, maybe before its kernel ran */
             const int fst = acc_cuda_fill_identity(out->d_identity_perm, in->m, stream);
             if (fst != ACC_SUCCESS) st = fst;
+        }
+        if (st == RANKS_DECLINED && in->validate && !checked) {
+            st = check_before_sort(&dev_in, out, s, tmp);
+            if (st == ACC_SUCCESS) st = RANKS_DECLINED; /* checked: on to the sort */
         }
         if (st == RANKS_DECLINED) /* not tried, or declined */
             st = in->nnz < (int64_t(1) << 32) ? build<uint32_t>(&dev_in, out, s, tmp)

@@ -146,7 +146,7 @@ struct Args {
     int64_t *out;            /* [8 * ncaps] or NULL */
     int32_t *rows;           /* rows mode: [capacity * kWords] */
     uint64_t *keys;          /* with rows: each task's cost (for an LPT sort), or NULL */
-    int32_t *index;          /* with keys: each task's row (the device-wide sort's values) */
+    int32_t *index;          /* with keys, for the device-wide sort: each task's row (its values), or NULL */
     int64_t capacity;
     int index_bits, end_bit; /* kSortItems > 0: the sort keys' layout */
     int32_t *sorted;         /* kSortItems > 0: the rows in LPT order */
@@ -327,10 +327,8 @@ template <int kSortItems> __global__ void __launch_bounds__(kThreads) schedule_k
             row[2] = r2;
             row[3] = r3;
             row[4] = r4;
-            if (a.keys) {
-                a.keys[r] = (uint64_t)cost;
-                a.index[r] = (int32_t)r;
-            }
+            if (a.keys) a.keys[r] = (uint64_t)cost;
+            if (a.index) a.index[r] = (int32_t)r; /* the device-wide sort's values only */
         }
     };
     walk(a, lo, hi, cap, k, run1, run2, sh,
@@ -560,12 +558,11 @@ extern "C" int acc_tf32_schedule_rows(const int64_t *d_window_offsets, int64_t n
         a.index_bits = ib;
         a.end_bit = ib + bits_for(max_cost + 1);
         a.sorted = d_tasks;
-        auto place = [&](Args &x, char *at) {
-            x.rows = reinterpret_cast<int32_t *>(at);
-            x.keys = reinterpret_cast<uint64_t *>(at + rows_bytes);
-            x.index = reinterpret_cast<int32_t *>(x.keys + n);
+        auto place = [&](Args &x, char *at) { /* the block sort carries the row in its key: no index */
+                                              x.rows = reinterpret_cast<int32_t *>(at);
+                                              x.keys = reinterpret_cast<uint64_t *>(at + rows_bytes);
         };
-        const size_t extra = rows_bytes + n * sizeof(uint64_t) + n * sizeof(int32_t);
+        const size_t extra = rows_bytes + n * sizeof(uint64_t);
         /* the fewest keys a thread that hold the tasks: the sort's time grows with them (522 tasks in
          * 16 a thread took 20 us, 130 in 2 about 4 us, on the H100) */
         st = ntasks <= 2 * kThreads   ? run_schedule<2>(a, 1, extra, place, &scratch, s)

@@ -99,6 +99,34 @@ def test_malformed_csr(case, B):
     _unchanged(before, indptr, indices, data, B)
 
 
+def test_unchecked_csr_is_checked_before_any_host_use():
+    """as_csr(check=False) defers only the O(m + nnz) pass (a GPU plan's build does it on the device):
+    the offsets' ends are checked at once, and checked() / canonicalized() run the host check, with
+    its errors, before any host step reads through the arrays."""
+    from accspmm._validate import as_csr
+
+    good = sp.csr_matrix(np.array([[0, 2, 1], [3, 0, 0]], np.float32))
+    good.indices = np.array([2, 1, 0], np.int32)  # row 0 unsorted
+    c = as_csr(good, check=False)
+    assert c.canonical is None
+    assert c.checked().canonical is False
+    canon = c.canonicalized()
+    assert canon.canonical is True and canon.indices.tolist() == [1, 2, 0]
+    for ip in ([1, 2, 3], [0, 2, 9], [0, 2, -1]):  # the ends: refused with the full check's error
+        M = _malformed(np.array(ip, np.int32), np.array([0, 1, 2], np.int32), np.ones(3, np.float32), (2, 3))
+        with pytest.raises(ValueError, match="row offsets|indptr"):
+            as_csr(M, check=False)
+    M = _malformed(np.array([0, 2, 3], np.int32), np.array([0, 5, 2], np.int32), np.ones(3, np.float32), (2, 3))
+    lazy = as_csr(M, check=False)
+    assert lazy.canonical is None
+    for step in (lazy.checked, lazy.canonicalized):
+        with pytest.raises(ValueError, match="column index"):
+            step()
+    # a CPU plan (no device check) and a GPU plan with a reordering check on the host
+    with pytest.raises(ValueError, match="column index"):
+        accspmm.plan(M, device="cpu")
+
+
 def test_bad_options(A, B):
     with pytest.raises(ValueError, match="device"):
         accspmm.spmm(A, B, device="tpu")
