@@ -73,7 +73,7 @@ import time
 
 import numpy as np
 
-from ._device import DeviceArray, HostSlot
+from ._device import DeviceArray, HostSlot, _cuda_for_arrays
 from ._validate import INT32_MAX
 
 WARPS = 2  # ACC_TF32_WARPS in cuda/tf32_spmm.h (checked against the built extension)
@@ -103,6 +103,7 @@ def blocks_per_sm(variant: dict) -> int:
 
 CAPS = (0, 2, 4, 8, 16, 32, 64, 128, 256)
 _CAP_INDEX = {c: i for i, c in enumerate(CAPS)}  # a cap's place in the device schedule's prices
+_CAP_KEY = {c: str(c) for c in CAPS}  # their stats keys (a str() of each at every decision is slow)
 #: the one-wave rule's wave: S = 2 grids of fewer than REF_SMS x this many thread blocks run at S = 1.
 #: 8 is the register pipeline's occupancy at S = 2, which the rule was set with; at the staged
 #: pipeline's 12 (the S = 2 default since), 11 matrices and widths moved to S = 1 and all 11 ran
@@ -298,7 +299,9 @@ class TF32Runner:
         tuning: optional {"cap": int, plus VARIANT_KEYS} for experiments and tests.
         elem: the operand format (``ELEM``); a half format needs dev["values"] to hold the dense
         tiles of ``_cuda.half_tiles`` (and block_meta their offsets), accspmm._half builds them."""
-        from . import _core, _cuda
+        from . import _core
+
+        _cuda = _cuda_for_arrays()  # not ``from . import``: importlib's fromlist handling costs microseconds
 
         if (_cuda.TF32_WARPS, _cuda.TF32_TASK_WORDS) != (WARPS, TASK_WORDS):
             raise RuntimeError(f"accspmm._cuda was built with {_cuda.TF32_WARPS} warps per TF32 task, the "
@@ -354,6 +357,7 @@ class TF32Runner:
         self._wide = {}  # n -> the S = 2 variant that the one-wave rule replaced by S = 1
         # first call per n times the candidate variants, unless a variant field is forced
         self._autotune = bool(self.tuning.get("autotune", True)) and not (set(self.tuning) & set(VARIANT_KEYS))
+        self._override = {k: v for k, v in self.tuning.items() if k in VARIANT_KEYS}  # forced variant fields
         self._tuned = set()
         self._stats = stats
         # a format the GPU is still building (accspmm._device_format, defer=True): waited for
@@ -419,8 +423,7 @@ class TF32Runner:
         """(cap, variant) for width n, recorded in stats['schedule_by_n'][n]."""
         if n in self._decisions:
             return self._decisions[n]
-        variant = choose_variant(n, self.shape[1], self._l2,
-                                 {k: v for k, v in self.tuning.items() if k in VARIANT_KEYS}, self.elem)
+        variant = choose_variant(n, self.shape[1], self._l2, self._override, self.elem)
         slices = -(-n // (self.unit * variant["slice_s"]))
         if "cap" in self.tuning:
             caps, why = (int(self.tuning["cap"]),), "forced by tuning['cap']"
@@ -460,7 +463,8 @@ class TF32Runner:
             why += "; S = 1 (under one wave of thread blocks at S = 2)"
         report = {"cap": best, "tasks": ntasks, "schedule_on": "device" if self._on_device(best) else "host",
                   "split_windows": self._counts(best)[2] if best > 0 else 0,
-                  "predicted": {str(c): round(v, 1) for c, v in pred.items()},
+                  # unrounded (round() costs ~1 us a cap)
+                  "predicted": {_CAP_KEY[c] if c in _CAP_KEY else str(c): v for c, v in pred.items()},
                   "reason": f"{why}: cap {best} ({'identity' if best == 0 else 'packed/split'}) "
                             f"predicts {pred[best]:.1f} units",
                   "variant": variant, "ibd": self._ibd}

@@ -10,7 +10,7 @@ Inputs are never modified: conversions make new arrays, and the C core only read
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -47,7 +47,7 @@ class CSR:
         if self.canonical is not None:
             return self
         m, k = self.shape
-        return replace(self, canonical=bool(_core.csr_check(m, k, self.indptr, self.indices)))
+        return CSR(self.shape, self.indptr, self.indices, self.data, bool(_core.csr_check(m, k, self.indptr, self.indices)))
 
     def canonicalized(self) -> "CSR":
         """Sorted rows without duplicates (duplicates summed), as scipy.sum_duplicates."""
