@@ -13,6 +13,15 @@ as ``TF32Runner.decide``), and its regret is that cap's measured time over the f
 search minimises the geometric-mean regret over all cases; leave-one-matrix-out cross-validation
 (fit on the other matrices, score the held-out one) estimates the regret on matrices the fit has
 not seen.  Prints the current constants' regret, the fit's, and the cross-validated one.
+
+    python benchmarks/fit_caps.py DIR variant_guess.json --penalties
+
+keeps the constants and scores ``TF32Runner.decide``'s choice itself (the caps ``packing_caps``
+keeps) with two terms the model does not have, as the decision could add them from the counts the
+schedule already returns: ``cut`` units of work per window cut over several warps (GROUP members
+and multi-part SPLIT windows: their shared-memory and workspace reductions), and a factor
+``1 + packed`` on every cap but the identity (what packed warps lose).  A grid search with
+leave-one-matrix-out cross-validation, as above, and the cases the best setting makes worse.
 """
 
 from __future__ import annotations
@@ -80,6 +89,56 @@ def regrets(cases, table, consts, pfac):
     return out
 
 
+CUT = (0, 4, 8, 12, 16, 24, 32, 48, 64)
+PACKED = (0, 0.02, 0.03, 0.05, 0.08, 0.1)
+
+
+def penalties(args):
+    """--penalties (module docstring)."""
+    cases = load_cases(args.files)
+    names = sorted({c["matrix"] for c in cases})
+    info = {}
+    for f in datasets.matrix_files(args.dir):
+        name = datasets.matrix_name(f)
+        if name in names:
+            csr = as_csr(datasets.load_matrix(f, np.float32)).canonicalized()
+            wo = np.ascontiguousarray(BitTCF.from_csr(csr).window_offsets, np.int64)
+            mean = float(wo[-1]) / (wo.size - 1) if wo.size > 1 else 0.0
+            info[name] = (costs(wo, _tf32._CONSTANTS), {c: _tf32.schedule(wo, c)[2][2] for c in _tf32.CAPS},
+                          _tf32.packing_caps(_tf32.CAPS, mean))
+
+    def choose(c, cut, packed):
+        (sums, maxes, ntasks), cuts, kept = info[c["matrix"]]
+        P = _tf32.REF_SMS * c["bps"]
+        pred = {}
+        for cap, s, w, t in zip(_tf32.CAPS, sums, maxes, ntasks):
+            if cap in kept and cap in c["t"]:
+                pred[cap] = ((s + cut * cuts[cap]) * c["slices"] / P + w) * (1 + packed * (cap > 0)) if t else 0.0
+        return min(pred, key=lambda x: (pred[x], -x))
+
+    every = range(len(cases))
+    grid = [(a, b) for a in CUT for b in PACKED]
+    sc = {k: {i: cases[i]["t"][choose(cases[i], *k)] / cases[i]["best"] for i in every} for k in grid}
+    held = {}
+    for m in names:
+        train = [i for i in every if cases[i]["matrix"] != m]
+        k = min(grid, key=lambda k: (gmean(sc[k][i] for i in train), k != (0, 0)))
+        held.update({i: sc[k][i] for i in every if cases[i]["matrix"] == m})
+    best = min(grid, key=lambda k: (gmean(sc[k].values()), k != (0, 0)))
+    base = sc[(0, 0)]
+    print(f"{len(cases)} cases, {len(names)} matrices; the decision's cap regret (geomean, max):")
+    print(f"  current: {gmean(base.values()):.4f}, {max(base.values()):.3f}")
+    print(f"  best (cut {best[0]}, packed {best[1]}): {gmean(sc[best].values()):.4f}, {max(sc[best].values()):.3f}; "
+          f"leave-one-matrix-out {gmean(held.values()):.4f}, {max(held.values()):.3f}")
+    for k in [(0, best[1]), (best[0], 0)]:
+        print(f"  cut {k[0]}, packed {k[1]} alone: {gmean(sc[k].values()):.4f}, {max(sc[k].values()):.3f}")
+    moved = sorted((i for i in every if abs(sc[best][i] / base[i] - 1) > 0.03), key=lambda i: sc[best][i] / base[i])
+    for i in moved:
+        c = cases[i]
+        print(f"  {c['matrix']:16s} n={c['n']:4d} cap {choose(c, 0, 0)} -> {choose(c, *best)}: "
+              f"regret {base[i]:.3f} -> {sc[best][i]:.3f}")
+
+
 def gmean(xs):
     xs = list(xs)
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
@@ -90,7 +149,10 @@ def main():
     ap.add_argument("dir")
     ap.add_argument("files", nargs="+")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--penalties", action="store_true", help="score the decision with the two extra terms")
     args = ap.parse_args()
+    if args.penalties:
+        return penalties(args)
     cases = load_cases(args.files)
     names = sorted({c["matrix"] for c in cases})
     offsets = {}
