@@ -252,7 +252,7 @@ class Plan:
         if perm is not None and reorder not in (None, "none"):
             raise ValueError("pass either perm or reorder, not both")
         steps = self.stats["seconds"] = {"validate": time.perf_counter() - t0}
-        self._pending = None  # (canonical CSR, perm or None) of a format the GPU builds at upload
+        self._pending = None  # (CSR, canonical or unchecked; perm or None) of a format the GPU builds at upload
         if self.format == "bittcf":
             t = time.perf_counter()
             if csr.canonical is not None:  # else the GPU build checks it, and takes any column order
@@ -392,16 +392,16 @@ class Plan:
             csr, perm = self._pending
             self._pending = None
             # the build's last steps overlap the first call's decision, which waits for them
+            built = None
             try:
-                self._bittcf = DeviceBitTCF(csr, perm, self._dev, self._device_id, defer=True,
-                                            validate=csr.canonical is None)
+                built = DeviceBitTCF(csr, perm, self._dev, self._device_id, defer=True, validate=csr.canonical is None)
             except ValueError:
                 if csr.canonical is not None:
                     raise
-                # malformed (the host check raises its own error) or duplicate entries (summed here)
+            if built is None:  # malformed (the host check raises its own error) or duplicates (summed here)
                 self._source = csr.checked()
-                csr = self._source.canonicalized()
-                self._bittcf = DeviceBitTCF(csr, perm, self._dev, self._device_id, defer=True)
+                built = DeviceBitTCF(self._source.canonicalized(), perm, self._dev, self._device_id, defer=True)
+            self._bittcf = built
             src = self._source
             if src.canonical is None:  # checked by the build (dataclasses.replace costs ~10 us)
                 self._source = CSR(src.shape, src.indptr, src.indices, src.data, self._bittcf.canonical)

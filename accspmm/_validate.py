@@ -47,7 +47,8 @@ class CSR:
         if self.canonical is not None:
             return self
         m, k = self.shape
-        return CSR(self.shape, self.indptr, self.indices, self.data, bool(_core.csr_check(m, k, self.indptr, self.indices)))
+        canonical = bool(_core.csr_check(m, k, self.indptr, self.indices))
+        return CSR(self.shape, self.indptr, self.indices, self.data, canonical)
 
     def canonicalized(self) -> "CSR":
         """Sorted rows without duplicates (duplicates summed), as scipy.sum_duplicates."""

@@ -46,11 +46,13 @@ def _malformed_cases():
     ip, ix, dv = A.indptr.copy(), A.indices.copy(), A.data.copy()
     nnz, m, k = A.nnz, A.shape[0], A.shape[1]
     cases = []
-    for name, pos, value in (("column k", nnz - 1, k), ("column -1", nnz // 2, -1), ("column 2^31-1", 0, 2**31 - 1)):
+    for name, pos, value in (("column k", nnz - 1, k), ("column -1", nnz // 2, -1),
+                             ("column 2^31-1", 0, 2**31 - 1)):
         bad = ix.copy()
         bad[pos] = value
         cases.append((name, _raw(ip.copy(), bad, dv.copy(), A.shape)))
-    for name, row in (("offsets decrease early", 1), ("offsets decrease in the middle", m // 2), ("offsets decrease at the end", m - 1)):
+    for name, row in (("offsets decrease early", 1), ("offsets decrease in the middle", m // 2),
+                      ("offsets decrease at the end", m - 1)):
         bad = ip.copy()
         bad[row] = bad[row + 1] + 1  # larger than the next one (and within [0, nnz])
         if bad[row] > nnz:
