@@ -30,14 +30,18 @@ The predicted time of a schedule is the list-scheduling bound
 ``sum of task costs x slices / P + max task cost`` with ``P = REF_SMS x blocks per SM``
 concurrent thread blocks: the first term is the work, the second the tail of the last wave.
 ``REF_SMS`` is a fixed reference width (132, an H100/H200), not the device's, so a matrix and N
-always get the same schedule and the same result bits on every GPU.  The cap with the lowest
+always get the same schedule and the same result bits on every GPU.  Where the identity schedule
+(cap 0) alone fills a wave (its tasks x slices >= P), the decision adds two costs the bound lacks
+(``decision_predictions``): ``CUT_COST`` per window cut over several warps, and ``PACKED_FACTOR`` on
+every packed cap.  The cap with the lowest
 prediction among the ``CAPS`` that ``packing_caps`` keeps (at most ``PACK_WINDOWS`` windows of the
 mean length per warp) is used (ties: the larger cap); cap 0 is the identity schedule (one window
 per warp, no split).  The constants were fitted on an H100 sweep (12 matrices >= 100k nnz,
 N = 128 and 512, caps 0..128 each timed; benchmarks/NOTES.md) with 8-warp thread blocks; a refit
 for 2-warp blocks (benchmarks/fit_caps.py, 24 matrices x N = 32-512) did not beat them under
-cross-validation, and with the packing limit the chosen cap is 3.0% slower than the fastest cap
-in geometric mean.  ``plan.stats['schedule_by_n'][n]`` records
+cross-validation, and with the packing limit the chosen cap was 2.8-2.9% slower than the fastest
+cap in geometric mean (three runs), 1.7% with the decision's two terms below
+(benchmarks/results/h100_variant_guess_cut_terms.txt).  ``plan.stats['schedule_by_n'][n]`` records
 every prediction, the choice and the reason, with the paper's imbalance degree (IBD) beside it.
 
 Where it is built: on the device (cuda/tf32_schedule.cu) by default.  A plan prices every cap of
@@ -224,6 +228,51 @@ def price_caps(window_offsets, caps, slices: int, variant: dict) -> tuple:
     sums, maxes, ntasks = sums.tolist(), maxes.tolist(), ntasks.tolist()  # Python numbers: no NumPy scalars
     pred = {c: s * slices / P + w if t else 0.0 for c, s, w, t in zip(caps, sums, maxes, ntasks)}
     return pred, dict(zip(caps, ntasks))
+
+
+def price_terms(window_offsets, caps) -> tuple:
+    """({cap: (cost sum, max, tasks, windows cut over warps)}, the identity schedule's task count)
+    from the C schedule (the device prices hold the same numbers): what ``decision_predictions``
+    takes.  A window is cut (a GROUP member or a multi-part SPLIT) where it has more than cap > 0
+    blocks."""
+    from . import _core
+
+    caps = [int(c) for c in caps]
+    wo = np.ascontiguousarray(window_offsets, np.int64)
+    priced = caps if 0 in caps else [*caps, 0]
+    sums, maxes, ntasks = _core.schedule_costs(wo, np.array(priced, np.int64), WARPS, _CONSTANTS)
+    blocks = np.sort(np.diff(wo))
+    cut = {c: int(blocks.size - np.searchsorted(blocks, c, side="right")) if c > 0 else 0 for c in caps}
+    terms = {c: (s, w, t, cut[c]) for c, s, w, t in zip(caps, sums.tolist(), maxes.tolist(), ntasks.tolist())}
+    return terms, int(ntasks.tolist()[priced.index(0)])
+
+
+#: Two costs the list-scheduling bound does not price, which the decision adds where the identity
+#: schedule (cap 0) alone fills a wave of thread blocks (its tasks x slices >= P): there, cutting
+#: windows over several warps buys no parallelism, and each cut window pays its reduction (the
+#: GROUP's through shared memory, the SPLIT's through the workspace) beyond REDUCE and MERGE, and
+#: warps that pack several windows lose against one window each.  Fitted on the H100 timings of
+#: every cap (benchmarks/fit_caps.py --penalties on three runs of benchmarks/variant_guess.py; the
+#: setting picked on one run gave the same on the two others: the decision's cap regret 1.029 ->
+#: 1.017 geometric mean over 24 matrices x N = 32-512, worst case 1.27 -> 1.18; benchmarks/NOTES.md).
+#: Below a wave (bcsstk13: 251 windows) cutting is what fills the GPU, and the bound alone decides.
+CUT_COST = 16.0  # units per window cut over warps
+PACKED_FACTOR = 0.05  # on every cap but the identity
+
+
+def decision_predictions(terms: dict, identity_tasks: int, slices: int, P: int) -> dict:
+    """{cap: the decision's prediction} from ``price_terms``' terms: the list-scheduling bound
+    (``predict``), plus ``CUT_COST`` and ``PACKED_FACTOR`` where the identity fills a wave."""
+    full = identity_tasks * slices >= P
+    out = {}
+    for c, (s, w, t, cut) in terms.items():
+        if not t:
+            out[c] = 0.0
+        elif full:
+            out[c] = ((s + CUT_COST * cut) * slices / P + w) * (1.0 + PACKED_FACTOR * (c > 0))
+        else:
+            out[c] = s * slices / P + w
+    return out
 
 
 def predict_caps(window_offsets, caps, slices: int, variant: dict) -> dict:
@@ -438,18 +487,18 @@ class TF32Runner:
             if len(kept) < len(caps):
                 why += f"; caps up to {max(kept)} (at most {PACK_WINDOWS} mean-length windows per warp)"
             caps = kept
+        P = REF_SMS * blocks_per_sm(variant)
         if self._device_schedule and all(c in _CAP_INDEX for c in caps):
-            prices = self._device_prices()
-            P = REF_SMS * blocks_per_sm(variant)
-            pred = {}
-            for c in caps:
-                i = 8 * _CAP_INDEX[c]
-                pred[c] = prices[i] * slices / P + prices[i + 1] if prices[i + 2] else 0.0
+            prices = self._device_prices()  # per cap: sum, max, tasks, slots, splits, cut windows
+            terms = {c: (prices[i], prices[i + 1], prices[i + 2], prices[i + 5])
+                     for c in caps for i in (8 * _CAP_INDEX[c],)}
+            pred = decision_predictions(terms, prices[8 * _CAP_INDEX[0] + 2], slices, P)  # the identity's tasks
             best = min(caps, key=lambda c: (pred[c], -c))
         else:
-            pred, counted = price_caps(self._window_offsets, caps, slices, variant)
+            terms, identity = price_terms(self._window_offsets, caps)
+            pred = decision_predictions(terms, identity, slices, P)
             best = min(caps, key=lambda c: (pred[c], -c))
-            self._schedule(best, counted[best])
+            self._schedule(best, terms[best][2])
         ntasks = self._count(best)
         wave = REF_SMS * WAVE_BLOCKS_PER_SM
         if variant["slice_s"] == 2 and "slice_s" not in self.tuning and ntasks * slices < wave:

@@ -380,3 +380,38 @@ def test_schedule_bad_input():
         build_tasks(np.zeros(0, np.int64), 4)
     with pytest.raises(ValueError):
         _tf32.predict_caps(np.array([0, 3], np.int64), [-1], 1, _tf32.choose_variant(128, 10, 1 << 20))
+
+
+def test_price_terms_match_the_built_schedules():
+    """price_terms: each cap's sum, max and task count as the C schedule builds them, its cut windows
+    as the build counts them (windows of more than cap > 0 blocks), and the identity's task count
+    also when cap 0 is not asked for."""
+    rng = np.random.default_rng(11)
+    for trial in range(20):
+        W = int(rng.integers(1, 400))
+        blocks = rng.integers(0, 5, size=W) + (rng.random(W) < 0.1) * rng.integers(0, 300, size=W)
+        wo = np.concatenate([[0], np.cumsum(blocks)]).astype(np.int64)
+        caps = [c for c in CAPS if c > 0] if trial % 2 else list(CAPS)
+        terms, identity = _tf32.price_terms(wo, caps)
+        assert identity == _tf32.schedule(wo, 0)[0].shape[0]
+        for cap in caps:
+            tasks, cost, counts = _tf32.schedule(wo, cap)
+            s, w, t, cut = terms[cap]
+            assert (s, w, t, cut) == (float(cost.sum()), float(cost.max()) if cost.size else 0.0,
+                                      tasks.shape[0], counts[2]), (trial, cap)
+
+
+def test_decision_terms_apply_only_where_the_identity_fills_a_wave():
+    """decision_predictions: the bound alone below a wave; at a wave or more, CUT_COST per cut window
+    and PACKED_FACTOR on packed caps (the identity has no cut windows and no factor)."""
+    P, slices = 1584, 2
+    terms = {0: (18000.0, 35.0, 1233, 0), 8: (18500.0, 25.0, 1114, 356)}
+    below = _tf32.decision_predictions(terms, 700, slices, P)  # 700 x 2 < P
+    assert below == {c: s * slices / P + w for c, (s, w, _, _) in terms.items()}
+    assert min(below, key=below.get) == 8
+    full = _tf32.decision_predictions(terms, 1233, slices, P)
+    assert full[0] == below[0]
+    cut = (18500.0 + _tf32.CUT_COST * 356) * slices / P + 25.0
+    assert full[8] == pytest.approx(cut * (1 + _tf32.PACKED_FACTOR))
+    assert min(full, key=full.get) == 0
+    assert _tf32.decision_predictions({4: (0.0, 0.0, 0, 0)}, 0, slices, P) == {4: 0.0}  # no tasks
