@@ -31,10 +31,10 @@ The predicted time of a schedule is the list-scheduling bound
 concurrent thread blocks: the first term is the work, the second the tail of the last wave.
 ``REF_SMS`` is a fixed reference width (132, an H100/H200), not the device's, so a matrix and N
 always get the same schedule and the same result bits on every GPU.  Where the identity schedule
-(cap 0) alone fills a wave (its tasks x slices >= P), the decision adds two costs the bound lacks
-(``decision_predictions``): ``CUT_COST`` per window cut over several warps, and ``PACKED_FACTOR`` on
-every packed cap.  The cap with the lowest
-prediction among the ``CAPS`` that ``packing_caps`` keeps (at most ``PACK_WINDOWS`` windows of the
+(cap 0) alone fills a wave (its tasks x slices >= P), the decision of a TF32 plan adds two costs
+the bound lacks (``decision_predictions``): ``CUT_COST`` per window cut over several warps, and
+``PACKED_FACTOR`` on every packed cap (fitted on TF32 timings; half BitTCF plans keep the bound).
+The cap with the lowest prediction among the ``CAPS`` that ``packing_caps`` keeps (at most ``PACK_WINDOWS`` windows of the
 mean length per warp) is used (ties: the larger cap); cap 0 is the identity schedule (one window
 per warp, no split).  The constants were fitted on an H100 sweep (12 matrices >= 100k nnz,
 N = 128 and 512, caps 0..128 each timed; benchmarks/NOTES.md) with 8-warp thread blocks; a refit
@@ -260,10 +260,11 @@ CUT_COST = 16.0  # units per window cut over warps
 PACKED_FACTOR = 0.05  # on every cap but the identity
 
 
-def decision_predictions(terms: dict, identity_tasks: int, slices: int, P: int) -> dict:
+def decision_predictions(terms: dict, identity_tasks: int, slices: int, P: int, extra: bool = True) -> dict:
     """{cap: the decision's prediction} from ``price_terms``' terms: the list-scheduling bound
-    (``predict``), plus ``CUT_COST`` and ``PACKED_FACTOR`` where the identity fills a wave."""
-    full = identity_tasks * slices >= P
+    (``predict``), plus ``CUT_COST`` and ``PACKED_FACTOR`` where the identity fills a wave (and
+    ``extra``: the TF32 operands the terms were fitted on; half BitTCF plans take the bound alone)."""
+    full = extra and identity_tasks * slices >= P
     out = {}
     for c, (s, w, t, cut) in terms.items():
         if not t:
@@ -492,11 +493,12 @@ class TF32Runner:
             prices = self._device_prices()  # per cap: sum, max, tasks, slots, splits, cut windows
             terms = {c: (prices[i], prices[i + 1], prices[i + 2], prices[i + 5])
                      for c in caps for i in (8 * _CAP_INDEX[c],)}
-            pred = decision_predictions(terms, prices[8 * _CAP_INDEX[0] + 2], slices, P)  # the identity's tasks
+            identity = prices[8 * _CAP_INDEX[0] + 2]  # the identity schedule's tasks
+            pred = decision_predictions(terms, identity, slices, P, self.elem == 0)
             best = min(caps, key=lambda c: (pred[c], -c))
         else:
             terms, identity = price_terms(self._window_offsets, caps)
-            pred = decision_predictions(terms, identity, slices, P)
+            pred = decision_predictions(terms, identity, slices, P, self.elem == 0)
             best = min(caps, key=lambda c: (pred[c], -c))
             self._schedule(best, terms[best][2])
         ntasks = self._count(best)

@@ -21,7 +21,9 @@ o, n = load(olds), load(news)
 gm = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs))
 r = {k: o[k][0] / n[k][0] for k in o if k in n}
 big = [r[k] for k in r if o[k][2] >= 100_000 and k[1] >= 128]
-print(f"old/new guess time: geomean {gm(list(r.values())):.4f} over {len(r)}; >=100k nnz, N>=128: {gm(big):.4f} over {len(big)}")
+print(f"old/new guess time: geomean {gm(list(r.values())):.4f} over {len(r)}; "
+      f">=100k nnz, N>=128: {gm(big):.4f} over {len(big)}")
 for k in sorted(r, key=r.get):
     if o[k][1] != n[k][1] or abs(r[k] - 1) > 0.05:
-        print(f"  {k[0]:16s} {k[1]:4d} old {o[k][0]*1e3:8.1f} {o[k][1]:24s} new {n[k][0]*1e3:8.1f} {n[k][1]:24s} {r[k]:.3f}")
+        print(f"  {k[0]:16s} {k[1]:4d} old {o[k][0] * 1e3:8.1f} {o[k][1]:24s} "
+              f"new {n[k][0] * 1e3:8.1f} {n[k][1]:24s} {r[k]:.3f}")

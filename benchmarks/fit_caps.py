@@ -131,7 +131,8 @@ def penalties(args):
     base = sc[(0, 0)]
     print(f"{len(cases)} cases, {len(names)} matrices; the decision's cap regret (geomean, max):")
     print(f"  the bound alone: {gmean(base.values()):.4f}, {max(base.values()):.3f}")
-    print(f"  the library's (cut {lib[0]}, packed {lib[1]}): {gmean(sc[lib].values()):.4f}, {max(sc[lib].values()):.3f}")
+    print(f"  the library's (cut {lib[0]}, packed {lib[1]}): {gmean(sc[lib].values()):.4f}, "
+          f"{max(sc[lib].values()):.3f}")
     print(f"  the grid's best (cut {best[0]}, packed {best[1]}): {gmean(sc[best].values()):.4f}, "
           f"{max(sc[best].values()):.3f}; leave-one-matrix-out {gmean(held.values()):.4f}, {max(held.values()):.3f}")
     moved = sorted((i for i in every if abs(sc[lib][i] / base[i] - 1) > 0.03), key=lambda i: sc[lib][i] / base[i])

@@ -414,4 +414,5 @@ def test_decision_terms_apply_only_where_the_identity_fills_a_wave():
     cut = (18500.0 + _tf32.CUT_COST * 356) * slices / P + 25.0
     assert full[8] == pytest.approx(cut * (1 + _tf32.PACKED_FACTOR))
     assert min(full, key=full.get) == 0
+    assert _tf32.decision_predictions(terms, 1233, slices, P, extra=False) == below  # half plans: the bound
     assert _tf32.decision_predictions({4: (0.0, 0.0, 0, 0)}, 0, slices, P) == {4: 0.0}  # no tasks
