@@ -34,9 +34,9 @@ always get the same schedule and the same result bits on every GPU.  Where the i
 (cap 0) alone fills a wave (its tasks x slices >= P), the decision of a TF32 plan adds two costs
 the bound lacks (``decision_predictions``): ``CUT_COST`` per window cut over several warps, and
 ``PACKED_FACTOR`` on every packed cap (fitted on TF32 timings; half BitTCF plans keep the bound).
-The cap with the lowest prediction among the ``CAPS`` that ``packing_caps`` keeps (at most ``PACK_WINDOWS`` windows of the
-mean length per warp) is used (ties: the larger cap); cap 0 is the identity schedule (one window
-per warp, no split).  The constants were fitted on an H100 sweep (12 matrices >= 100k nnz,
+The cap with the lowest prediction among the ``CAPS`` that ``packing_caps`` keeps (at most
+``PACK_WINDOWS`` windows of the mean length per warp) is used (ties: the larger cap); cap 0 is the
+identity schedule (one window per warp, no split).  The constants were fitted on an H100 sweep (12 matrices >= 100k nnz,
 N = 128 and 512, caps 0..128 each timed; benchmarks/NOTES.md) with 8-warp thread blocks; a refit
 for 2-warp blocks (benchmarks/fit_caps.py, 24 matrices x N = 32-512) did not beat them under
 cross-validation, and with the packing limit the chosen cap was 2.8-2.9% slower than the fastest
