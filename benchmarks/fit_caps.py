@@ -93,18 +93,29 @@ CUT = (0, 4, 8, 12, 16, 24, 32, 48, 64)
 PACKED = (0, 0.02, 0.03, 0.05, 0.08, 0.1)
 
 
+def window_offsets(directory, names) -> dict:
+    """{name: window offsets} of the matrices ``names`` of ``directory`` (the C builder's BitTCF);
+    exits naming the missing ones."""
+    offsets = {}
+    for f in datasets.matrix_files(directory):
+        name = datasets.matrix_name(f)
+        if name in names:
+            csr = as_csr(datasets.load_matrix(f, np.float32)).canonicalized()
+            offsets[name] = np.ascontiguousarray(BitTCF.from_csr(csr).window_offsets, np.int64)
+    missing = set(names) - set(offsets)
+    if missing:
+        sys.exit(f"matrices not in {directory}: {sorted(missing)}")
+    return offsets
+
+
 def penalties(args):
     """--penalties (module docstring)."""
     cases = load_cases(args.files)
     names = sorted({c["matrix"] for c in cases})
     info = {}
-    for f in datasets.matrix_files(args.dir):
-        name = datasets.matrix_name(f)
-        if name in names:
-            csr = as_csr(datasets.load_matrix(f, np.float32)).canonicalized()
-            wo = np.ascontiguousarray(BitTCF.from_csr(csr).window_offsets, np.int64)
-            mean = float(wo[-1]) / (wo.size - 1) if wo.size > 1 else 0.0
-            info[name] = (_tf32.price_terms(wo, _tf32.CAPS), _tf32.packing_caps(_tf32.CAPS, mean))
+    for name, wo in window_offsets(args.dir, names).items():
+        mean = float(wo[-1]) / (wo.size - 1) if wo.size > 1 else 0.0
+        info[name] = (_tf32.price_terms(wo, _tf32.CAPS), _tf32.packing_caps(_tf32.CAPS, mean))
 
     def choose(c, cut, packed):
         (terms, identity), kept = info[c["matrix"]]
@@ -158,15 +169,7 @@ def main():
         return penalties(args)
     cases = load_cases(args.files)
     names = sorted({c["matrix"] for c in cases})
-    offsets = {}
-    for f in datasets.matrix_files(args.dir):
-        name = datasets.matrix_name(f)
-        if name in names:
-            csr = as_csr(datasets.load_matrix(f, np.float32)).canonicalized()
-            offsets[name] = np.ascontiguousarray(BitTCF.from_csr(csr).window_offsets, np.int64)
-    missing = set(names) - set(offsets)
-    if missing:
-        sys.exit(f"matrices not in {args.dir}: {sorted(missing)}")
+    offsets = window_offsets(args.dir, names)
     current = (int(_tf32.WB), int(_tf32.FILL), int(_tf32.REDUCE), int(_tf32.TASK), int(_tf32.MERGE))
     combos = list(itertools.product(*GRID.values()))
     if current not in combos:

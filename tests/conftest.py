@@ -99,6 +99,23 @@ def assert_bit_exact(C, ref):
     assert bad.size == 0, f"{len(bad)} elements differ, first at {bad[0]}: {C[tuple(bad[0])]} vs {ref[tuple(bad[0])]}"
 
 
+def assert_device_bittcf(g, ref):
+    """A GPU-built BitTCF (accspmm._device_format.DeviceBitTCF, keep_blocks=True) equal, array for
+    array and bit for bit, to the C builder's ``ref`` (accspmm.BitTCF), the TF32 kernel's packed
+    metadata and rounded values included."""
+    from accspmm import _tf32
+
+    wo, cols, mask, vo, vals, meta, vt = g.to_host()
+    np.testing.assert_array_equal(g.window_offsets, ref.window_offsets)
+    np.testing.assert_array_equal(wo, ref.window_offsets)
+    np.testing.assert_array_equal(cols, ref.block_cols)
+    np.testing.assert_array_equal(mask, ref.block_mask)
+    np.testing.assert_array_equal(vo, ref.block_value_offsets)
+    assert vals.view(np.uint32).tobytes() == ref.values.view(np.uint32).tobytes()
+    np.testing.assert_array_equal(meta, _tf32.pack_meta(ref))
+    assert vt.view(np.uint32).tobytes() == _tf32.round_tf32(ref.values).view(np.uint32).tobytes()
+
+
 def error_bound_check(A, B, C, u):
     """GUIDE §3: |C - C_ref| <= (3u + k_i 2^-24) (|A| @ |B|), C_ref in float64.
     Returns the norm-wise relative error."""

@@ -11,7 +11,8 @@ import accspmm
 from accspmm import _tf32, datasets
 from accspmm._format import BitTCF
 from accspmm._validate import as_csr
-from conftest import assert_bit_exact, int_dense, real_matrix_params, scipy_ref, with_int_values
+from conftest import (assert_bit_exact, assert_device_bittcf, int_dense, real_matrix_params, scipy_ref,
+                      with_int_values)
 
 pytestmark = pytest.mark.gpu
 
@@ -59,15 +60,7 @@ def _compare_each(csr, ref, perm, defer, methods):
         try:
             g = DeviceBitTCF(csr, perm, dev, _cuda.get_device(), keep_blocks=True, defer=defer, method=method)
             assert g.method == (method if csr.nnz else "none")
-            wo, cols, mask, vo, vals, meta, vt = g.to_host()
-            np.testing.assert_array_equal(g.window_offsets, ref.window_offsets)
-            np.testing.assert_array_equal(wo, ref.window_offsets)
-            np.testing.assert_array_equal(cols, ref.block_cols)
-            np.testing.assert_array_equal(mask, ref.block_mask)
-            np.testing.assert_array_equal(vo, ref.block_value_offsets)
-            assert vals.view(np.uint32).tobytes() == ref.values.view(np.uint32).tobytes()
-            np.testing.assert_array_equal(meta, _tf32.pack_meta(ref))
-            assert vt.view(np.uint32).tobytes() == _tf32.round_tf32(ref.values).view(np.uint32).tobytes()
+            assert_device_bittcf(g, ref)
             np.testing.assert_array_equal(dev["perm"].to_host(), ref.perm)
             assert g.stats == {**ref.stats}
             assert g.num_blocks == ref.num_blocks
@@ -155,12 +148,8 @@ def test_ranks_hand_unsorted_rows_to_the_sort(monkeypatch):
     try:
         g = DeviceBitTCF(shuffled, None, dev, _cuda.get_device(), keep_blocks=True, method="ranks")
         assert g.method == "sort"
-        wo, cols, mask, vo, vals, meta, vt = g.to_host()
+        assert_device_bittcf(g, ref)
         np.testing.assert_array_equal(dev["perm"].to_host(), np.arange(canon.shape[0]))
-        np.testing.assert_array_equal(cols, ref.block_cols)
-        np.testing.assert_array_equal(mask, ref.block_mask)
-        assert vals.view(np.uint32).tobytes() == ref.values.view(np.uint32).tobytes()
-        np.testing.assert_array_equal(meta, _tf32.pack_meta(ref))
     finally:
         for arr in dev.values():
             arr.free()

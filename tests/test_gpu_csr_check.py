@@ -10,10 +10,9 @@ import pytest
 import scipy.sparse as sp
 
 import accspmm
-from accspmm import _tf32
 from accspmm._format import BitTCF
 from accspmm._validate import as_csr
-from conftest import assert_bit_exact, int_dense, scipy_ref, with_int_values
+from conftest import assert_bit_exact, assert_device_bittcf, int_dense, scipy_ref, with_int_values
 
 pytestmark = pytest.mark.gpu
 
@@ -189,13 +188,7 @@ def test_checked_build_is_bit_identical(method, bundled_int):
             g = DeviceBitTCF(as_csr(sp.csr_matrix(A, dtype=np.float32), check=False), None, dev,
                              _cuda.get_device(), keep_blocks=True, method=method, validate=True)
             assert g.canonical and g.method == method
-            wo, cols, mask, vo, vals, meta, vt = g.to_host()
-            np.testing.assert_array_equal(wo, ref.window_offsets)
-            np.testing.assert_array_equal(cols, ref.block_cols)
-            np.testing.assert_array_equal(mask, ref.block_mask)
-            np.testing.assert_array_equal(vo, ref.block_value_offsets)
-            assert vals.view(np.uint32).tobytes() == ref.values.view(np.uint32).tobytes()
-            np.testing.assert_array_equal(meta, _tf32.pack_meta(ref))
+            assert_device_bittcf(g, ref)
         finally:
             for arr in dev.values():
                 arr.free()
