@@ -31,9 +31,9 @@ The predicted time of a schedule is the list-scheduling bound
 concurrent thread blocks: the first term is the work, the second the tail of the last wave.
 ``REF_SMS`` is a fixed reference width (132, an H100/H200), not the device's, so a matrix and N
 always get the same schedule and the same result bits on every GPU.  Where the identity schedule
-(cap 0) alone fills a wave (its tasks x slices >= P), the decision of a TF32 plan adds two costs
-the bound lacks (``decision_predictions``): ``CUT_COST`` per window cut over several warps, and
-``PACKED_FACTOR`` on every packed cap (fitted on TF32 timings; half BitTCF plans keep the bound).
+(cap 0) alone fills a wave (its tasks x slices >= P), the decision adds two costs the bound lacks
+(``decision_predictions``): a cost per window cut over several warps and a factor on every packed
+cap (``DECISION_TERMS``: TF32 plans; FP16 and BF16 plans keep the bound).
 The cap with the lowest prediction among the ``CAPS`` that ``packing_caps`` keeps (at most
 ``PACK_WINDOWS`` windows of the mean length per warp) is used (ties: the larger cap); cap 0 is the
 identity schedule (one window per warp, no split).  The constants were fitted on an H100 sweep (12 matrices >= 100k nnz,
@@ -251,26 +251,30 @@ def price_terms(window_offsets, caps) -> tuple:
 #: schedule (cap 0) alone fills a wave of thread blocks (its tasks x slices >= P): there, cutting
 #: windows over several warps buys no parallelism, and each cut window pays its reduction (the
 #: GROUP's through shared memory, the SPLIT's through the workspace) beyond REDUCE and MERGE, and
-#: warps that pack several windows lose against one window each.  Fitted on the H100 timings of
-#: every cap (benchmarks/fit_caps.py --penalties on three runs of benchmarks/variant_guess.py; the
-#: setting picked on one run gave the same on the two others: the decision's cap regret 1.029 ->
-#: 1.017 geometric mean over 24 matrices x N = 32-512, worst case 1.27 -> 1.18; benchmarks/NOTES.md).
+#: warps that pack several windows lose against one window each.  By operand format (``ELEM``):
+#: (units per window cut over warps, factor on every cap but the identity).  TF32: fitted on the
+#: H100 timings of every cap (benchmarks/fit_caps.py --penalties on three runs of
+#: benchmarks/variant_guess.py; the best setting was the same on each run): the decision's cap
+#: regret 1.028-1.029 -> 1.017 in geometric mean over 24 matrices x N = 32-512, worst case 1.27-1.29
+#: -> 1.16-1.18.  FP16 and BF16 plans keep the bound alone: they time their variants at the first
+#: call, so the variant priced is not the one timed, and the FP16 fits did not agree between runs
+#: (one setting measured 1.009x in geometric mean with two cases 10-14% slower; benchmarks/NOTES.md).
 #: Below a wave (bcsstk13: 251 windows) cutting is what fills the GPU, and the bound alone decides.
-CUT_COST = 16.0  # units per window cut over warps
-PACKED_FACTOR = 0.05  # on every cap but the identity
+DECISION_TERMS = {0: (16.0, 0.05), 1: (0.0, 0.0), 2: (0.0, 0.0)}
 
 
-def decision_predictions(terms: dict, identity_tasks: int, slices: int, P: int, extra: bool = True) -> dict:
+def decision_predictions(terms: dict, identity_tasks: int, slices: int, P: int, cut_cost: float = 16.0,
+                         packed: float = 0.05) -> dict:
     """{cap: the decision's prediction} from ``price_terms``' terms: the list-scheduling bound
-    (``predict``), plus ``CUT_COST`` and ``PACKED_FACTOR`` where the identity fills a wave (and
-    ``extra``: the TF32 operands the terms were fitted on; half BitTCF plans take the bound alone)."""
-    full = extra and identity_tasks * slices >= P
+    (``predict``), plus ``cut_cost`` units per cut window and the factor ``1 + packed`` on packed
+    caps where the identity fills a wave (``DECISION_TERMS`` holds each operand format's)."""
+    full = identity_tasks * slices >= P
     out = {}
     for c, (s, w, t, cut) in terms.items():
         if not t:
             out[c] = 0.0
         elif full:
-            out[c] = ((s + CUT_COST * cut) * slices / P + w) * (1.0 + PACKED_FACTOR * (c > 0))
+            out[c] = ((s + cut_cost * cut) * slices / P + w) * (1.0 + packed * (c > 0))
         else:
             out[c] = s * slices / P + w
     return out
@@ -494,11 +498,11 @@ class TF32Runner:
             terms = {c: (prices[i], prices[i + 1], prices[i + 2], prices[i + 5])
                      for c in caps for i in (8 * _CAP_INDEX[c],)}
             identity = prices[8 * _CAP_INDEX[0] + 2]  # the identity schedule's tasks
-            pred = decision_predictions(terms, identity, slices, P, self.elem == 0)
+            pred = decision_predictions(terms, identity, slices, P, *DECISION_TERMS[self.elem])
             best = min(caps, key=lambda c: (pred[c], -c))
         else:
             terms, identity = price_terms(self._window_offsets, caps)
-            pred = decision_predictions(terms, identity, slices, P, self.elem == 0)
+            pred = decision_predictions(terms, identity, slices, P, *DECISION_TERMS[self.elem])
             best = min(caps, key=lambda c: (pred[c], -c))
             self._schedule(best, terms[best][2])
         ntasks = self._count(best)

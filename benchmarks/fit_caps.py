@@ -20,7 +20,7 @@ keeps the constants and scores ``TF32Runner.decide``'s choice itself (the caps `
 keeps) over a grid of its two extra terms (``accspmm._tf32.decision_predictions``: ``cut`` units of
 work per window cut over several warps, a factor ``1 + packed`` on every cap but the identity, both
 only where the identity schedule fills a wave); (0, 0) is the list-scheduling bound alone.  Prints
-the bound's regret, the library's setting's (``CUT_COST``, ``PACKED_FACTOR``), the grid's best with
+the bound's regret, the library's setting's (``DECISION_TERMS`` of the runs' precision), the grid's best with
 leave-one-matrix-out cross-validation, and the cases the library's setting moves by more than 3%.
 """
 
@@ -54,7 +54,10 @@ def tag_variant(tag: str) -> dict:
 
 
 def load_cases(files):
-    runs = [{(c["matrix"], c["n"]): c for c in json.load(open(f))["cases"]} for f in files]
+    docs = [json.load(open(f)) for f in files]
+    runs = [{(c["matrix"], c["n"]): c for c in d["cases"]} for d in docs]
+    elem = _tf32.ELEM[docs[0].get("precision", "tf32")]
+    unit = _tf32.UNIT[elem]  # columns per slice at S = 1
     cases = []
     for key, c in runs[0].items():
         tag = c["guess"].split("@")[0]
@@ -65,7 +68,7 @@ def load_cases(files):
                 t[cap] = min(ms)
         v = tag_variant(tag)
         cases.append({"matrix": key[0], "n": key[1], "t": t, "best": min(t.values()),
-                      "slices": -(-key[1] // (32 * v["slice_s"])), "bps": _tf32.blocks_per_sm(v),
+                      "slices": -(-key[1] // (unit * v["slice_s"])), "bps": _tf32.blocks_per_sm(v), "elem": elem,
                       "model_cap": int(c["guess"].split("@")[1])})
     return cases
 
@@ -120,17 +123,12 @@ def penalties(args):
     def choose(c, cut, packed):
         (terms, identity), kept = info[c["matrix"]]
         P = _tf32.REF_SMS * c["bps"]
-        saved = _tf32.CUT_COST, _tf32.PACKED_FACTOR
-        _tf32.CUT_COST, _tf32.PACKED_FACTOR = cut, packed
-        try:
-            pred = _tf32.decision_predictions({k: v for k, v in terms.items() if k in kept and k in c["t"]},
-                                              identity, c["slices"], P)
-        finally:
-            _tf32.CUT_COST, _tf32.PACKED_FACTOR = saved
+        pred = _tf32.decision_predictions({k: v for k, v in terms.items() if k in kept and k in c["t"]},
+                                          identity, c["slices"], P, cut, packed)
         return min(pred, key=lambda x: (pred[x], -x))
 
     every = range(len(cases))
-    lib = (_tf32.CUT_COST, _tf32.PACKED_FACTOR)
+    lib = _tf32.DECISION_TERMS[cases[0]["elem"]]
     grid = sorted({(a, b) for a in CUT for b in PACKED} | {lib})
     sc = {k: {i: cases[i]["t"][choose(cases[i], *k)] / cases[i]["best"] for i in every} for k in grid}
     held = {}
