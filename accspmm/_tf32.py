@@ -167,7 +167,7 @@ def schedule(window_offsets, cap: int, ntasks: int | None = None):
     SPLIT, none for the identity schedule, cap 0).
     One C pass over the windows (csrc/acc_schedule_cost.c; tests/schedule_reference.py is the
     NumPy form the tests compare it with), two without ``ntasks``: the task count of this cap
-    (``price_caps`` counts it), which the build checks."""
+    (``price_terms`` counts it), which the build checks."""
     from . import _core
 
     wo = np.ascontiguousarray(window_offsets, dtype=np.int64)
@@ -217,19 +217,6 @@ def predict(task_cost: np.ndarray, slices: int, variant: dict) -> float:
     return float(task_cost.sum() * slices / P + task_cost.max())
 
 
-def price_caps(window_offsets, caps, slices: int, variant: dict) -> tuple:
-    """({cap: prediction}, {cap: task count}) of ``predict_caps``."""
-    from . import _core
-
-    caps = [int(c) for c in caps]
-    sums, maxes, ntasks = _core.schedule_costs(np.ascontiguousarray(window_offsets, np.int64),
-                                               np.array(caps, np.int64), WARPS, _CONSTANTS)
-    P = REF_SMS * blocks_per_sm(variant)
-    sums, maxes, ntasks = sums.tolist(), maxes.tolist(), ntasks.tolist()  # Python numbers: no NumPy scalars
-    pred = {c: s * slices / P + w if t else 0.0 for c, s, w, t in zip(caps, sums, maxes, ntasks)}
-    return pred, dict(zip(caps, ntasks))
-
-
 def price_terms(window_offsets, caps) -> tuple:
     """({cap: (cost sum, max, tasks, windows cut over warps)}, the identity schedule's task count)
     from the C schedule (the device prices hold the same numbers): what ``decision_predictions``
@@ -267,8 +254,9 @@ def decision_predictions(terms: dict, identity_tasks: int, slices: int, P: int, 
                          packed: float = 0.05) -> dict:
     """{cap: the decision's prediction} from ``price_terms``' terms: the list-scheduling bound
     (``predict``), plus ``cut_cost`` units per cut window and the factor ``1 + packed`` on packed
-    caps where the identity fills a wave (``DECISION_TERMS`` holds each operand format's)."""
-    full = identity_tasks * slices >= P
+    caps where the identity fills a wave (``DECISION_TERMS`` holds each operand format's); with
+    neither term, the bound alone."""
+    full = (cut_cost or packed) and identity_tasks * slices >= P
     out = {}
     for c, (s, w, t, cut) in terms.items():
         if not t:
@@ -283,9 +271,10 @@ def decision_predictions(terms: dict, identity_tasks: int, slices: int, P: int, 
 def predict_caps(window_offsets, caps, slices: int, variant: dict) -> dict:
     """{cap: ``predict(build_tasks(window_offsets, cap)[1], slices, variant)``} without building the
     tasks: the task costs' sum and max of every cap in one C call, the caps in parallel
-    (csrc/acc_schedule_cost.c: the same integer-valued costs, so the same prediction), so that a
-    plan's first call prices every cap in O(windows)."""
-    return price_caps(window_offsets, caps, slices, variant)[0]
+    (csrc/acc_schedule_cost.c: the same integer-valued costs, so the same prediction): the
+    list-scheduling bound, without the decision's terms."""
+    terms, identity = price_terms(window_offsets, caps)
+    return decision_predictions(terms, identity, slices, REF_SMS * blocks_per_sm(variant), 0.0, 0.0)
 
 
 def predict_cap(window_offsets, cap: int, slices: int, variant: dict) -> float:
@@ -498,12 +487,11 @@ class TF32Runner:
             terms = {c: (prices[i], prices[i + 1], prices[i + 2], prices[i + 5])
                      for c in caps for i in (8 * _CAP_INDEX[c],)}
             identity = prices[8 * _CAP_INDEX[0] + 2]  # the identity schedule's tasks
-            pred = decision_predictions(terms, identity, slices, P, *DECISION_TERMS[self.elem])
-            best = min(caps, key=lambda c: (pred[c], -c))
         else:
             terms, identity = price_terms(self._window_offsets, caps)
-            pred = decision_predictions(terms, identity, slices, P, *DECISION_TERMS[self.elem])
-            best = min(caps, key=lambda c: (pred[c], -c))
+        pred = decision_predictions(terms, identity, slices, P, *DECISION_TERMS[self.elem])
+        best = min(caps, key=lambda c: (pred[c], -c))
+        if not self._on_device(best):  # the host schedule's rows, of the task count just priced
             self._schedule(best, terms[best][2])
         ntasks = self._count(best)
         wave = REF_SMS * WAVE_BLOCKS_PER_SM
