@@ -69,11 +69,19 @@ def _cuda_libdir(cuda_home):
     return os.path.join(cuda_home, "lib64")
 
 
-def _gencode_flags():
+#: sources with Hopper-only instructions (wgmma): built for sm_90a where the list has 90, with no PTX
+#: (sm_90a code runs on compute capability 9.0 only; elsewhere their kernels are empty and unused)
+ARCH_SPECIFIC_CU = {os.path.join("cuda", "half_wgmma.cu")}
+
+
+def _gencode_flags(src=None):
     archs = [a.strip() for a in os.environ.get("ACCSPMM_CUDA_ARCHS", "80;90").replace(",", ";").split(";")]
     archs = [a for a in archs if a]
     if not archs or not all(a.rstrip("a").isdigit() for a in archs):
         raise SystemExit(f"ACCSPMM_CUDA_ARCHS must be a list like '80;90', got {archs!r}")
+    if src in ARCH_SPECIFIC_CU:
+        return [f"-gencode=arch=compute_{a},code=sm_{a}" for a in
+                dict.fromkeys("90a" if a.rstrip("a") == "90" else a for a in archs)]
     flags = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
     top = max(archs, key=lambda a: int(a.rstrip("a")))
     flags.append(f"-gencode=arch=compute_{top.rstrip('a')},code=compute_{top.rstrip('a')}")
@@ -135,7 +143,7 @@ class BuildExt(build_ext):
                 # host OpenMP where a .cu uses it (staging.cu's copies into pinned memory)
                 host = "-fPIC,-fvisibility=hidden" + (",-fopenmp" if src in OPENMP_CU and self._openmp else "")
                 cmd = [nvcc, "-std=c++17", "-O3", "-Xcompiler", host, "-lineinfo",
-                       "--expt-relaxed-constexpr", *_gencode_flags(), "-c", src, "-o", obj]
+                       "--expt-relaxed-constexpr", *_gencode_flags(src), "-c", src, "-o", obj]
                 if not self._stale(obj, src, cmd):
                     print(f"accspmm: {obj} is up to date")
                 else:

@@ -23,8 +23,10 @@ Semantics (README "Half precision"; GUIDE section 3):
 Kernels: on the GPU, two formats, picked per matrix by a byte model (``stats["format_model"]``):
 BSR16 blocks (16 x 16, SMaT's block CSR: csrc/acc_bsr16_build.c) on ``mma.m16n8k16``
 (cuda/half_spmm.cu; a warp per block row, or per pair of block rows where the pairs share their
-column blocks and n >= PAIR_MIN_N: ``stats["schedule"]``, ``tuning={"kernel": "rows" | "pairs"}``
-forces one), or BitTCF's 8 x 8 blocks on the TF32 kernel's pipeline with half operands
+column blocks and n >= PAIR_MIN_N) or, on Hopper, on ``wgmma`` (cuda/half_wgmma.cu: a warpgroup per
+quad of block rows where the quads share their column blocks, are dense enough and none is a hub:
+QUAD_MIN_N; ``stats["schedule"]``, ``tuning={"kernel": "rows" | "pairs" | "quads"}`` forces one), or
+BitTCF's 8 x 8 blocks on the TF32 kernel's pipeline with half operands
 (cuda/tf32_spmm.cu, ``mma.m16n8k8``; accspmm._tf32.TF32Runner: the same schedule, cost model,
 variant timing and C call as TF32 plans); on the CPU, the reference: the C core's FP32 CSR product of
 the rounded operands (exact products, FP32 sums in ascending column order), then the output
@@ -96,7 +98,21 @@ PAIR_SHARE_MAX = 0.55
 #: rule fitted to these eight cases was kept, so pairs run from n = 256 up.  (Either kernel is
 #: deterministic; a width's kernel is fixed, as the TF32 schedule is per width.)
 PAIR_MIN_N = 256
-BSR16_KERNELS = ("auto", "pairs", "rows")
+#: BSR16 on quads of block rows (64 rows) with Hopper's warpgroup MMA (cuda/half_wgmma.cu; a GPU of
+#: compute capability 9.0): a thread block per quad and column tile multiplies the union of the four rows'
+#: column blocks, B's tiles by TMA, so each tile feeds 64 rows.  It has no split rows, so it runs where
+#: (1) the quads share their column blocks (at most QUAD_SHARE_MAX union entries per block: 32 x 32
+#: blocks give 0.38-0.5), (2) a nonempty quad has at least QUAD_MIN_ENTRIES entries on average (its
+#: pipeline needs a few stages to fill) and (3) no quad has more than QUAD_SKEW times the mean (a hub
+#: quad would set the kernel's tail), for n >= QUAD_MIN_N (a multiple of 8; other widths run the warp
+#: kernels).  H100, kernel us, best warp kernel -> quads (benchmarks/NOTES.md): uniform 32 x 32 blocks,
+#: 8192^2, n = 512: 50% 281 -> 148, 70% 181 -> 104, 90% 67 -> 48, 95% 36 -> 31; n = 128, 90%: 24 -> 19.
+QUAD_MIN_N = 128
+QUAD_SHARE_MAX = 0.55
+QUAD_MIN_ENTRIES = 32
+QUAD_SKEW = 4.0
+BSR16_KERNELS = ("auto", "pairs", "rows", "quads")
+_LAYOUT_FLAG = {"rows": 0, "pairs": 1, "quads": 2}  # acc_half_args.pairs (ACC_HALF_QUADS = 2)
 
 
 def _bfloat16():
@@ -159,27 +175,32 @@ def _b_kind(dtype_name: str, precision: str) -> str:
     raise TypeError(f"B must hold real numbers, got dtype {dtype_name}")
 
 
-def pair_index(brow_offsets: np.ndarray, block_cols: np.ndarray, k: int) -> tuple:
-    """(pair_offsets int64 [ceil(R / 2) + 1], pair_cols int32 [U], pair_blocks int64 [U, 2]): for each
-    pair of block rows (2P, 2P + 1), the ascending union of their column blocks and, per entry, the
-    BSR16 block of each row there (-1: none).  A row's column blocks ascend, so the stable sort
-    merges two runs per pair: O(blocks log blocks) at worst, linear on sorted runs."""
+def group_index(brow_offsets: np.ndarray, block_cols: np.ndarray, k: int, size: int = 2) -> tuple:
+    """(offsets int64 [ceil(R / size) + 1], cols int32 [U], blocks int64 [U, size]): for each group of
+    ``size`` consecutive block rows (size G, G + 1, ..), the ascending union of their column blocks and,
+    per entry, the BSR16 block of each row there (-1: none).  A row's column blocks ascend, so the stable
+    sort merges ``size`` runs per group: O(blocks log blocks) at worst, linear on sorted runs."""
     bo = np.asarray(brow_offsets, np.int64)
     R = bo.shape[0] - 1
-    P = -(-R // 2)
+    G = -(-R // size)
     ncb = max(-(-k // 16), 1)
     rows = np.repeat(np.arange(R, dtype=np.int64), np.diff(bo))
-    key = (rows // 2) * ncb + np.asarray(block_cols, np.int64)
+    key = (rows // size) * ncb + np.asarray(block_cols, np.int64)
     order = np.argsort(key, kind="stable")
     skey = key[order]
     new = np.ones(skey.size, bool)
     new[1:] = skey[1:] != skey[:-1]
     entry = np.cumsum(new) - 1
     ukey = skey[new]
-    blocks = np.full((ukey.size, 2), -1, np.int64)
-    blocks[entry, rows[order] % 2] = order
-    offsets = np.searchsorted(ukey, np.arange(P + 1, dtype=np.int64) * ncb).astype(np.int64)
+    blocks = np.full((ukey.size, size), -1, np.int64)
+    blocks[entry, rows[order] % size] = order
+    offsets = np.searchsorted(ukey, np.arange(G + 1, dtype=np.int64) * ncb).astype(np.int64)
     return offsets, (ukey % ncb).astype(np.int32), blocks
+
+
+def pair_index(brow_offsets: np.ndarray, block_cols: np.ndarray, k: int) -> tuple:
+    """``group_index`` of pairs of block rows (2P, 2P + 1): the pair kernel's arrays."""
+    return group_index(brow_offsets, block_cols, k, 2)
 
 
 def schedule(brow_offsets: np.ndarray) -> tuple:
@@ -246,7 +267,8 @@ class HalfPlan:
         kernel = "auto"
         if tuning is not None:
             if not isinstance(tuning, dict) or set(tuning) - {"kernel"}:
-                raise ValueError("tuning of an FP16/BF16 plan takes only {'kernel': 'auto' | 'pairs' | 'rows'} "
+                raise ValueError("tuning of an FP16/BF16 plan takes only "
+                                 "{'kernel': 'auto' | 'pairs' | 'rows' | 'quads'} "
                                  f"(BSR16's kernel on the GPU), got {tuning!r}")
             kernel = tuning.get("kernel", "auto")
             if kernel not in BSR16_KERNELS:
@@ -274,6 +296,7 @@ class HalfPlan:
         self._runner = None  # BitTCF on the GPU: the TF32 kernel's runner with half operands (accspmm._tf32)
         self._T = None
         self._pair_min_n = None  # BSR16 on the GPU: pairs of block rows from this width up (PAIR_MIN_N)
+        self._quad_min_n = None  # ... quads of block rows on warpgroup MMA (half_wgmma.cu) from this width up
         self._layouts = {}  # BSR16 on the GPU: "rows" (and "pairs") -> (tasks, split rows, slots)
         self._dev = {}
         self._device_id = None
@@ -372,39 +395,77 @@ class HalfPlan:
             t = time.perf_counter()
             po, pc, pb = pair_index(offsets, f["block_cols"], k)
             share = pc.size / nblocks if nblocks else 1.0
+            quads = None  # group_index of quads, where the auto rule computed it
             if kernel == "auto":
                 self._pair_min_n = PAIR_MIN_N if share <= PAIR_SHARE_MAX else None
                 why = (f"{share:.2f} union entries per block over pairs of block rows: pairs at <= {PAIR_SHARE_MAX} "
                        f"and n >= {PAIR_MIN_N}")
+                if nblocks and cu.half_quads_usable():
+                    quads = group_index(offsets, f["block_cols"], k, 4)
+                    per = np.diff(quads[0])
+                    per = per[per > 0]
+                    qshare, mean, top = quads[1].size / nblocks, float(per.mean()), int(per.max())
+                    if qshare <= QUAD_SHARE_MAX and mean >= QUAD_MIN_ENTRIES and top <= QUAD_SKEW * mean:
+                        self._quad_min_n = QUAD_MIN_N
+                    why += (f"; quads: {qshare:.2f} union entries per block, {mean:.1f} entries a nonempty quad, "
+                            f"at most {top}: quads at <= {QUAD_SHARE_MAX}, >= {QUAD_MIN_ENTRIES}, <= {QUAD_SKEW} x "
+                            f"the mean and n >= {QUAD_MIN_N}")
+            elif kernel == "quads":
+                if cu.half_quads_usable():
+                    self._quad_min_n = 0
+                    why = "tuning['kernel'] = 'quads' (widths that are not a multiple of 8: rows)"
+                else:
+                    why = "tuning['kernel'] = 'quads', but this GPU or build has no warpgroup MMA (sm_90a): rows"
             else:
                 self._pair_min_n = 0 if kernel == "pairs" else None
                 why = f"tuning['kernel'] = {kernel!r}"
-            sched = self.stats["schedule"] = {"kernel": "rows" if self._pair_min_n is None else
-                                              f"pairs for n >= {self._pair_min_n}, else rows",
-                                              "kernel_why": why, "pair_entries_per_block": share}
+            kernels = "rows"
+            if self._quad_min_n is not None:
+                kernels = f"quads for n >= {self._quad_min_n} (a multiple of 8), else rows"
+            elif self._pair_min_n is not None:
+                kernels = f"pairs for n >= {self._pair_min_n}, else rows"
+            sched = self.stats["schedule"] = {"kernel": kernels, "kernel_why": why, "pair_entries_per_block": share}
             self._layouts = {}
-            for layout, bo in (("rows", offsets), ("pairs", po)):
-                if layout == "pairs" and self._pair_min_n is None:
-                    break
-                tasks, splits, slots, cap, pack = schedule(bo)
+            for layout in ("rows", "pairs", "quads"):
+                if layout == "pairs" and self._pair_min_n is None or layout == "quads" and self._quad_min_n is None:
+                    continue
+                if layout == "quads":  # a thread block per quad and column tile: one task each, none split
+                    go, gc, gb = quads or group_index(offsets, f["block_cols"], k, 4)
+                    # each entry's four blocks packed (zeros where a row has none): one copy an entry
+                    gv = np.zeros((gb.shape[0], 4, 256), np.uint16)
+                    there = gb >= 0
+                    gv[there] = f["block_values"].reshape(-1, 256)[gb[there]]
+                    gb = gv
+                    q = np.arange(go.size - 1, dtype=np.int64)
+                    tasks = np.stack([q, q + 1, go[:-1], go[1:], np.full(q.size, -1)], axis=1)
+                    splits, slots, cap, pack = np.zeros((0, 3), np.int64), 0, None, None
+                    sched["quad_entries_per_block"] = gc.size / nblocks if nblocks else 1.0
+                else:
+                    go, gc, gb = po, pc, pb
+                    tasks, splits, slots, cap, pack = schedule(offsets if layout == "rows" else po)
                 sched[layout] = {"tasks": int(tasks.shape[0]), "split_rows": int(splits.shape[0]), "parts": slots,
                                  "cap": cap, "pack_blocks": pack}
                 arrays = {"tasks": tasks.reshape(-1), "splits": splits.reshape(-1)}
-                if layout == "pairs":
-                    arrays.update(pair_offsets=po, pair_cols=pc, pair_blocks=pb.reshape(-1))
+                if layout != "rows":
+                    arrays.update(pair_offsets=go, pair_cols=gc, pair_blocks=gb.reshape(-1))
                 for name, arr in arrays.items():
                     self._dev[f"{layout}_{name}"] = DeviceArray.from_host(arr if arr.size else np.zeros(1, arr.dtype),
                                                                           self._device_id)
                 self._layouts[layout] = (int(tasks.shape[0]), int(splits.shape[0]), slots)
             sched.update(sched["rows"])  # the row kernel's schedule at the top level, as before pairs
             launchers = {}
-            for layout in dict.fromkeys((self.kernel_for(0), self.kernel_for(1 << 62))):  # the kernels some width runs
+            for layout in self._layouts:
                 a = self._layout_args(layout, 0, 0, 0, False, 0)
                 launchers[layout] = cu.HalfLauncher(m, k, *a[4:12], a[12], self._layouts[layout][2], _FMT[precision],
                                                     self._device_id, *a[18:])
-            if len(launchers) == 2:  # rows below _pair_min_n, pairs from it (in the C call)
-                launchers["rows"].set_wide(launchers["pairs"], self._pair_min_n)
-            self._fast = launchers[self.kernel_for(0)].call
+            # the C call: calls of n >= the wide kernel's first width go to it (quads fall back to rows in C
+            # where the width or B's and C's alignment do not allow them)
+            wide = "quads" if "quads" in launchers else "pairs" if "pairs" in launchers else None
+            wide_min = self._quad_min_n if wide == "quads" else self._pair_min_n
+            base = wide if wide == "pairs" and wide_min == 0 else "rows"
+            if wide is not None and wide != base:
+                launchers[base].set_wide(launchers[wide], wide_min)
+            self._fast = launchers[base].call
             steps["schedule_upload"] = time.perf_counter() - t
         steps["total"] = time.perf_counter() - t0
         self._finalizer = weakref.finalize(self, _free, self._dev)
@@ -532,29 +593,35 @@ class HalfPlan:
         BSR16 only: a BitTCF plan runs the TF32 kernel's runner (``self._runner.args``)."""
         if self._runner is not None:
             raise ValueError("kernel_args is for BSR16 half plans; a BitTCF plan's launch is self._runner.args(...)")
-        return self._layout_args(self.kernel_for(n), d_B, d_C, n, out_f32, d_workspace)
+        return self._layout_args(self.kernel_for(n, d_B, d_C), d_B, d_C, n, out_f32, d_workspace)
 
     def _layout_args(self, layout: str, d_B: int, d_C: int, n: int, out_f32: bool, d_workspace: int) -> tuple:
-        """kernel_args for the kernel ``layout`` ("rows" or "pairs") whatever n."""
+        """kernel_args for the kernel ``layout`` ("rows", "pairs" or "quads") whatever n."""
         m, k = self.shape
         d = self._dev
         ntasks, nsplits, _ = self._layouts[layout]
-        pairs = [d[f"pairs_{name}"].ptr if layout == "pairs" else 0 for name in ("pair_offsets", "pair_cols",
-                                                                                "pair_blocks")]
+        groups = [d[f"{layout}_{name}"].ptr if layout != "rows" else 0 for name in ("pair_offsets", "pair_cols",
+                                                                                   "pair_blocks")]
         return (m, k, n, -(-m // 16), d["perm"].ptr, d["brow_offsets"].ptr, d["block_cols"].ptr, d["block_values"].ptr,
                 d["block_masks"].ptr, d[f"{layout}_tasks"].ptr, ntasks, d[f"{layout}_splits"].ptr, nsplits, d_workspace,
-                d_B, d_C, _FMT[self.precision], int(out_f32), int(layout == "pairs"), *pairs)
+                d_B, d_C, _FMT[self.precision], int(out_f32), _LAYOUT_FLAG[layout], *groups)
 
-    def kernel_for(self, n: int) -> str:
-        """BSR16 on the GPU: "pairs" (a warp per pair of block rows) or "rows" at width n."""
+    def kernel_for(self, n: int, d_B: int = 0, d_C: int = 0) -> str:
+        """BSR16 on the GPU: the kernel of width n: "quads" (a warpgroup per quad of block rows: n a
+        multiple of 8, B and C at 16-byte aligned addresses), "pairs" (a warp per pair of block rows)
+        or "rows"."""
+        if self._quad_min_n is not None and n >= self._quad_min_n and n % 8 == 0 and d_B % 16 == 0 and d_C % 16 == 0:
+            return "quads"
         return "pairs" if self._pair_min_n is not None and n >= self._pair_min_n else "rows"
 
     def workspace_floats(self, n: int) -> int:
         """Floats of split-row workspace a call of width n needs (0 without split rows); widths
         under 8 run padded to 8 columns (cuda/half_spmm.h)."""
-        layout = self.kernel_for(n)
+        return self._workspace_floats(self.kernel_for(n), n)
+
+    def _workspace_floats(self, layout: str, n: int) -> int:
         _, nsplits, slots = self._layouts[layout]
-        return slots * (32 if layout == "pairs" else 16) * max(n, 8) if nsplits else 0  # ACC_HALF_WINDOW_ROWS
+        return slots * (16 if layout == "rows" else 32) * max(n, 8) if nsplits else 0  # ACC_HALF_WINDOW_ROWS
 
     def _launch(self, d_B: int, d_C: int, n: int, out_f32: bool, stream, workspace):
         from . import _cuda
@@ -568,9 +635,10 @@ class HalfPlan:
         if self._runner is not None:
             self._runner.run(d_B, d_C, n, stream, out_f32)
             return
-        floats = self.workspace_floats(n)
+        layout = self.kernel_for(n, d_B, d_C)
+        floats = self._workspace_floats(layout, n)
         ws = workspace.get(floats) if floats else 0
-        _cuda.half_spmm(self.kernel_args(d_B, d_C, n, out_f32, ws), stream)
+        _cuda.half_spmm(self._layout_args(layout, d_B, d_C, n, out_f32, ws), stream)
 
     def _gpu_plan(self, dev_index):
         if self.device != "gpu":

@@ -1,15 +1,15 @@
-"""BSR16 with a warp per pair of block rows against a warp per block row, cuSPARSE Blocked-ELL and
-dense cuBLAS (FP16 in and out, kernel times).
+"""BSR16 with a warp per pair of block rows and a warpgroup per quad of block rows (wgmma, sm_90)
+against a warp per block row, cuSPARSE Blocked-ELL and dense cuBLAS (FP16 in and out, kernel times).
 
 For each matrix and width n: the BSR16 kernel alone launched from C (``_cuda.time_half``, median of
 --reps CUDA-event-timed launches, the host's launch hidden) for a plan forced to each kernel
-(``tuning={"kernel": "rows"}`` and ``"pairs"``), and the default plan's choice.  For context only,
+(``tuning={"kernel": "rows"}``, ``"pairs"`` and ``"quads"``), and the default plan's choice.  For context only,
 Blocked-ELL (32x32 blocks, padded; ``bench_half.BlockedEll``) and torch.mm on the dense matrix, as
 CUDA-event medians around one call from Python: those include the host's launch latency (ctypes,
 about 10 us), so they are not comparable with the kernel times at this size, and no ratio to them is
-printed (benchmarks/bench_half.py compares all paths from Python).  Every pairs result is checked against the
-rows kernel bit for bit where neither schedule splits a block row, and against the float64 product
-(integer data: exact) always.  Run from the repository root on the GPU machine:
+printed (benchmarks/bench_half.py compares all paths from Python).  Every pairs and quads result is
+checked against the float64 product (integer data: exact), and the pairs result against the rows
+kernel bit for bit where neither schedule splits a block row.  Run from the repository root on the GPU machine:
 
     python benchmarks/half_pairs.py [DATA_DIR] [--ns 128 512] [--reps 20] [--quick]
 
@@ -92,6 +92,7 @@ def main():
     for name, A, m, k in integer_matrices(mats):
         by_row = accspmm.plan(A, device="gpu", precision="fp16", format="bsr16", tuning={"kernel": "rows"})
         by_pair = accspmm.plan(A, device="gpu", precision="fp16", format="bsr16", tuning={"kernel": "pairs"})
+        by_quad = accspmm.plan(A, device="gpu", precision="fp16", format="bsr16", tuning={"kernel": "quads"})
         auto = accspmm.plan(A, device="gpu", precision="fp16")
         splits = by_row.stats["schedule"]["rows"]["split_rows"] + by_pair.stats["schedule"]["pairs"]["split_rows"]
         ell = None
@@ -106,16 +107,22 @@ def main():
             Bh = torch.from_numpy(Bi).cuda().half()
             Cr = by_row(Bh, out=torch.empty(m, n, device="cuda"))
             Cp = by_pair(Bh, out=torch.empty(m, n, device="cuda"))
-            exact = bool(np.array_equal(Cp.cpu().numpy(), A @ Bi))
+            Cq = by_quad(Bh, out=torch.empty(m, n, device="cuda"))
+            ref = A @ Bi
+            exact = bool(np.array_equal(Cp.cpu().numpy(), ref))
+            exact_q = bool(np.array_equal(Cq.cpu().numpy(), ref))
             same = bool(torch.equal(Cr, Cp)) if splits == 0 else None
             r = {"gpu": gpu, "matrix": name, "m": m, "k": k, "nnz": int(A.nnz), "n": n,
                  "bsr16_blocks": by_row.stats["bsr16_blocks"],
                  "pair_entries_per_block": by_pair.stats["schedule"]["pair_entries_per_block"],
+                 "quad_entries_per_block": by_quad.stats["schedule"].get("quad_entries_per_block", float("nan")),
+                 "quads_kernel": by_quad.kernel_for(n, Bh.data_ptr(), Cq.data_ptr()),
                  "split_rows": [by_row.stats["schedule"]["rows"]["split_rows"],
                                 by_pair.stats["schedule"]["pairs"]["split_rows"]],
                  "auto": f"{auto.format}/{auto.kernel_for(n) if auto.format == 'bsr16' else '-'}",
                  "rows_us": kernel_us(by_row, Bh, n, args.reps), "pairs_us": kernel_us(by_pair, Bh, n, args.reps),
-                 "exact": exact, "bits_equal_rows": same}
+                 "quads_us": kernel_us(by_quad, Bh, n, args.reps), "exact": exact, "exact_quads": exact_q,
+                 "bits_equal_rows": same}
             if ell is not None:
                 Ce = torch.empty(m, n, dtype=torch.float16, device="cuda")
                 run, keep = ell.prepare(Bh, Ce)
@@ -124,23 +131,25 @@ def main():
                 r["cublas_us"] = cuda_ms(lambda: torch.mm(Ad, Bh), args.reps) * 1e3
             rows.append(r)
             print(f"  {name} n={n}: rows {r['rows_us']:.1f}, pairs {r['pairs_us']:.1f}, "
+                  f"quads {r['quads_us']:.1f} ({r['quads_kernel']}, exact {exact_q}), "
                   f"ell {r.get('ell_us', float('nan')):.1f}, cublas {r.get('cublas_us', float('nan')):.1f}; "
                   f"entries/block {r['pair_entries_per_block']:.2f}, exact {exact}, bits = rows {same}", flush=True)
-        for p in (by_row, by_pair, auto):
+        for p in (by_row, by_pair, by_quad, auto):
             p.close()
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
     nan = float("nan")
     print(f"\n# {gpu}, FP16, kernel us (median of {args.reps})")
-    print("| matrix | n | entries/block | rows | pairs | pairs/rows speedup | ELL (from Python) | cuBLAS (from Python) "
-          "| default | exact | bits = rows |")
-    print("|" + "---|" * 11)
+    print("| matrix | n | entries/block (pairs, quads) | rows | pairs | quads | best warp kernel / quads | "
+          "ELL (from Python) | cuBLAS (from Python) | default | exact (pairs, quads) | bits = rows |")
+    print("|" + "---|" * 12)
     for r in rows:
         e, c = r.get("ell_us", nan), r.get("cublas_us", nan)
-        print(f"| {r['matrix']} | {r['n']} | {r['pair_entries_per_block']:.2f} | {r['rows_us']:.1f} | "
-              f"{r['pairs_us']:.1f} | {r['rows_us'] / r['pairs_us']:.2f}x | {e:.1f} | {c:.1f} | {r['auto']} | "
-              f"{r['exact']} | {r['bits_equal_rows']} |")
+        print(f"| {r['matrix']} | {r['n']} | {r['pair_entries_per_block']:.2f}, {r['quad_entries_per_block']:.2f} | "
+              f"{r['rows_us']:.1f} | {r['pairs_us']:.1f} | {r['quads_us']:.1f} | "
+              f"{min(r['rows_us'], r['pairs_us']) / r['quads_us']:.2f}x | {e:.1f} | {c:.1f} | {r['auto']} | "
+              f"{r['exact']}, {r['exact_quads']} | {r['bits_equal_rows']} |")
 
 
 if __name__ == "__main__":

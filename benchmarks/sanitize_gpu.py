@@ -4,7 +4,7 @@ memory; window 5 is a GROUP of 2 warps at cap 32, a multi-part SPLIT at caps 2 a
 width, register and cp.async-staged pipelines, several depths, both grid orders, N tails (4-byte copy path), empty windows, and the
 cuSPARSE path; B with inf/NaN (the kernels' exact recompute of non-finite tiles, PACK, GROUP and
 SPLIT writers) against scipy's pattern; and the C steady-state call with CuPy arrays.  Half
-precision: both layouts (BSR16 on block rows and on pairs of them, BitTCF) in fp16 and bf16 on a
+precision: both layouts (BSR16 on block rows, pairs and quads of them, BitTCF) in fp16 and bf16 on a
 matrix with a split hub row, packed rows and empty ones, N tails (element copies), inf/NaN, the C
 call with CuPy float16, BSR16's slice-major thread blocks (N = 200, 300, 320; at 320 the row kernel
 loads B by TMA on sm_90), and BSR16 at N = 3 on
@@ -66,13 +66,14 @@ for n in (1, 5, 37, 64, 96, 130, 200, 300, 320):  # from 200: slice-major blocks
     Bx[[3, 17, 500], :] = [[np.inf], [np.nan], [-np.inf]]
     ref, refx = A2 @ B, A2 @ Bx
     for prec in ("fp16", "bf16"):
-        for fmt in ("bsr16", "bsr16-pairs", "bittcf"):
-            kw = {"tuning": {"kernel": "pairs"}} if fmt == "bsr16-pairs" else {}
+        for fmt in ("bsr16", "bsr16-pairs", "bsr16-quads", "bittcf"):
+            kw = {"tuning": {"kernel": fmt.split("-")[1]}} if "-" in fmt else {}
             p = accspmm.plan(A2, device="gpu", precision=prec, format=fmt.split("-")[0], **kw)
             check(np.array_equal(p(B), ref), f"n={n} {prec} {fmt}")
             split = (p.stats["schedule"][p.kernel_for(n)]["split_rows"] if fmt != "bittcf"
                      else p.stats["schedule_by_n"][n]["split_windows"])
-            check(split >= 1 or fmt == "bsr16-pairs", f"{prec} {fmt}: no split row")  # pairs split on A3
+            # pairs split on A3; quads never split (the forced quads run the hub's quad in one thread block)
+            check(split >= 1 or fmt in ("bsr16-pairs", "bsr16-quads"), f"{prec} {fmt}: no split row")
             check(np.array_equal(p(Bx), refx, equal_nan=True), f"n={n} {prec} {fmt} inf/NaN")
             if prec == "fp16":
                 Bg, Cg = cp.asarray(B.astype(np.float16)), cp.full((45, n), cp.nan, cp.float16)

@@ -548,7 +548,11 @@ static PyObject *half_launcher_new(PyTypeObject *type, PyObject *args, PyObject 
     a->pairs = pairs;
     a->pair_offsets = (const int64_t *)(uintptr_t)po;
     a->pair_cols = (const int32_t *)(uintptr_t)pc;
-    a->pair_blocks = (const int64_t *)(uintptr_t)pb;
+    /* the group arrays' third: each entry's blocks (pairs), or its packed values (quads) */
+    if (pairs == ACC_HALF_QUADS)
+        a->group_values = (const uint16_t *)(uintptr_t)pb;
+    else
+        a->pair_blocks = (const int64_t *)(uintptr_t)pb;
     self->slots = slots;
     self->device = device;
     self->et = fmt == ACC_HALF_FP16 ? k_float16 : k_bfloat16;
@@ -593,24 +597,30 @@ static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *a
         Py_INCREF(out);
         C = out;
     }
-    acc_half_args a = *base;
-    a.n = vb.cols;
-    a.B = (const uint16_t *)vb.ptr;
-    a.C = (void *)vc.ptr;
-    PyObject *ws = NULL; /* the split rows' workspace: freed (stream-ordered) after the launch */
-    if (a.num_splits > 0) {
-        gview vw;
-        /* widths under 8 run padded to 8 columns (acc_half_spmm), the workspace too */
-        ws = new_array(torch, &vb, 1, self->slots * ACC_HALF_WINDOW_ROWS(a.pairs) * (a.n < 8 ? 8 : a.n), 1,
-                       &k_float32, &vw);
-        if (!ws) {
-            Py_DECREF(C);
-            Py_RETURN_NONE;
+    int st;
+    for (;;) {
+        acc_half_args a = self->base;
+        a.n = vb.cols;
+        a.B = (const uint16_t *)vb.ptr;
+        a.C = (void *)vc.ptr;
+        PyObject *ws = NULL; /* the split rows' workspace: freed (stream-ordered) after the launch */
+        if (a.num_splits > 0) {
+            gview vw;
+            /* widths under 8 run padded to 8 columns (acc_half_spmm), the workspace too */
+            ws = new_array(torch, &vb, 1, self->slots * ACC_HALF_WINDOW_ROWS(a.pairs) * (a.n < 8 ? 8 : a.n),
+                           1, &k_float32, &vw);
+            if (!ws) {
+                Py_DECREF(C);
+                Py_RETURN_NONE;
+            }
+            a.workspace = (float *)vw.ptr;
         }
-        a.workspace = (float *)vw.ptr;
+        st = acc_half_spmm(&a, stream);
+        Py_XDECREF(ws);
+        /* quads on a width or at addresses their copies cannot take (nothing launched): the base layout */
+        if (st != ACC_ERR_UNSUPPORTED || self == outer) break;
+        self = outer;
     }
-    const int st = acc_half_spmm(&a, stream);
-    Py_XDECREF(ws);
     if (st) {
         Py_DECREF(C);
         return acc_py_cuda_raise(st, "half-precision SpMM launch failed", 0);

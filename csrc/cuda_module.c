@@ -397,7 +397,11 @@ static int parse_half(PyObject *tup, acc_half_args *a) {
     a->pairs = pairs;
     a->pair_offsets = (const int64_t *)(uintptr_t)po;
     a->pair_cols = (const int32_t *)(uintptr_t)pc;
-    a->pair_blocks = (const int64_t *)(uintptr_t)pb;
+    /* the group arrays' third: each entry's blocks (pairs), or its packed values (quads) */
+    if (pairs == ACC_HALF_QUADS)
+        a->group_values = (const uint16_t *)(uintptr_t)pb;
+    else
+        a->pair_blocks = (const int64_t *)(uintptr_t)pb;
     a->m = m;
     a->k = k;
     a->n = n;
@@ -435,6 +439,13 @@ static PyObject *py_half_spmm(PyObject *self, PyObject *args) {
 }
 
 static int run_half(void *ctx, void *stream) { return acc_half_spmm((const acc_half_args *)ctx, stream); }
+
+/* half_quads_usable() -> bool: whether the current device runs the BSR16 quad kernels (warpgroup MMA) */
+static PyObject *py_half_quads_usable(PyObject *self, PyObject *noargs) {
+    (void)self;
+    (void)noargs;
+    return PyBool_FromLong(acc_half_quads_usable());
+}
 
 /* time_half(args22, reps, flush, flush_bytes, stream) -> [ms] */
 static PyObject *py_time_half(PyObject *self, PyObject *args) {
@@ -830,6 +841,8 @@ static PyMethodDef cuda_methods[] = {
     {"event_destroy", py_event_destroy, METH_O, "event_destroy(handle): destroy a deferred build's event"},
     {"half_spmm", py_half_spmm, METH_VARARGS, "half_spmm(args22, stream): launch the FP16/BF16 BSR16 kernel"},
     {"time_half", py_time_half, METH_VARARGS, "time_half(args22, reps, flush, flush_bytes, stream) -> [ms]"},
+    {"half_quads_usable", py_half_quads_usable, METH_NOARGS,
+     "half_quads_usable() -> bool: the current device runs BSR16 on quads of block rows (wgmma)"},
     {"half_tiles", py_half_tiles, METH_VARARGS,
      "half_tiles(block_meta, values, num_blocks, tiles, fmt, stream): BitTCF dense half tiles"},
     {"half_round", py_half_round, METH_VARARGS,

@@ -82,9 +82,12 @@
 #include <cstdlib>
 
 #include "acc_cuda_internal.h"
+#include "half_device.h"
 #include "half_spmm.h"
 
 namespace {
+
+using namespace acc_half;
 
 constexpr int kWarps = ACC_HALF_WARPS;
 constexpr int kSlice = ACC_HALF_SLICE;
@@ -93,11 +96,6 @@ constexpr int kBPieces = 16 * kSlice / 8; /* 16-byte pieces of a 16 x 64 B tile:
 constexpr int kStage = kBPieces + 32;     /* pieces per stage: B tile + the block's 512 bytes */
 constexpr int kDepth = 4;
 constexpr int kTmaStage = 192; /* pieces per stage of the TMA kernels: 3,072 bytes (a multiple of 1,024) */
-
-template <int FMT> __device__ __forceinline__ float to_f32(uint16_t h) {
-    if (FMT == ACC_HALF_BF16) return __uint_as_float((uint32_t)h << 16);
-    return __half2float(__ushort_as_half(h));
-}
 
 template <int FMT>
 __device__ __forceinline__ void mma(float (&d)[4], const uint4 &a, uint32_t b0, uint32_t b1) {
@@ -140,20 +138,6 @@ template <int N> __device__ __forceinline__ void cp_wait() {
  * swizzle puts piece c of tile row r at slot c ^ (r % 8), the layout the cp.async path writes, and
  * fills rows beyond k and columns beyond n with zeros.  Each stage has an mbarrier (arrival count
  * 1: that lane's expect_tx) whose phase completes when the tile's 2,048 bytes have landed. */
-__device__ __forceinline__ unsigned smem_u32(const void *q) { return (unsigned)__cvta_generic_to_shared(q); }
-
-__device__ __forceinline__ void mbar_init(unsigned bar) {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
-#endif
-}
-
-__device__ __forceinline__ void mbar_init_fence() {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#endif
-}
-
 __device__ __forceinline__ void tma_b_tile(unsigned dst, const CUtensorMap *map, int x, int y, unsigned bar) {
 #if __CUDA_ARCH__ >= 900
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "n"(16 * kSlice * 2)
@@ -164,49 +148,6 @@ __device__ __forceinline__ void tma_b_tile(unsigned dst, const CUtensorMap *map,
         "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar)
         : "memory");
 #endif
-}
-
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-#if __CUDA_ARCH__ >= 900
-    unsigned done = 0;
-    while (!done)
-        asm volatile(
-            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-            : "=r"(done)
-            : "r"(bar), "r"(parity)
-            : "memory");
-#endif
-}
-
-/* Position of block entry (i, j) in the fragment order (csrc/accspmm.h). */
-__device__ __forceinline__ int frag_pos(int i, int j) {
-    return 8 * (4 * (i & 7) + ((j & 7) >> 1)) + 2 * ((i >> 3) + 2 * (j >> 3)) + (j & 1);
-}
-
-/* Row i of block row r at column col, from the stored entries only, in ascending column order.
- * Out of line (the rare non-finite path stays out of the kernels' registers), so it takes the
- * arrays it reads as scalars: a reference to the kernel's parameter struct would make every thread
- * copy the struct (168 bytes) to a local-memory stack frame at entry, which the split reduction,
- * a thread per element, paid in full. */
-template <int FMT>
-__device__ __noinline__ float
-exact_elem_of(const int64_t *__restrict__ brow_offsets, const uint64_t *__restrict__ block_masks,
-              const int32_t *__restrict__ block_cols, const uint16_t *__restrict__ block_values,
-              const uint16_t *__restrict__ B, int64_t n, int64_t r, int i, int64_t col) {
-    const int64_t b0 = brow_offsets[r], b1 = brow_offsets[r + 1];
-    float acc = 0.f;
-    for (int64_t b = b0; b < b1; b++) {
-        uint32_t bits = (uint32_t)(block_masks[4 * b + i / 4] >> (16 * (i % 4))) & 0xffffu;
-        while (bits) {
-            const int j = __ffs(bits) - 1;
-            bits &= bits - 1;
-            const int64_t bcol = (int64_t)block_cols[b] * 16 + j;
-            const float a = to_f32<FMT>(block_values[256 * b + frag_pos(i, j)]);
-            const float x = to_f32<FMT>(B[bcol * n + col]);
-            acc = __fadd_rn(acc, __fmul_rn(a, x)); /* the product of two half values is exact in FP32 */
-        }
-    }
-    return acc;
 }
 
 template <int FMT>
@@ -704,16 +645,14 @@ bool tma_usable() {
     return known[dev] == 1;
 }
 
-/* TMA for B where it applies: rows of B a multiple of 128 bytes (n % 64 == 0) from a 128-byte aligned
- * B (the file's header: other widths lose), the device and build have it, ACC_HALF_TMA is not "0" (the
- * cp.async path, for comparisons), and the driver makes the map. */
-bool use_tma(const acc_half_args &p, bool vec, CUtensorMap *map) {
-    if (!vec || p.n % 64 != 0 || (uintptr_t)p.B % 128 != 0) return false;
-    const char *env = getenv("ACC_HALF_TMA");
-    if (env && env[0] == '0') return false;
-    if (!tma_usable()) return false;
-    /* the map is a function of B's address and shape only: the thread's last one is kept, so calls on
-     * the same B skip the driver's encoding */
+} // namespace
+
+PFN_cuTensorMapEncodeTiled_v12000 acc_half_encoder() { return tensor_map_encoder(); }
+
+/* The tensor map of B for 16 x 64 tiles (b_tensor_map), false where the driver cannot make it.  The
+ * map is a function of B's address and shape only: the thread's last one is kept, so calls on the
+ * same B skip the driver's encoding. */
+bool acc_half_b_map(const acc_half_args &p, CUtensorMap *map) {
     thread_local struct {
         const uint16_t *B = nullptr;
         int64_t n = -1, k = -1;
@@ -730,6 +669,18 @@ bool use_tma(const acc_half_args &p, bool vec, CUtensorMap *map) {
     }
     *map = last.map;
     return true;
+}
+
+namespace {
+
+/* TMA for B where it applies: rows of B a multiple of 128 bytes (n % 64 == 0) from a 128-byte aligned
+ * B (the file's header: other widths lose), the device and build have it, ACC_HALF_TMA is not "0" (the
+ * cp.async path, for comparisons), and the driver makes the map. */
+bool use_tma(const acc_half_args &p, bool vec, CUtensorMap *map) {
+    if (!vec || p.n % 64 != 0 || (uintptr_t)p.B % 128 != 0) return false;
+    const char *env = getenv("ACC_HALF_TMA");
+    if (env && env[0] == '0') return false;
+    return tma_usable() && acc_half_b_map(p, map);
 }
 
 template <class L, int FMT, bool OUT_F32, bool VEC, bool SCTA, bool TMA>
@@ -824,8 +775,11 @@ extern "C" int acc_half_spmm(const acc_half_args *args, void *stream_ptr) {
     if (p.m == 0 || p.n == 0) return ACC_SUCCESS;
     if (!p.C || !p.B || !p.perm || !p.brow_offsets || !p.tasks || p.num_tasks == 0 || !p.block_values ||
         !p.block_cols || !p.block_masks || (p.num_splits > 0 && (!p.splits || !p.workspace)) ||
-        (p.pairs && (!p.pair_offsets || !p.pair_cols || !p.pair_blocks)))
+        (p.pairs &&
+         (!p.pair_offsets || !p.pair_cols ||
+          !(p.pairs == ACC_HALF_QUADS ? (const void *)p.group_values : (const void *)p.pair_blocks))))
         return ACC_ERR_INVALID_ARGUMENT;
+    if (p.pairs == ACC_HALF_QUADS) return acc_half_quads(p, s);
     if (p.n < 8 && p.num_brows >= kPadMinBrows) {
         const int st = bsr16_padded(p, s);
         if (st != ACC_ERR_DEVICE_MEMORY) return st; /* no room for the copies: the element path */

@@ -16,6 +16,7 @@ extern "C" {
 #define ACC_HALF_WARPS 4  /* warps per thread block: consecutive tasks, one column slice */
 #define ACC_HALF_SLICE 64 /* columns of B and C per warp */
 #define ACC_HALF_TASK_WORDS 5
+#define ACC_HALF_QUADS 2 /* acc_half_args.pairs: quads of block rows on warpgroup MMA */
 
 /* Rows of a schedule window, and of a split workspace slot: a block row (16), or a pair (32). */
 #define ACC_HALF_WINDOW_ROWS(pairs) ((pairs) ? 32 : 16)
@@ -46,11 +47,18 @@ typedef struct acc_half_args {
      * union of the two rows' column blocks: column block pair_cols[u], BSR16 blocks
      * pair_blocks[2u] (row 2P) and pair_blocks[2u + 1] (row 2P + 1), -1 where that row has none.
      * A warp loads each entry's 16 rows of B once for both block rows (a structure of 32 x 32
-     * blocks reads half the B tiles).  A row still sums its own blocks in column order. */
+     * blocks reads half the B tiles).  A row still sums its own blocks in column order.
+     * pairs = ACC_HALF_QUADS (2): quads of block rows (4Q .. 4Q + 3, 64 rows) on Hopper's warpgroup MMA
+     * (half_wgmma.cu): pair_offsets and pair_cols over quads, and group_values instead of pair_blocks:
+     * entry u's four blocks packed, group_values[1024 u + 256 j ..] the block of row 4Q + j in fragment
+     * order (zeros where that row has none).  A thread block per quad and column tile; tasks and splits
+     * are not read (every quad is one task, none split).  sm_90 only, n a multiple of 8, B and C 16-byte
+     * aligned: ACC_ERR_UNSUPPORTED otherwise, with nothing launched. */
     int pairs;
-    const int64_t *pair_offsets; /* [ceil(num_brows / 2) + 1] */
+    const int64_t *pair_offsets; /* [ceil(num_brows / 2) + 1], quads: [ceil(num_brows / 4) + 1] */
     const int32_t *pair_cols;
     const int64_t *pair_blocks;
+    const uint16_t *group_values; /* quads: [1024 U] */
     const uint16_t *B; /* [k * n] half bits of `fmt` */
     void *C;           /* [m * n] half bits of `fmt`, or float32 when out_f32 */
     int fmt;           /* ACC_HALF_FP16 or ACC_HALF_BF16 */
@@ -69,6 +77,10 @@ int acc_half_spmm(const acc_half_args *args, void *stream);
  * cuda/tf32_spmm.h read the tiles through it). */
 int acc_half_tiles(int32_t *block_meta, const float *values, int64_t num_blocks, uint16_t *tiles, int fmt,
                    void *stream);
+
+/* 1 where the current device runs the quad kernels (acc_half_args.pairs = ACC_HALF_QUADS: compute
+ * capability 9.0 and their sm_90a code in this build), else 0. */
+int acc_half_quads_usable(void);
 
 /* dst[i] = src[i] rounded to the half format (nearest even; beyond the range: inf), on `stream`. */
 int acc_half_round_device(const float *src, uint16_t *dst, int64_t count, int fmt, void *stream);

@@ -245,11 +245,12 @@ def test_schedule_packs_random_rows(seed):
 
 # ---- pairs of block rows -------------------------------------------------------------------
 
+@pytest.mark.parametrize("size", [2, 4])
 @pytest.mark.parametrize("seed", range(6))
-def test_pair_index_is_the_union_of_two_block_rows(seed):
-    """Each pair of block rows gets the ascending union of its column blocks, and each entry the BSR16
-    block of either row there (or -1): empty rows and pairs, an odd number of block rows, a block row
-    holding every column block."""
+def test_group_index_is_the_union_of_its_block_rows(seed, size):
+    """Each group of `size` block rows (pairs; the quads of the wgmma kernel) gets the ascending union of
+    its column blocks, and each entry the BSR16 block of each row there (or -1): empty rows and groups, a
+    number of block rows that is not a multiple of the size, a block row holding every column block."""
     rng = np.random.default_rng(seed)
     R, k = int(rng.integers(1, 40)), int(rng.integers(1, 500))
     ncb = -(-k // 16)
@@ -259,14 +260,17 @@ def test_pair_index_is_the_union_of_two_block_rows(seed):
         rows[2] = rows[3] = np.zeros(0, np.int64)  # an empty pair
     bo = np.concatenate(([0], np.cumsum([r.size for r in rows]))).astype(np.int64)
     cols = np.concatenate(rows).astype(np.int32)
-    offsets, pcols, blocks = _half.pair_index(bo, cols, k)
-    assert offsets.shape == (-(-R // 2) + 1,) and offsets[-1] == pcols.size == blocks.shape[0]
+    offsets, pcols, blocks = _half.group_index(bo, cols, k, size)
+    if size == 2:
+        assert all(np.array_equal(a, b) for a, b in zip(_half.pair_index(bo, cols, k), (offsets, pcols, blocks)))
+    assert offsets.shape == (-(-R // size) + 1,) and offsets[-1] == pcols.size == blocks.shape[0]
+    assert blocks.shape[1:] == (size,)
     for q in range(offsets.shape[0] - 1):
-        want = sorted(set(np.concatenate([rows[r] for r in range(2 * q, min(R, 2 * q + 2))]).tolist()))
+        want = sorted(set(np.concatenate([rows[r] for r in range(size * q, min(R, size * q + size))]).tolist()))
         assert pcols[offsets[q]:offsets[q + 1]].tolist() == want
         for u in range(offsets[q], offsets[q + 1]):
-            for h in range(2):
-                r = 2 * q + h
+            for h in range(size):
+                r = size * q + h
                 b = blocks[u, h]
                 if r < R and pcols[u] in rows[r]:
                     assert b == bo[r] + rows[r].tolist().index(pcols[u]) and cols[b] == pcols[u]
@@ -440,19 +444,33 @@ def poisoned(shape, dtype):
     return torch.full(shape, float("nan"), dtype=dtype, device="cuda")
 
 
-FORMATS = ["bsr16", "bsr16-pairs", "bittcf"]
+FORMATS = ["bsr16", "bsr16-pairs", "bsr16-quads", "bittcf"]
+
+
+def quads_usable():
+    from accspmm import _cuda
+
+    return _cuda.half_quads_usable()
 
 
 def gpu_half_plan(A, prec, fmt, **kw):
     """A GPU half plan of format fmt: "bsr16" (BSR16, a warp per block row), "bsr16-pairs" (BSR16, a
-    warp per pair of block rows) or "bittcf"."""
+    warp per pair of block rows), "bsr16-quads" (BSR16, a warpgroup per quad of block rows on wgmma
+    where the GPU has it, widths that are a multiple of 8; the row kernel otherwise) or "bittcf"."""
     if fmt.startswith("bsr16"):
-        kw["tuning"] = {"kernel": "pairs" if fmt == "bsr16-pairs" else "rows"}
+        kw["tuning"] = {"kernel": fmt.split("-")[1] if "-" in fmt else "rows"}
     p = accspmm.plan(A, device="gpu", precision=prec, format=fmt.split("-")[0], **kw)
     assert p.format == fmt.split("-")[0]
-    if fmt.startswith("bsr16"):
+    if fmt == "bsr16-quads":
+        assert p.kernel_for(7) == "rows" and p.kernel_for(8) == ("quads" if quads_usable() else "rows")
+    elif fmt.startswith("bsr16"):
         assert p.kernel_for(1) == p.kernel_for(10**6) == kw["tuning"]["kernel"]
     return p
+
+
+def runs_quads(p, n):
+    """Whether a plan runs the quad kernel at width n (it never splits a quad: a hub quad runs whole)."""
+    return p.format == "bsr16" and p.kernel_for(n) == "quads"
 
 
 def split_rows(p, n):
@@ -476,7 +494,7 @@ def test_gpu_integer_bit_exact(prec, n, mat, fmt):
     out = poisoned((A.shape[0], n), TORCH_DT[prec])
     assert p(Bt, out=out) is out
     if mat == "hub":
-        assert split_rows(p, n) >= 1
+        assert split_rows(p, n) >= 1 or runs_quads(p, n)
     assert np.array_equal(out.double().cpu().numpy(), half_ref(A, B, prec, "half"))
     out32 = poisoned((A.shape[0], n), torch.float32)
     p(Bt, out=out32)
@@ -487,7 +505,7 @@ def test_gpu_integer_bit_exact(prec, n, mat, fmt):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fmt", ["bsr16", "bsr16-pairs"])
+@pytest.mark.parametrize("fmt", ["bsr16", "bsr16-pairs", "bsr16-quads"])
 @pytest.mark.parametrize("prec", PRECS)
 def test_gpu_bsr16_narrow_b_on_many_block_rows(prec, fmt):
     """n < 8 on at least 4096 block rows runs BSR16 in copies of B and C padded to 8 columns
@@ -654,7 +672,7 @@ def test_gpu_steady_call_takes_the_c_path(prec, fmt):
     p = gpu_half_plan(A, prec, fmt)
     B = torch.from_numpy(int_dense(20000, 64)).cuda().to(TORCH_DT[prec])
     C0 = p(B)  # the first call (Python) hands PyTorch's types to the C call
-    assert split_rows(p, 64) >= 1
+    assert split_rows(p, 64) >= 1 or runs_quads(p, 64)
     launcher = p._fast.__self__
     before = launcher.fast_calls
     C1 = p(B)
@@ -806,6 +824,48 @@ def test_gpu_bsr16_kernel_model():
     p = accspmm.plan(shifted, device="gpu", precision="fp16", format="bsr16")
     assert p.stats["schedule"]["pair_entries_per_block"] > _half.PAIR_SHARE_MAX
     assert p.kernel_for(10**6) == "rows" and "pairs" not in p.stats["schedule"]
+
+
+@pytest.mark.gpu
+def test_gpu_quad_kernel_model_and_fallbacks():
+    """Quads (wgmma, from QUAD_MIN_N columns, a multiple of 8) where dense 32 x 32 blocks give quads that
+    share their column blocks, through the C call too; the row kernel at other widths and for a B at an
+    address TMA cannot take; no quads where one quad is a hub.  Exact on integer data everywhere, and
+    within the bound on random values."""
+    if not quads_usable():
+        pytest.skip("no warpgroup MMA on this GPU or build (sm_90a)")
+    dense = blocky_matrix(2000, 1500, density=0.4, seed=4)
+    p = accspmm.plan(dense, device="gpu", precision="fp16")
+    sched = p.stats["schedule"]
+    assert p.format == "bsr16" and sched["kernel"].startswith("quads"), sched["kernel_why"]
+    assert p.kernel_for(_half.QUAD_MIN_N - 8) == "rows" and p.kernel_for(_half.QUAD_MIN_N) == "quads"
+    assert p.kernel_for(_half.QUAD_MIN_N + 4) == "rows"  # not a multiple of 8
+    launcher = p._fast.__self__
+    before = launcher.fast_calls
+    for n in (_half.QUAD_MIN_N, _half.QUAD_MIN_N + 4, 520):
+        B = int_dense(1500, n, seed=n)
+        Bt = torch.from_numpy(B).cuda().half()
+        C = p(Bt, out=poisoned((2000, n), torch.float32))  # a float32 C: the Python layer's call
+        assert np.array_equal(C.cpu().numpy(), (dense @ B).astype(np.float32)), n
+        C = p(Bt, out=poisoned((2000, n), torch.float16))  # a half C: the C call
+        assert np.array_equal(C.double().cpu().numpy(), half_ref(dense, B, "fp16", "half")), n
+        buf = torch.empty(1500 * n + 1, dtype=torch.float16, device="cuda")  # B 2 bytes off: rows in C
+        Bm = buf[1:].view(1500, n)
+        Bm.copy_(Bt)
+        C = p(Bm, out=poisoned((2000, n), torch.float16))
+        assert np.array_equal(C.double().cpu().numpy(), half_ref(dense, B, "fp16", "half")), (n, "misaligned")
+    assert launcher.fast_calls == before + 6
+    Bf = np.random.default_rng(5).standard_normal((1500, 256)).astype(np.float32)
+    A = blocky_matrix(2000, 1500, density=0.4, seed=4, values="normal")
+    q = gpu_half_plan(A, "fp16", "bsr16-quads")
+    check_bound(A, Bf, q(torch.from_numpy(Bf).cuda()).cpu().numpy(), "fp16")
+    wide = blocky_matrix(1000, 8192, density=0.06, seed=6)  # about 60 entries a quad, of 512 column blocks
+    p = accspmm.plan(wide, device="gpu", precision="fp16", format="bsr16")
+    assert p.kernel_for(10**6) == "quads", p.stats["schedule"]["kernel_why"]
+    hub = sp.lil_matrix(wide)
+    hub[0:64, :] = 1  # one quad holds every column block: more than QUAD_SKEW x the mean
+    p = accspmm.plan(sp.csr_matrix(hub), device="gpu", precision="fp16", format="bsr16")
+    assert p.kernel_for(10**6) != "quads", p.stats["schedule"]["kernel_why"]
 
 
 @pytest.mark.gpu
