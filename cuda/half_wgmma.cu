@@ -397,6 +397,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                     mbar_wait(bars + 8 * (kStages + s), (unsigned)((g / kStages - 1) & 1));
                 const unsigned full = bars + 8 * s, stage = base + s * Q::kStage;
                 const int64_t first = kE * g, entries = count - first < kE ? count - first : kE;
+                /* the arrival with the bytes to expect first, then the copies that bring them (the phase
+                 * completes when they have all landed) */
+                if (mine) expect_bytes(full, (unsigned)((Q::kBBytes + kABytes) * entries));
 #pragma unroll
                 for (int e = 0; e < kE; e++) {
                     const int32_t ce =
@@ -412,13 +415,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                         }
                     }
                 }
-                if (mine) {
+                if (mine)
                     bulk_copy(stage + kE * Q::kBBytes, p.group_values + 1024 * (u0 + first),
                               (unsigned)(kABytes * entries), full);
-                    /* the phase completes once these bytes and this arrival are both in (the copies may land
-                     * first: the transaction count may go below zero until the arrival) */
-                    expect_bytes(full, (unsigned)((Q::kBBytes + kABytes) * entries));
-                }
                 __syncwarp();
             }
         }
@@ -453,6 +452,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 acc, a[e], b_desc(base + s * Q::kStage + (kE * g + e < count ? e : 0) * Q::kBBytes + b_off));
         wg_commit();
         wg_wait1();
+        __syncwarp(); /* every lane's reads of the stage before come before its release */
         if (g > 0 && lane == 0) mbar_arrive(bars + 8 * (kStages + (int)((g - 1) % kStages)));
     };
     uint4 a0[kE], a1[kE];
