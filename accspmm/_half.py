@@ -105,8 +105,10 @@ PAIR_MIN_N = 256
 #: blocks give 0.38-0.5), (2) a nonempty quad has at least QUAD_MIN_ENTRIES entries on average (its
 #: pipeline needs a few stages to fill) and (3) no quad has more than QUAD_SKEW times the mean (a hub
 #: quad would set the kernel's tail), for n >= QUAD_MIN_N (a multiple of 8; other widths run the warp
-#: kernels).  H100, kernel us, best warp kernel -> quads (benchmarks/NOTES.md): uniform 32 x 32 blocks,
-#: 8192^2, n = 512: 50% 281 -> 148, 70% 181 -> 104, 90% 67 -> 48, 95% 36 -> 31; n = 128, 90%: 24 -> 19.
+#: kernels).  H100, kernel us, best warp kernel -> quads (benchmarks/results/h100_half_quads.txt): uniform
+#: 32 x 32 blocks, 8192^2, n = 512: 50% 281 -> 146, 70% 182 -> 103, 90% 68 -> 47, 95% 36.5 -> 31; n = 128:
+#: 50% 99 -> 62, 70% 62 -> 45, 90% 25 -> 19, 95% 15.6 -> 13.2; 99% (10 entries a quad) 8.1 -> 9.3, so
+#: QUAD_MIN_ENTRIES; irregular block rows (hub quads) 1.6-4x slower, so QUAD_SKEW.
 QUAD_MIN_N = 128
 QUAD_SHARE_MAX = 0.55
 QUAD_MIN_ENTRIES = 32
