@@ -94,6 +94,18 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
 #endif
 }
 
+/* Two adjacent elements (at is even, n is even: 4- or 8-byte aligned). */
+template <int FMT, bool OUT_F32>
+__device__ __forceinline__ void store2(const acc_half_args &p, int64_t at, float v0, float v1) {
+    if (OUT_F32)
+        __stcs(reinterpret_cast<float2 *>(static_cast<float *>(p.C) + at), make_float2(v0, v1));
+    else if (FMT == ACC_HALF_BF16)
+        *reinterpret_cast<__nv_bfloat162 *>(static_cast<__nv_bfloat16 *>(p.C) + at) =
+            __floats2bfloat162_rn(v0, v1);
+    else
+        *reinterpret_cast<__half2 *>(static_cast<__half *>(p.C) + at) = __floats2half2_rn(v0, v1);
+}
+
 } // namespace acc_half
 
 #endif
