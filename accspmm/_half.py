@@ -107,11 +107,12 @@ PAIR_MIN_N = 256
 #: quad would set the kernel's tail), for n >= QUAD_MIN_N (a multiple of 8; other widths run the warp
 #: kernels).  H100, kernel us, best warp kernel -> quads (benchmarks/results/h100_half_quads.txt): uniform
 #: 32 x 32 blocks, 8192^2, n = 512: 50% 281 -> 146, 70% 182 -> 103, 90% 68 -> 47, 95% 36.5 -> 31; n = 128:
-#: 50% 99 -> 62, 70% 62 -> 45, 90% 25 -> 19, 95% 15.6 -> 13.2; 99% (10 entries a quad) 8.1 -> 9.3, so
-#: QUAD_MIN_ENTRIES; irregular block rows (hub quads) 1.6-4x slower, so QUAD_SKEW.
+#: 50% 99 -> 62, 70% 62 -> 45, 90% 25 -> 19, 95% 15.6 -> 13.2; 99% (10 entries a quad) 8.1 -> 9.3 and
+#: 32768^2 at 99% (41 entries) 31.9 -> 41.5, so QUAD_MIN_ENTRIES; irregular block rows (hub quads) 1.6-4x
+#: slower, so QUAD_SKEW.
 QUAD_MIN_N = 128
 QUAD_SHARE_MAX = 0.55
-QUAD_MIN_ENTRIES = 32
+QUAD_MIN_ENTRIES = 48  # 41 entries (uniform 32768^2, 99%): 0.77x at n = 128; 50 (8192^2, 95%): 1.18x
 QUAD_SKEW = 4.0
 BSR16_KERNELS = ("auto", "pairs", "rows", "quads")
 _LAYOUT_FLAG = {"rows": 0, "pairs": 1, "quads": 2}  # acc_half_args.pairs (ACC_HALF_QUADS = 2)
