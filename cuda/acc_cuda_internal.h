@@ -147,6 +147,28 @@ inline bool pdl_usable(const void *kernel, unsigned char (&known)[kMaxDevices]) 
     return known[dev] == 1;
 }
 
+/* Whether `kernel` runs on the current device as `ok(major, minor, attributes)` says (compute capability
+ * and the kernel's cudaFuncAttributes: e.g. the code built for it), cached per device in `known` (0
+ * unknown, 1 yes, 2 no). */
+template <typename Ok> bool kernel_runs_here(const void *kernel, unsigned char (&known)[kMaxDevices], Ok ok) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    if (!known[dev]) {
+        int major = 0, minor = 0;
+        cudaFuncAttributes a;
+        const bool yes =
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
+            cudaFuncGetAttributes(&a, kernel) == cudaSuccess && ok(major, minor, a);
+        (void)cudaGetLastError();
+        known[dev] = yes ? 1 : 2;
+    }
+    return known[dev] == 1;
+}
+
 /* kernel<<<grid, threads, smem, s>>>(args...), with programmatic stream serialization when `pdl`. */
 template <typename... P, typename... A>
 cudaError_t launch_ex(void (*kernel)(P...), dim3 grid, dim3 threads, size_t smem, cudaStream_t s, bool pdl,

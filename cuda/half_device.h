@@ -106,6 +106,18 @@ __device__ __forceinline__ void store2(const acc_half_args &p, int64_t at, float
         *reinterpret_cast<__half2 *>(static_cast<__half *>(p.C) + at) = __floats2half2_rn(v0, v1);
 }
 
+/* A TMA copy of the 2D box at (x, y) of `map` into shared memory at dst, reported to the mbarrier at bar
+ * (complete_tx of the box's bytes). */
+__device__ __forceinline__ void tma_2d(unsigned dst, const CUtensorMap *map, int x, int y, unsigned bar) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, "
+        "{%2, %3}], [%4];" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar)
+        : "memory");
+#endif
+}
+
 } // namespace acc_half
 
 #endif

@@ -142,12 +142,8 @@ __device__ __forceinline__ void tma_b_tile(unsigned dst, const CUtensorMap *map,
 #if __CUDA_ARCH__ >= 900
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "n"(16 * kSlice * 2)
                  : "memory");
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, "
-        "{%2, %3}], [%4];" ::"r"(dst),
-        "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar)
-        : "memory");
 #endif
+    tma_2d(dst, map, x, y, bar);
 }
 
 template <int FMT>
@@ -613,24 +609,11 @@ typedef void (*half_kernel_fn)(const acc_half_args, const CUtensorMap);
 /* Whether the current device runs the TMA kernels: compute capability 9 or more, and the kernels'
  * code built for it (a binary of sm_80 code alone has them empty).  Cached per device. */
 bool tma_usable() {
-    static unsigned char known[kMaxDevices]; /* 0 unknown, 1 yes, 2 no */
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    if (!known[dev]) {
-        int major = 0;
-        cudaFuncAttributes a;
-        const half_kernel_fn k = half_kernel<BsrOps, ACC_HALF_FP16, false, true, true, true>;
-        const bool ok =
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-            major >= 9 && cudaFuncGetAttributes(&a, reinterpret_cast<const void *>(k)) == cudaSuccess &&
-            a.ptxVersion >= 90;
-        (void)cudaGetLastError();
-        known[dev] = ok ? 1 : 2;
-    }
-    return known[dev] == 1;
+    static unsigned char known[kMaxDevices];
+    const half_kernel_fn k = half_kernel<BsrOps, ACC_HALF_FP16, false, true, true, true>;
+    return kernel_runs_here(
+        reinterpret_cast<const void *>(k), known,
+        [](int major, int, const cudaFuncAttributes &a) { return major >= 9 && a.ptxVersion >= 90; });
 }
 
 } // namespace

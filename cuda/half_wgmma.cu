@@ -139,6 +139,17 @@ template <int N> __device__ __forceinline__ void fence_regs(float (&d)[N]) {
 template <int FMT, int NW> __device__ __forceinline__ void wgmma_rs(float *d, const uint4 &a, uint64_t desc);
 
 #if ACC_WGMMA
+/* the FP16 and BF16 wrappers of width NW */
+#define ACC_WGMMA_RS_BOTH(NW)                                                                                \
+    template <>                                                                                              \
+    __device__ __forceinline__ void wgmma_rs<ACC_HALF_FP16, NW>(float *d, const uint4 &a, uint64_t desc) {   \
+        ACC_WGMMA_RS_##NW("f16");                                                                            \
+    }                                                                                                        \
+    template <>                                                                                              \
+    __device__ __forceinline__ void wgmma_rs<ACC_HALF_BF16, NW>(float *d, const uint4 &a, uint64_t desc) {   \
+        ACC_WGMMA_RS_##NW("bf16");                                                                           \
+    }
+
 /* wgmma.m64n64k16 with elements of type TY ("f16" or "bf16"), A from registers, B MN-major */
 #define ACC_WGMMA_RS_64(TY)                                                                                  \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                \
@@ -153,15 +164,7 @@ template <int FMT, int NW> __device__ __forceinline__ void wgmma_rs(float *d, co
                    "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])              \
                  : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(desc), "r"(1))
 
-template <>
-__device__ __forceinline__ void wgmma_rs<ACC_HALF_FP16, 64>(float *d, const uint4 &a, uint64_t desc) {
-    ACC_WGMMA_RS_64("f16");
-}
-
-template <>
-__device__ __forceinline__ void wgmma_rs<ACC_HALF_BF16, 64>(float *d, const uint4 &a, uint64_t desc) {
-    ACC_WGMMA_RS_64("bf16");
-}
+ACC_WGMMA_RS_BOTH(64)
 
 /* wgmma.m64n128k16 with elements of type TY ("f16" or "bf16"), A from registers, B MN-major */
 #define ACC_WGMMA_RS_128(TY)                                                                                 \
@@ -184,15 +187,7 @@ __device__ __forceinline__ void wgmma_rs<ACC_HALF_BF16, 64>(float *d, const uint
           "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])          \
         : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(desc), "r"(1))
 
-template <>
-__device__ __forceinline__ void wgmma_rs<ACC_HALF_FP16, 128>(float *d, const uint4 &a, uint64_t desc) {
-    ACC_WGMMA_RS_128("f16");
-}
-
-template <>
-__device__ __forceinline__ void wgmma_rs<ACC_HALF_BF16, 128>(float *d, const uint4 &a, uint64_t desc) {
-    ACC_WGMMA_RS_128("bf16");
-}
+ACC_WGMMA_RS_BOTH(128)
 
 /* wgmma.m64n256k16 with elements of type TY ("f16" or "bf16"), A from registers, B MN-major */
 #define ACC_WGMMA_RS_256(TY)                                                                                 \
@@ -229,15 +224,7 @@ __device__ __forceinline__ void wgmma_rs<ACC_HALF_BF16, 128>(float *d, const uin
           "+f"(d[127])                                                                                       \
         : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(desc), "r"(1))
 
-template <>
-__device__ __forceinline__ void wgmma_rs<ACC_HALF_FP16, 256>(float *d, const uint4 &a, uint64_t desc) {
-    ACC_WGMMA_RS_256("f16");
-}
-
-template <>
-__device__ __forceinline__ void wgmma_rs<ACC_HALF_BF16, 256>(float *d, const uint4 &a, uint64_t desc) {
-    ACC_WGMMA_RS_256("bf16");
-}
+ACC_WGMMA_RS_BOTH(256)
 #else
 template <int FMT, int NW> __device__ __forceinline__ void wgmma_rs(float *, const uint4 &, uint64_t) {}
 #endif
@@ -245,16 +232,6 @@ template <int FMT, int NW> __device__ __forceinline__ void wgmma_rs(float *, con
 __device__ __forceinline__ void expect_bytes(unsigned bar, unsigned bytes) {
 #if ACC_WGMMA
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-#endif
-}
-
-__device__ __forceinline__ void tma_box(unsigned dst, const CUtensorMap *map, int x, int y, unsigned bar) {
-#if ACC_WGMMA
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, "
-        "{%2, %3}], [%4];" ::"r"(dst),
-        "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar)
-        : "memory");
 #endif
 }
 
@@ -346,7 +323,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                         if (chunked) {
 #pragma unroll
                             for (int b = 0; b < Q::kCols / 64; b++)
-                                tma_box(tile + b * kBox, &map, (int)(n0 + 64 * b), 16 * ce, full);
+                                tma_2d(tile + b * kBox, &map, (int)(n0 + 64 * b), 16 * ce, full);
                         } else {
                             tma_box3(tile, &map, 16 * ce, (int)(n0 / 64), full);
                         }
@@ -432,26 +409,12 @@ typedef void (*quad_kernel_fn)(const acc_half_args, const CUtensorMap, int);
 /* Whether the current device runs the quad kernels: compute capability 9.0 with their sm_90a code in
  * this binary.  Cached per device. */
 bool quads_usable() {
-    static unsigned char known[kMaxDevices]; /* 0 unknown, 1 yes, 2 no */
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    if (!known[dev]) {
-        int major = 0, minor = 0;
-        cudaFuncAttributes a;
-        const quad_kernel_fn k = quad_kernel<ACC_HALF_FP16, false, 64>;
-        const bool ok =
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
-            major == 9 && minor == 0 &&
-            cudaFuncGetAttributes(&a, reinterpret_cast<const void *>(k)) == cudaSuccess &&
-            a.binaryVersion == 90;
-        (void)cudaGetLastError();
-        known[dev] = ok ? 1 : 2;
-    }
-    return known[dev] == 1;
+    static unsigned char known[kMaxDevices];
+    const quad_kernel_fn k = quad_kernel<ACC_HALF_FP16, false, 64>;
+    return kernel_runs_here(reinterpret_cast<const void *>(k), known,
+                            [](int major, int minor, const cudaFuncAttributes &a) {
+                                return major == 9 && minor == 0 && a.binaryVersion == 90;
+                            });
 }
 
 /* B's tensor map for a thread block's 16 x (64 chunks) tiles: where n % 64 == 0, one 3D box {64 columns,
