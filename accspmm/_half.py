@@ -201,6 +201,16 @@ def group_index(brow_offsets: np.ndarray, block_cols: np.ndarray, k: int, size: 
     return offsets, (ukey % ncb).astype(np.int32), blocks
 
 
+def pack_group_values(blocks: np.ndarray, block_values: np.ndarray) -> np.ndarray:
+    """uint16 [U, size, 256]: entry u's blocks (``group_index``'s blocks[u]) side by side in fragment
+    order, zeros where a row has none: the quad kernel's ``group_values``."""
+    blocks = np.asarray(blocks, np.int64)
+    out = np.zeros((*blocks.shape, 256), np.uint16)
+    there = blocks >= 0
+    out[there] = np.asarray(block_values, np.uint16).reshape(-1, 256)[blocks[there]]
+    return out
+
+
 def pair_index(brow_offsets: np.ndarray, block_cols: np.ndarray, k: int) -> tuple:
     """``group_index`` of pairs of block rows (2P, 2P + 1): the pair kernel's arrays."""
     return group_index(brow_offsets, block_cols, k, 2)
@@ -434,11 +444,7 @@ class HalfPlan:
                     continue
                 if layout == "quads":  # a thread block per quad and column tile: one task each, none split
                     go, gc, gb = quads or group_index(offsets, f["block_cols"], k, 4)
-                    # each entry's four blocks packed (zeros where a row has none): one copy an entry
-                    gv = np.zeros((gb.shape[0], 4, 256), np.uint16)
-                    there = gb >= 0
-                    gv[there] = f["block_values"].reshape(-1, 256)[gb[there]]
-                    gb = gv
+                    gb = pack_group_values(gb, f["block_values"])  # one copy an entry's blocks
                     q = np.arange(go.size - 1, dtype=np.int64)
                     tasks = np.stack([q, q + 1, go[:-1], go[1:], np.full(q.size, -1)], axis=1)
                     splits, slots, cap, pack = np.zeros((0, 3), np.int64), 0, None, None

@@ -278,6 +278,21 @@ def test_group_index_is_the_union_of_its_block_rows(seed, size):
                     assert b == -1
 
 
+def test_pack_group_values_places_each_rows_block():
+    """The quad kernel's packed values: entry u, row h holds BSR16 block blocks[u, h] (256 halves in
+    fragment order), zeros where the row has none; no entries gives an empty array."""
+    rng = np.random.default_rng(3)
+    values = rng.integers(1, 2**16, 7 * 256).astype(np.uint16)
+    blocks = np.array([[0, -1, 3, 6], [-1, -1, -1, 2], [5, 4, 1, -1]])
+    packed = _half.pack_group_values(blocks, values)
+    assert packed.shape == (3, 4, 256) and packed.dtype == np.uint16
+    for u in range(3):
+        for h in range(4):
+            want = values[256 * blocks[u, h]:256 * blocks[u, h] + 256] if blocks[u, h] >= 0 else np.zeros(256)
+            assert np.array_equal(packed[u, h], want)
+    assert _half.pack_group_values(np.zeros((0, 4), np.int64), values).shape == (0, 4, 256)
+
+
 def test_pair_index_of_no_blocks():
     offsets, pcols, blocks = _half.pair_index(np.zeros(6, np.int64), np.zeros(0, np.int32), 40)
     assert offsets.tolist() == [0, 0, 0, 0] and pcols.size == 0 and blocks.shape == (0, 2)
