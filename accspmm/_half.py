@@ -462,16 +462,16 @@ class HalfPlan:
                                                                           self._device_id)
                 self._layouts[layout] = (int(tasks.shape[0]), int(splits.shape[0]), slots)
             sched.update(sched["rows"])  # the row kernel's schedule at the top level, as before pairs
+            # the C call: calls of n >= the wide kernel's first width go to it (quads fall back to rows in C
+            # where the width or B's and C's alignment do not allow them)
+            wide = "quads" if "quads" in self._layouts else "pairs" if "pairs" in self._layouts else None
+            wide_min = self._quad_min_n if wide == "quads" else self._pair_min_n
+            base = wide if wide == "pairs" and wide_min == 0 else "rows"
             launchers = {}
-            for layout in self._layouts:
+            for layout in dict.fromkeys((base, wide) if wide else (base,)):
                 a = self._layout_args(layout, 0, 0, 0, False, 0)
                 launchers[layout] = cu.HalfLauncher(m, k, *a[4:12], a[12], self._layouts[layout][2], _FMT[precision],
                                                     self._device_id, *a[18:])
-            # the C call: calls of n >= the wide kernel's first width go to it (quads fall back to rows in C
-            # where the width or B's and C's alignment do not allow them)
-            wide = "quads" if "quads" in launchers else "pairs" if "pairs" in launchers else None
-            wide_min = self._quad_min_n if wide == "quads" else self._pair_min_n
-            base = wide if wide == "pairs" and wide_min == 0 else "rows"
             if wide is not None and wide != base:
                 launchers[base].set_wide(launchers[wide], wide_min)
             self._fast = launchers[base].call

@@ -546,13 +546,7 @@ static PyObject *half_launcher_new(PyTypeObject *type, PyObject *args, PyObject 
     a->num_splits = nsplits;
     a->fmt = fmt;
     a->pairs = pairs;
-    a->pair_offsets = (const int64_t *)(uintptr_t)po;
-    a->pair_cols = (const int32_t *)(uintptr_t)pc;
-    /* the group arrays' third: each entry's blocks (pairs), or its packed values (quads) */
-    if (pairs == ACC_HALF_QUADS)
-        a->group_values = (const uint16_t *)(uintptr_t)pb;
-    else
-        a->pair_blocks = (const int64_t *)(uintptr_t)pb;
+    acc_half_set_groups(a, (uintptr_t)po, (uintptr_t)pc, (uintptr_t)pb);
     self->slots = slots;
     self->device = device;
     self->et = fmt == ACC_HALF_FP16 ? k_float16 : k_bfloat16;

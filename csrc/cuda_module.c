@@ -395,13 +395,7 @@ static int parse_half(PyObject *tup, acc_half_args *a) {
                           &po, &pc, &pb))
         return -1;
     a->pairs = pairs;
-    a->pair_offsets = (const int64_t *)(uintptr_t)po;
-    a->pair_cols = (const int32_t *)(uintptr_t)pc;
-    /* the group arrays' third: each entry's blocks (pairs), or its packed values (quads) */
-    if (pairs == ACC_HALF_QUADS)
-        a->group_values = (const uint16_t *)(uintptr_t)pb;
-    else
-        a->pair_blocks = (const int64_t *)(uintptr_t)pb;
+    acc_half_set_groups(a, (uintptr_t)po, (uintptr_t)pc, (uintptr_t)pb);
     a->m = m;
     a->k = k;
     a->n = n;

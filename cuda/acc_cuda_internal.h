@@ -121,32 +121,6 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
-/* Whether launches of `kernel` on the current device may use programmatic dependent launch: compute
- * capability 9 or more, the kernel's code built for it (an sm_80 build has no pdl_wait: launched early,
- * it would read B before the kernel writing it has finished), and ACCSPMM_PDL not "0" (read once).
- * `known`: the kernel's flags, one per device (0 unknown, 1 yes, 2 no). */
-inline bool pdl_usable(const void *kernel, unsigned char (&known)[kMaxDevices]) {
-    static const bool off = [] {
-        const char *e = std::getenv("ACCSPMM_PDL");
-        return e && e[0] == '0' && e[1] == 0;
-    }();
-    int dev = 0;
-    if (off || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    if (!known[dev]) {
-        int major = 0;
-        cudaFuncAttributes a;
-        const bool ok =
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-            major >= 9 && cudaFuncGetAttributes(&a, kernel) == cudaSuccess && a.ptxVersion >= 90;
-        (void)cudaGetLastError();
-        known[dev] = ok ? 1 : 2;
-    }
-    return known[dev] == 1;
-}
-
 /* Whether `kernel` runs on the current device as `ok(major, minor, attributes)` says (compute capability
  * and the kernel's cudaFuncAttributes: e.g. the code built for it), cached per device in `known` (0
  * unknown, 1 yes, 2 no). */
@@ -167,6 +141,23 @@ template <typename Ok> bool kernel_runs_here(const void *kernel, unsigned char (
         known[dev] = yes ? 1 : 2;
     }
     return known[dev] == 1;
+}
+
+/* kernel_runs_here's test of the sm_90 paths (programmatic dependent launch, TMA): compute capability 9
+ * or more and the kernel's code built for it (an sm_80 build has those paths compiled out). */
+inline bool sm90_code(int major, int, const cudaFuncAttributes &a) {
+    return major >= 9 && a.ptxVersion >= 90;
+}
+
+/* Whether launches of `kernel` on the current device may use programmatic dependent launch: sm90_code
+ * (an sm_80 build has no pdl_wait: launched early, it would read B before the kernel writing it has
+ * finished), and ACCSPMM_PDL not "0" (read once).  `known`: the kernel's flags, one per device. */
+inline bool pdl_usable(const void *kernel, unsigned char (&known)[kMaxDevices]) {
+    static const bool off = [] {
+        const char *e = std::getenv("ACCSPMM_PDL");
+        return e && e[0] == '0' && e[1] == 0;
+    }();
+    return !off && kernel_runs_here(kernel, known, sm90_code);
 }
 
 /* kernel<<<grid, threads, smem, s>>>(args...), with programmatic stream serialization when `pdl`. */

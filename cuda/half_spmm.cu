@@ -611,9 +611,7 @@ typedef void (*half_kernel_fn)(const acc_half_args, const CUtensorMap);
 bool tma_usable() {
     static unsigned char known[kMaxDevices];
     const half_kernel_fn k = half_kernel<BsrOps, ACC_HALF_FP16, false, true, true, true>;
-    return kernel_runs_here(
-        reinterpret_cast<const void *>(k), known,
-        [](int major, int, const cudaFuncAttributes &a) { return major >= 9 && a.ptxVersion >= 90; });
+    return kernel_runs_here(reinterpret_cast<const void *>(k), known, sm90_code);
 }
 
 } // namespace

@@ -65,6 +65,17 @@ typedef struct acc_half_args {
     int out_f32;
 } acc_half_args;
 
+/* Sets args' group arrays from addresses: offsets and column blocks, then the third, each entry's blocks
+ * (pairs) or its packed values (quads), by args->pairs. */
+static inline void acc_half_set_groups(acc_half_args *args, uintptr_t offsets, uintptr_t cols, uintptr_t third) {
+    args->pair_offsets = (const int64_t *)offsets;
+    args->pair_cols = (const int32_t *)cols;
+    if (args->pairs == ACC_HALF_QUADS)
+        args->group_values = (const uint16_t *)third;
+    else
+        args->pair_blocks = (const int64_t *)third;
+}
+
 /* Launches C = A @ B on `stream` (cudaStream_t, NULL = default); asynchronous.  Deterministic:
  * the schedule fixes every sum's order.  At n < 8 on a large A it computes into copies of B and C
  * padded to 8 columns, from the library's pool (the same bits; without room for them, on B and C
