@@ -24,8 +24,8 @@ Kernels: on the GPU, two formats, picked per matrix by a byte model (``stats["fo
 BSR16 blocks (16 x 16, SMaT's block CSR: csrc/acc_bsr16_build.c) on ``mma.m16n8k16``
 (cuda/half_spmm.cu; a warp per block row, or per pair of block rows where the pairs share their
 column blocks and n >= PAIR_MIN_N) or, on Hopper, on ``wgmma`` (cuda/half_wgmma.cu: a warpgroup per
-quad of block rows where the quads share their column blocks, are dense enough and none is a hub:
-QUAD_MIN_N; ``stats["schedule"]``, ``tuning={"kernel": "rows" | "pairs" | "quads"}`` forces one), or
+quad of block rows where the quads share their column blocks and are dense enough, a hub quad split
+in parts: QUAD_MIN_N, quad_schedule; ``stats["schedule"]``, ``tuning={"kernel": "rows" | "pairs" | "quads"}`` forces one), or
 BitTCF's 8 x 8 blocks on the TF32 kernel's pipeline with half operands
 (cuda/tf32_spmm.cu, ``mma.m16n8k8``; accspmm._tf32.TF32Runner: the same schedule, cost model,
 variant timing and C call as TF32 plans); on the CPU, the reference: the C core's FP32 CSR product of
@@ -37,6 +37,7 @@ not bit for bit.
 from __future__ import annotations
 
 import functools
+import heapq
 import time
 import weakref
 
@@ -100,22 +101,33 @@ PAIR_SHARE_MAX = 0.55
 PAIR_MIN_N = 256
 #: BSR16 on quads of block rows (64 rows) with Hopper's warpgroup MMA (cuda/half_wgmma.cu; a GPU of
 #: compute capability 9.0): a thread block per quad and column tile multiplies the union of the four rows'
-#: column blocks, B's tiles by TMA, so each tile feeds 64 rows.  It has no split rows, so it runs where
-#: (1) the quads share their column blocks (at most QUAD_SHARE_MAX union entries per block: 32 x 32
-#: blocks give 0.38-0.5), (2) a nonempty quad has at least QUAD_MIN_ENTRIES entries on average (its
-#: pipeline needs a few stages to fill) and (3) no quad has more than QUAD_SKEW times the mean (a hub
-#: quad would set the kernel's tail), for n >= QUAD_MIN_N (a multiple of 8; other widths run the warp
-#: kernels).  H100, kernel us, best warp kernel -> quads (benchmarks/results/h100_half_quads.txt): uniform
-#: 32 x 32 blocks, 8192^2, n = 512: 50% 281 -> 146, 70% 182 -> 103, 90% 68 -> 47, 95% 36.5 -> 31; n = 128:
-#: 50% 99 -> 62, 70% 62 -> 45, 90% 25 -> 19, 95% 15.6 -> 13.2; 99% (10 entries a quad) 8.1 -> 9.3 and
-#: 32768^2 at 99% (41 entries) 31.9 -> 41.5, so QUAD_MIN_ENTRIES; irregular block rows (hub quads) 1.6-4x
-#: slower, so QUAD_SKEW.
-QUAD_MIN_N = 128
+#: column blocks, B's tiles by TMA, so each tile feeds 64 rows.  It runs where (1) the quads share their
+#: column blocks (at most QUAD_SHARE_MAX union entries per block: 32 x 32 blocks give 0.38-0.5) and (2) a
+#: nonempty quad has at least QUAD_MIN_ENTRIES entries on average (its pipeline needs a few stages to
+#: fill), for n >= QUAD_MIN_N (a multiple of 8; other widths run the warp kernels); a hub quad is split
+#: (quad_schedule).  H100, kernel us, best warp kernel -> quads (benchmarks/results/h100_half_quads.txt):
+#: uniform 32 x 32 blocks, 8192^2, n = 512: 50% 281 -> 146, 70% 182 -> 103, 90% 68 -> 47, 95% 36.5 -> 31;
+#: n = 128: 50% 99 -> 62, 70% 62 -> 45, 90% 25 -> 19, 95% 15.6 -> 13.2; 99% (10 entries a quad) 8.1 -> 9.3
+#: and 32768^2 at 99% (41 entries) 31.9 -> 41.5, so QUAD_MIN_ENTRIES.  Narrow products gain too (split quads,
+#: results/h100_half_split_quads.txt): irregular 32 x 32 block rows at 90% 32 -> 21 us at n = 8-64, ogbl-ddi
+#: (BSR16) 82 -> 35-39, uniform 90% 20.7 -> 22.2 (n = 8), 20.0 -> 18.7 (n = 64); hence QUAD_MIN_N = 8.
+QUAD_MIN_N = 8
 QUAD_SHARE_MAX = 0.55
 QUAD_MIN_ENTRIES = 48  # 41 entries (uniform 32768^2, 99%): 0.77x at n = 128; 50 (8192^2, 95%): 1.18x
-QUAD_SKEW = 4.0
+#: the quads' schedule (quad_schedule), in entries of one SM: a thread block's own cost (its start, pipeline
+#: fill and write-back), a split part's FP32 write and the reduction's, the reduction's launch; parts of
+#: at least QUAD_PART_MIN entries, at most QUAD_MAX_PARTS a quad
+#: bytes an SM moves per quad entry and 64 columns: B's 16 rows, and the entry's packed blocks (2,048 bytes
+#: per thread block of 128 columns at n <= 128), for the format model (_quad_model)
+QUAD_ENTRY_BYTES = 16 * 128 + 1024
+QUAD_TASK_COST = 10
+QUAD_PART_COST = 10
+QUAD_REDUCE_COST = 12
+QUAD_PART_MIN = 32
+QUAD_MAX_PARTS = 16
 BSR16_KERNELS = ("auto", "pairs", "rows", "quads")
 _LAYOUT_FLAG = {"rows": 0, "pairs": 1, "quads": 2}  # acc_half_args.pairs (ACC_HALF_QUADS = 2)
+_WINDOW_ROWS = {"rows": 16, "pairs": 32, "quads": 64}  # ACC_HALF_WINDOW_ROWS: a split workspace slot's rows
 
 
 def _bfloat16():
@@ -214,6 +226,86 @@ def pack_group_values(blocks: np.ndarray, block_values: np.ndarray) -> np.ndarra
 def pair_index(brow_offsets: np.ndarray, block_cols: np.ndarray, k: int) -> tuple:
     """``group_index`` of pairs of block rows (2P, 2P + 1): the pair kernel's arrays."""
     return group_index(brow_offsets, block_cols, k, 2)
+
+
+def makespan(costs: np.ndarray, machines: int) -> float:
+    """The finish time of greedy list scheduling of ``costs`` (in launch order) on ``machines`` identical
+    machines, as a GPU hands thread blocks of one size to its SMs in order: O(T log machines)."""
+    costs = np.asarray(costs, np.float64)
+    if costs.size <= machines:
+        return float(costs.max()) if costs.size else 0.0
+    heap = sorted(costs[:machines].tolist())
+    for c in costs[machines:].tolist():
+        heapq.heapreplace(heap, heap[0] + c)
+    return max(heap)
+
+
+def quad_schedule(offsets: np.ndarray) -> tuple:
+    """(tasks int64 [T, 5], splits int64 [S, 3], slots, cap, predicted) of the quad kernel: its thread
+    blocks, one an SM (cuda/half_wgmma.cu), in launch order.
+
+    Quad Q's entries offsets[Q] .. offsets[Q + 1] - 1 run in one task, or where a quad has more than
+    ``cap`` entries, in parts of at most cap entries (equal ranges; part q writes workspace slot first +
+    q, and the reduction sums the parts in slot order, as the row kernel's split rows).  The cap is the
+    one of ceil(top / p), p = 1 .. QUAD_MAX_PARTS (top: the largest quad), whose schedule has the
+    smallest predicted time, in entries of one SM: the makespan of its tasks (entries + QUAD_TASK_COST,
+    + QUAD_PART_COST for a part's FP32 write) over REF_SMS SMs, biggest first, plus the reduction
+    (QUAD_REDUCE_COST, and QUAD_PART_COST an SM per REF_SMS parts).  A hub quad is then no longer the
+    kernel's tail, and a matrix of fewer quads than SMs (ogbl-ddi: 67) spreads over the GPU.  Tasks run
+    biggest first; each is (Q, Q + 1, u0, u1, slot)."""
+    go = np.asarray(offsets, np.int64)
+    c = np.diff(go)
+    top = int(c.max()) if c.size else 0
+    caps = sorted({-(-top // p) for p in range(1, QUAD_MAX_PARTS + 1)} - {0}, reverse=True) or [1]
+    best = None
+    for cap in [x for x in caps if x >= QUAD_PART_MIN] or caps[:1]:
+        parts = np.maximum(1, -(-c // cap))
+        quad = np.repeat(np.arange(c.size, dtype=np.int64), parts)
+        first = np.repeat(np.cumsum(parts) - parts, parts)
+        part = np.arange(quad.size, dtype=np.int64) - first
+        P = parts[quad]
+        lo, hi = go[quad] + c[quad] * part // P, go[quad] + c[quad] * (part + 1) // P
+        cost = hi - lo + QUAD_TASK_COST + np.where(P > 1, QUAD_PART_COST, 0)
+        order = np.argsort(-cost, kind="stable")
+        nparts = int(parts[parts > 1].sum())
+        pred = makespan(cost[order], REF_SMS)
+        if nparts:
+            pred += QUAD_REDUCE_COST + QUAD_PART_COST * nparts / REF_SMS
+        if best is None or pred < best[0]:
+            best = (pred, cap, quad[order], lo[order], hi[order], parts, part[order], P[order])
+    pred, cap, quad, lo, hi, parts, part, P = best
+    split = np.flatnonzero(parts > 1)
+    base = np.zeros(parts.size, np.int64)
+    base[split] = np.cumsum(parts[split]) - parts[split]  # consecutive slots per split quad
+    slot = np.where(P > 1, base[quad] + part, -1)
+    tasks = np.stack([quad, quad + 1, lo, hi, slot], axis=1).astype(np.int64)
+    splits = np.stack([split, base[split], parts[split]], axis=1).astype(np.int64).reshape(-1, 3)
+    return tasks, splits, int(parts[split].sum()), cap, pred
+
+
+def _quads_may_win(bo16: np.ndarray, tc_blocks: int) -> bool:
+    """Whether BSR16's quads can pass the quad rule and move fewer bytes than BitTCF's tc_blocks, from
+    BSR16's block counts alone (a quad's entries are at most its blocks and at least a quarter of them),
+    so that the format model builds BSR16 and its quads only then."""
+    nb = np.diff(np.asarray(bo16, np.int64))
+    per = np.add.reduceat(nb, np.arange(0, nb.size, 4)) if nb.size else nb
+    per = per[per > 0]
+    return bool(per.size and per.mean() >= QUAD_MIN_ENTRIES and
+                QUAD_ENTRY_BYTES * per.sum() / 4 < LAYOUT_BYTES["bittcf"] * tc_blocks)
+
+
+def _quad_model(quads: tuple, bsr16_blocks: int, tc_blocks: int) -> dict:
+    """The format model's comparison of BSR16 on quads with BitTCF: bytes an SM per 64 columns, the quads'
+    from their schedule's predicted makespan (quad_schedule: a hub quad or too few quads leave SMs
+    idle), BitTCF's from its blocks over REF_SMS SMs (its schedule balances them)."""
+    per = np.diff(quads[0])
+    per = per[per > 0]
+    share, mean = quads[1].size / max(bsr16_blocks, 1), float(per.mean()) if per.size else 0.0
+    pred = quad_schedule(quads[0])[4]
+    q_bytes, t_bytes = QUAD_ENTRY_BYTES * pred, LAYOUT_BYTES["bittcf"] * tc_blocks / REF_SMS
+    rule = share <= QUAD_SHARE_MAX and mean >= QUAD_MIN_ENTRIES
+    return {"entries_per_block": share, "mean_entries": mean, "predicted_entries_per_sm": pred,
+            "bytes_per_sm": {"quads": q_bytes, "bittcf": t_bytes}, "wins": bool(rule and q_bytes < t_bytes)}
 
 
 def schedule(brow_offsets: np.ndarray) -> tuple:
@@ -358,9 +450,19 @@ class HalfPlan:
             model = {"bsr16_blocks": int(bo16[-1]), "tc_blocks": ntc,
                      "bytes_per_64_columns": {"bsr16": LAYOUT_BYTES["bsr16"] * int(bo16[-1]),
                                               "bittcf": LAYOUT_BYTES["bittcf"] * ntc}}
+            cu = require_cuda()
+            f = quads = None  # BSR16 and its quads, where the format model built them
             if format == "auto":
                 self.format = min(model["bytes_per_64_columns"], key=model["bytes_per_64_columns"].get)
                 model["why"] = "fewer bytes of A and B per 64 columns (LAYOUT_BYTES)"
+                if self.format == "bittcf" and cu.half_quads_usable() and _quads_may_win(bo16, ntc):
+                    f = _core.bsr16_build(m, k, csr.indptr, csr.indices, self._bits, perm)
+                    quads = group_index(f["brow_offsets"], f["block_cols"], k, 4)
+                    model["quads"] = _quad_model(quads, int(bo16[-1]), ntc)
+                    if model["quads"]["wins"]:
+                        self.format = "bsr16"
+                        model["why"] = ("BSR16 on quads of block rows: fewer bytes an SM than BitTCF "
+                                        "(QUAD_ENTRY_BYTES, quad_schedule)")
             else:
                 model["why"] = f"format={format!r} was asked for"
             model["chosen"] = self.format
@@ -368,10 +470,10 @@ class HalfPlan:
             self.stats["format_model"] = model
             steps["format_model"] = time.perf_counter() - t
             t = time.perf_counter()
-            cu = require_cuda()
             self._device_id = cu.get_device()
             if self.format == "bsr16":
-                f = _core.bsr16_build(m, k, csr.indptr, csr.indices, self._bits, perm)
+                if f is None:
+                    f = _core.bsr16_build(m, k, csr.indptr, csr.indices, self._bits, perm)
                 offsets = f["brow_offsets"]
                 nblocks = int(offsets[-1])
                 self.stats.update({"bsr16_blocks": nblocks,
@@ -408,21 +510,19 @@ class HalfPlan:
             t = time.perf_counter()
             po, pc, pb = pair_index(offsets, f["block_cols"], k)
             share = pc.size / nblocks if nblocks else 1.0
-            quads = None  # group_index of quads, where the auto rule computed it
             if kernel == "auto":
                 self._pair_min_n = PAIR_MIN_N if share <= PAIR_SHARE_MAX else None
                 why = (f"{share:.2f} union entries per block over pairs of block rows: pairs at <= {PAIR_SHARE_MAX} "
                        f"and n >= {PAIR_MIN_N}")
                 if nblocks and cu.half_quads_usable():
-                    quads = group_index(offsets, f["block_cols"], k, 4)
+                    quads = quads or group_index(offsets, f["block_cols"], k, 4)
                     per = np.diff(quads[0])
                     per = per[per > 0]
-                    qshare, mean, top = quads[1].size / nblocks, float(per.mean()), int(per.max())
-                    if qshare <= QUAD_SHARE_MAX and mean >= QUAD_MIN_ENTRIES and top <= QUAD_SKEW * mean:
+                    qshare, mean = quads[1].size / nblocks, float(per.mean())
+                    if qshare <= QUAD_SHARE_MAX and mean >= QUAD_MIN_ENTRIES:
                         self._quad_min_n = QUAD_MIN_N
-                    why += (f"; quads: {qshare:.2f} union entries per block, {mean:.1f} entries a nonempty quad, "
-                            f"at most {top}: quads at <= {QUAD_SHARE_MAX}, >= {QUAD_MIN_ENTRIES}, <= {QUAD_SKEW} x "
-                            f"the mean and n >= {QUAD_MIN_N}")
+                    why += (f"; quads: {qshare:.2f} union entries per block, {mean:.1f} entries a nonempty quad: "
+                            f"quads at <= {QUAD_SHARE_MAX}, >= {QUAD_MIN_ENTRIES} and n >= {QUAD_MIN_N}")
             elif kernel == "quads":
                 if cu.half_quads_usable():
                     self._quad_min_n = 0
@@ -442,13 +542,13 @@ class HalfPlan:
             for layout in ("rows", "pairs", "quads"):
                 if layout == "pairs" and self._pair_min_n is None or layout == "quads" and self._quad_min_n is None:
                     continue
-                if layout == "quads":  # a thread block per quad and column tile: one task each, none split
+                if layout == "quads":  # a thread block per task (a quad or a part of one) and column tile
                     go, gc, gb = quads or group_index(offsets, f["block_cols"], k, 4)
                     gb = pack_group_values(gb, f["block_values"])  # one copy an entry's blocks
-                    q = np.arange(go.size - 1, dtype=np.int64)
-                    tasks = np.stack([q, q + 1, go[:-1], go[1:], np.full(q.size, -1)], axis=1)
-                    splits, slots, cap, pack = np.zeros((0, 3), np.int64), 0, None, None
+                    tasks, splits, slots, cap, pred = quad_schedule(go)
+                    pack = None
                     sched["quad_entries_per_block"] = gc.size / nblocks if nblocks else 1.0
+                    sched["quad_predicted_entries"] = pred
                 else:
                     go, gc, gb = po, pc, pb
                     tasks, splits, slots, cap, pack = schedule(offsets if layout == "rows" else po)
@@ -630,7 +730,7 @@ class HalfPlan:
 
     def _workspace_floats(self, layout: str, n: int) -> int:
         _, nsplits, slots = self._layouts[layout]
-        return slots * (16 if layout == "rows" else 32) * max(n, 8) if nsplits else 0  # ACC_HALF_WINDOW_ROWS
+        return slots * _WINDOW_ROWS[layout] * max(n, 8) if nsplits else 0
 
     def _launch(self, d_B: int, d_C: int, n: int, out_f32: bool, stream, workspace):
         from . import _cuda

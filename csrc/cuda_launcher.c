@@ -500,7 +500,7 @@ static PyTypeObject LauncherType = {
 typedef struct HalfLauncherObject {
     PyObject_HEAD acc_half_args base; /* the format and schedule (n, B, C, workspace per call) */
     int device;
-    int64_t slots; /* workspace slots of 16 (32 with pairs) x max(n, 8) floats */
+    int64_t slots; /* workspace slots of ACC_HALF_WINDOW_ROWS(pairs) x max(n, 8) floats */
     elem_type et;
     unsigned long long fast_calls;
     PyObject *wide; /* a HalfLauncher that takes the calls of n >= wide_min_n (set_wide), or NULL */

@@ -685,6 +685,17 @@ int launch_kernel(const acc_half_args &p, bool vec, cudaStream_t s) {
     return run_kernel<BsrOps, FMT, OUT_F32, false, SCTA, false>(p, map, grid, s);
 }
 
+/* The split windows' sums into C, after the kernel that wrote their parts (stream order). */
+template <int FMT, bool OUT_F32> int reduce(const acc_half_args &p, cudaStream_t s) {
+    if (p.num_splits > 0) {
+        const int64_t bx = (ACC_HALF_WINDOW_ROWS(p.pairs) * p.n + 255) / 256;
+        const dim3 rgrid((unsigned)(bx < 65535 ? bx : 65535), (unsigned)p.num_splits);
+        reduce_splits<FMT, OUT_F32><<<rgrid, 256, 0, s>>>(p);
+        ACC_CUDA_TRY(cudaGetLastError());
+    }
+    return ACC_SUCCESS;
+}
+
 template <int FMT, bool OUT_F32> int launch(const acc_half_args &p, bool vec, cudaStream_t s) {
     /* slice-major thread blocks where every warp of one has a slice (file header) */
     int st;
@@ -693,13 +704,16 @@ template <int FMT, bool OUT_F32> int launch(const acc_half_args &p, bool vec, cu
     else
         st = launch_kernel<FMT, OUT_F32, false>(p, vec, s);
     if (st) return st; /* run_kernel reported the launch's own error */
-    if (p.num_splits > 0) {
-        const int64_t bx = (ACC_HALF_WINDOW_ROWS(p.pairs) * p.n + 255) / 256;
-        const dim3 rgrid((unsigned)(bx < 65535 ? bx : 65535), (unsigned)p.num_splits);
-        reduce_splits<FMT, OUT_F32><<<rgrid, 256, 0, s>>>(p);
-        ACC_CUDA_TRY(cudaGetLastError());
-    }
-    return ACC_SUCCESS;
+    return reduce<FMT, OUT_F32>(p, s);
+}
+
+/* Quads (half_wgmma.cu), then their split parts' sums; ACC_ERR_UNSUPPORTED with nothing launched. */
+int quads_then_reduce(const acc_half_args &p, cudaStream_t s) {
+    const int st = acc_half_quads(p, s);
+    if (st) return st;
+    if (p.fmt == ACC_HALF_BF16)
+        return p.out_f32 ? reduce<ACC_HALF_BF16, true>(p, s) : reduce<ACC_HALF_BF16, false>(p, s);
+    return p.out_f32 ? reduce<ACC_HALF_FP16, true>(p, s) : reduce<ACC_HALF_FP16, false>(p, s);
 }
 
 template <int FMT> __global__ void round_kernel(const float *src, uint16_t *dst, int64_t count) {
@@ -748,7 +762,7 @@ extern "C" int acc_half_spmm(const acc_half_args *args, void *stream_ptr) {
          (!p.pair_offsets || !p.pair_cols ||
           !(p.pairs == ACC_HALF_QUADS ? (const void *)p.group_values : (const void *)p.pair_blocks))))
         return ACC_ERR_INVALID_ARGUMENT;
-    if (p.pairs == ACC_HALF_QUADS) return acc_half_quads(p, s);
+    if (p.pairs == ACC_HALF_QUADS) return quads_then_reduce(p, s);
     if (p.n < 8 && p.num_brows >= kPadMinBrows) {
         const int st = bsr16_padded(p, s);
         if (st != ACC_ERR_DEVICE_MEMORY) return st; /* no room for the copies: the element path */

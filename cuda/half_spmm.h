@@ -18,8 +18,8 @@ extern "C" {
 #define ACC_HALF_TASK_WORDS 5
 #define ACC_HALF_QUADS 2 /* acc_half_args.pairs: quads of block rows on warpgroup MMA */
 
-/* Rows of a schedule window, and of a split workspace slot: a block row (16), or a pair (32). */
-#define ACC_HALF_WINDOW_ROWS(pairs) ((pairs) ? 32 : 16)
+/* Rows of a schedule window, and of a split workspace slot: a block row (16), a pair (32) or a quad (64). */
+#define ACC_HALF_WINDOW_ROWS(pairs) ((pairs) == ACC_HALF_QUADS ? 64 : (pairs) ? 32 : 16)
 
 /* A in BSR16: 16 x 16 blocks (csrc/accspmm.h), brow_offsets / block_cols / block_values (256 per
  * block, A-fragment order) / block_masks.  (Half-precision BitTCF runs tf32_spmm.h's kernel.) */
@@ -51,23 +51,25 @@ typedef struct acc_half_args {
      * pairs = ACC_HALF_QUADS (2): quads of block rows (4Q .. 4Q + 3, 64 rows) on Hopper's warpgroup MMA
      * (half_wgmma.cu): pair_offsets and pair_cols over quads, and group_values instead of pair_blocks:
      * entry u's four blocks packed, group_values[1024 u + 256 j ..] the block of row 4Q + j in fragment
-     * order (zeros where that row has none).  A thread block per quad and column tile; tasks and splits
-     * are not read (every quad is one task, none split).  sm_90 only, n a multiple of 8, B and C 16-byte
-     * aligned: ACC_ERR_UNSUPPORTED otherwise, with nothing launched. */
+     * order (zeros where that row has none).  A thread block per task and column tile; the tasks' windows
+     * are quads, their "blocks" the quads' entries (a hub quad split into parts, summed by the splits'
+     * reduction).  sm_90 only, n a multiple of 8, B and C 16-byte aligned: ACC_ERR_UNSUPPORTED otherwise,
+     * with nothing launched. */
     int pairs;
     const int64_t *pair_offsets; /* [ceil(num_brows / 2) + 1], quads: [ceil(num_brows / 4) + 1] */
     const int32_t *pair_cols;
     const int64_t *pair_blocks;
     const uint16_t *group_values; /* quads: [1024 U] */
-    const uint16_t *B; /* [k * n] half bits of `fmt` */
-    void *C;           /* [m * n] half bits of `fmt`, or float32 when out_f32 */
-    int fmt;           /* ACC_HALF_FP16 or ACC_HALF_BF16 */
+    const uint16_t *B;            /* [k * n] half bits of `fmt` */
+    void *C;                      /* [m * n] half bits of `fmt`, or float32 when out_f32 */
+    int fmt;                      /* ACC_HALF_FP16 or ACC_HALF_BF16 */
     int out_f32;
 } acc_half_args;
 
 /* Sets args' group arrays from addresses: offsets and column blocks, then the third, each entry's blocks
  * (pairs) or its packed values (quads), by args->pairs. */
-static inline void acc_half_set_groups(acc_half_args *args, uintptr_t offsets, uintptr_t cols, uintptr_t third) {
+static inline void acc_half_set_groups(acc_half_args *args, uintptr_t offsets, uintptr_t cols,
+                                       uintptr_t third) {
     args->pair_offsets = (const int64_t *)offsets;
     args->pair_cols = (const int32_t *)cols;
     if (args->pairs == ACC_HALF_QUADS)

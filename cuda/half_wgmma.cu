@@ -15,8 +15,10 @@
  * so its warp multiplies zeros).  Each entry is one K = 16 step for all 64 rows.
  *
  * Thread block: two consumer warpgroups (warps 0-7) and a producer warpgroup (warps 8-11, of which warp 8
- * works; setmaxnreg gives the consumers 224 registers and the producers 56), for one quad and NT = 2 NW
- * columns (NW = 64, 128 or 256 by n).  A stage holds kE consecutive entries (4; 2 at NW = 256): their
+ * works; setmaxnreg gives the consumers 224 registers and the producers 56), for one task and NT = 2 NW
+ * columns (NW = 64, 128 or 256 by n).  A task (acc_half_args.tasks, biggest first) is a quad, or a range of
+ * a hub quad's entries whose FP32 sums go to a workspace slot for reduce_splits (half_spmm.cu) to add in
+ * slot order; accspmm._half.quad_schedule cuts quads so that none is the kernel's tail.  A stage holds kE consecutive entries (4; 2 at NW = 256): their
  * 16 x NT tiles of B (one TMA request each: a 3D tensor map of 64-column chunks where n % 64 == 0, else
  * NT / 64 boxes of 16 x 64; 128-byte swizzle) and their packed blocks of A (one bulk copy), with a `full`
  * mbarrier (the producer's arrive with the expected bytes; the copies' complete_tx) and an `empty` one
@@ -35,7 +37,8 @@
  *
  * Write-back: row 64Q + 16j + i goes to C[perm[...]] (rows >= m skipped), columns >= n not written; a
  * non-finite FP32 sum is recomputed from the stored entries (acc_half::exact_elem_of), scipy's
- * semantics, as the other kernels do.
+ * semantics, as the other kernels do.  A part writes its FP32 sums to workspace rows 64 slot + 16j + i,
+ * and the reduction recomputes a non-finite total.
  *
  * Limits: sm_90 (the cubin is built for sm_90a: accspmm's build adds it where its arch list has 90),
  * n a multiple of 8 with B and C 16-byte aligned (TMA's row pitch), n < 2^31, k < 2^31.
@@ -274,9 +277,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     const unsigned bars =
         base + kStages * Q::kStage; /* full[s] at bars + 8 s, empty[s] at bars + 8 (kStages + s) */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int64_t quad = blockIdx.x;
+    /* task (quad, quad + 1, u0, u1, slot): entries u0 .. u1 - 1 of the quad, to C (slot -1) or to workspace
+     * slot `slot` (a part of a split quad) */
+    const int64_t *task = p.tasks + ACC_HALF_TASK_WORDS * (int64_t)blockIdx.x;
+    const int64_t quad = task[0], u0 = task[2], count = task[3] - u0, slot = task[4];
     const int64_t n0 = (int64_t)blockIdx.y * Q::kCols;
-    const int64_t u0 = p.pair_offsets[quad], count = p.pair_offsets[quad + 1] - u0;
     const int64_t groups = (count + kE - 1) / kE; /* stage loads: entries kE g .. kE g + kE - 1 */
     if (threadIdx.x == 0) {
         for (int s = 0; s < kStages; s++) {
@@ -385,6 +390,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int i = (lane >> 2) + 8 * h;
         const int64_t row = 16 * brow + i;
         if (row >= p.m) continue;
+        if (slot >= 0) { /* a part: its FP32 sums, for reduce_splits (which handles non-finite sums) */
+            float *ws = p.workspace + (slot * ACC_HALF_WINDOW_ROWS(ACC_HALF_QUADS) + 16 * j + i) * p.n;
+#pragma unroll
+            for (int t = 0; t < NW / 8; t++) {
+                const int64_t col = cbase + 8 * t;
+                if (col >= p.n) break;
+                *reinterpret_cast<float2 *>(ws + col) =
+                    make_float2(acc[4 * t + 2 * h], acc[4 * t + 2 * h + 1]);
+            }
+            continue;
+        }
         const int64_t crow = p.perm[row] * p.n;
 #pragma unroll
         for (int t = 0; t < NW / 8; t++) {
@@ -465,8 +481,8 @@ template <int FMT, bool OUT_F32, int NW> int run_quads(const acc_half_args &p, c
     const quad_kernel_fn k = quad_kernel<FMT, OUT_F32, NW>;
     const int st = raise_smem_limit(reinterpret_cast<const void *>(k), Quad<NW>::kSmem, prepared);
     if (st) return st;
-    const int64_t quads = (p.num_brows + 3) / 4, tiles = (p.n + Quad<NW>::kCols - 1) / Quad<NW>::kCols;
-    return acc_cuda_status(launch_ex(k, dim3((unsigned)quads, (unsigned)tiles), dim3(kThreads),
+    const int64_t tiles = (p.n + Quad<NW>::kCols - 1) / Quad<NW>::kCols;
+    return acc_cuda_status(launch_ex(k, dim3((unsigned)p.num_tasks, (unsigned)tiles), dim3(kThreads),
                                      Quad<NW>::kSmem, s, pdl_usable(reinterpret_cast<const void *>(k), pdl),
                                      p, map, chunked),
                            "quad_kernel");
@@ -483,8 +499,8 @@ template <int FMT, bool OUT_F32> int launch_quads(const acc_half_args &p, cudaSt
 extern "C" int acc_half_quads_usable(void) { return quads_usable() ? 1 : 0; }
 
 int acc_half_quads(const acc_half_args &p, cudaStream_t s) {
-    if (p.n % 8 != 0 || (uintptr_t)p.B % 16 != 0 || (uintptr_t)p.C % 16 != 0 ||
-        p.num_brows / 4 >= 0x7fffffffLL || (p.n + 511) / 512 > 65535 || !quads_usable())
+    if (p.n % 8 != 0 || (uintptr_t)p.B % 16 != 0 || (uintptr_t)p.C % 16 != 0 || p.num_tasks >= 0x7fffffffLL ||
+        (p.n + 511) / 512 > 65535 || !quads_usable())
         return ACC_ERR_UNSUPPORTED;
     if (p.fmt == ACC_HALF_BF16)
         return p.out_f32 ? launch_quads<ACC_HALF_BF16, true>(p, s) : launch_quads<ACC_HALF_BF16, false>(p, s);

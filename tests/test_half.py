@@ -293,6 +293,94 @@ def test_pack_group_values_places_each_rows_block():
     assert _half.pack_group_values(np.zeros((0, 4), np.int64), values).shape == (0, 4, 256)
 
 
+def check_quad_schedule(per_quad):
+    """quad_schedule's invariants: every entry in one task, a task within its quad, parts of split quads
+    at most cap entries on consecutive slots that the splits list, every quad (empty ones too) present,
+    biggest tasks first."""
+    c = np.asarray(per_quad, np.int64)
+    go = np.concatenate(([0], np.cumsum(c))).astype(np.int64)
+    tasks, splits, slots, cap, pred = _half.quad_schedule(go)
+    covered = np.zeros(go[-1], int)
+    seen = np.zeros(c.size, int)
+    parts = {}
+    for q0, q1, lo, hi, slot in tasks:
+        assert q1 == q0 + 1 and go[q0] <= lo <= hi <= go[q1]
+        covered[lo:hi] += 1
+        if slot >= 0:
+            assert c[q0] > cap and 0 < hi - lo <= cap
+            parts.setdefault(int(q0), []).append((int(lo), int(slot)))
+        else:
+            assert (lo, hi) == (go[q0], go[q1])
+            seen[q0] += 1
+    assert (covered == 1).all()
+    for q, first, n in splits.tolist():  # a split quad's parts: consecutive slots in entry order
+        got = sorted(parts.pop(q))
+        assert [sl for _, sl in got] == list(range(first, first + n)) and n > 1
+        seen[q] += 1
+    assert not parts and (seen == 1).all() and slots == int(splits[:, 2].sum() if splits.size else 0)
+    size = tasks[:, 3] - tasks[:, 2] + np.where(tasks[:, 4] >= 0, _half.QUAD_PART_COST, 0)
+    assert (np.diff(size) <= 0).all()  # biggest first: the GPU starts thread blocks in order
+    return tasks, splits, slots, cap, pred
+
+
+def test_quad_schedule_splits_hubs_and_spreads_few_quads():
+    """A hub quad is cut (it would be the kernel's tail), quads as uniform as 32 x 32 blocks give never are,
+    and fewer quads than SMs (ogbl-ddi: 67 of 267 entries) are cut so that they spread over the GPU; the
+    predicted time never exceeds the unsplit schedule's."""
+    hub = [40] * 300
+    hub[17] = 2000
+    tasks, splits, _, cap, pred = check_quad_schedule(hub)
+    assert splits[:, 0].tolist() == [17] and splits[0, 2] == -(-2000 // cap)
+    assert pred < _half.makespan(np.sort(np.array(hub) + _half.QUAD_TASK_COST)[::-1], _half.REF_SMS)
+    for uniform in ([384] * 128, [97] * 128, [97, 104, 93] * 300):
+        assert check_quad_schedule(uniform)[1].shape == (0, 3)
+    _, splits, _, _, pred = check_quad_schedule([267] * 67)
+    assert splits.shape[0] == 67 and pred < 267 + _half.QUAD_TASK_COST
+    for few in ([0] * 5, [3], [0, 50, 0, 7], [], list(range(200))):
+        check_quad_schedule(few)
+
+
+def quad_model_of(A):
+    """(_quads_may_win, _quad_model, whether LAYOUT_BYTES alone picks BitTCF) of A in its own row order, as
+    the format model computes them."""
+    A = sp.csr_matrix(A)
+    m, k = A.shape
+    perm = np.arange(m, dtype=np.int64)
+    ip, ix = A.indptr.astype(np.int64), A.indices.astype(np.int32)
+    bo16 = _core.bsr16_count(m, k, ip, ix, perm)
+    ntc = int(_core.bittcf_count_stats(m, k, ip, ix, perm, False)["tc_blocks"])
+    f = _core.bsr16_build(m, k, ip, ix, np.zeros(A.nnz, np.uint16), perm)
+    quads = _half.group_index(f["brow_offsets"], f["block_cols"], k, 4)
+    by_bytes = _half.LAYOUT_BYTES["bittcf"] * ntc < _half.LAYOUT_BYTES["bsr16"] * int(bo16[-1])
+    return _half._quads_may_win(bo16, ntc), _half._quad_model(quads, int(bo16[-1]), ntc), by_bytes
+
+
+def test_quad_model_takes_dense_graphs_only():
+    """The format model's quads: a dense unstructured graph (7% of entries; ogbl-ddi has 10%) where BitTCF
+    moves fewer bytes in all moves fewer bytes an SM as BSR16 quads (each 16-row tile of B feeds 64 rows);
+    a sparse one does not even pass the count-only gate; the gate never refuses a matrix the full model
+    takes."""
+    gate, model, bittcf_by_bytes = quad_model_of(sp.random(3000, 3000, density=0.07, random_state=3))
+    assert gate and model["wins"] and bittcf_by_bytes
+    assert model["bytes_per_sm"]["quads"] < model["bytes_per_sm"]["bittcf"]
+    assert model["mean_entries"] >= _half.QUAD_MIN_ENTRIES and model["entries_per_block"] <= _half.QUAD_SHARE_MAX
+    gate, model, _ = quad_model_of(sp.random(3000, 3000, density=0.01, random_state=0))
+    assert not gate and not model["wins"]
+    for seed in range(4):
+        gate, model, _ = quad_model_of(sp.random(1500, 1200, density=0.02 * (seed + 1) ** 2, random_state=seed))
+        assert gate or not model["wins"]
+
+
+def test_makespan_is_greedy_list_scheduling():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        costs, machines = rng.integers(1, 50, int(rng.integers(0, 30))), int(rng.integers(1, 6))
+        load = [0] * machines
+        for x in costs:  # the next task to the machine that is free first
+            load[int(np.argmin(load))] += x
+        assert _half.makespan(costs, machines) == (max(load) if costs.size else 0)
+
+
 def test_pair_index_of_no_blocks():
     offsets, pcols, blocks = _half.pair_index(np.zeros(6, np.int64), np.zeros(0, np.int32), 40)
     assert offsets.tolist() == [0, 0, 0, 0] and pcols.size == 0 and blocks.shape == (0, 2)
@@ -845,16 +933,16 @@ def test_gpu_bsr16_kernel_model():
 def test_gpu_quad_kernel_model_and_fallbacks():
     """Quads (wgmma, from QUAD_MIN_N columns, a multiple of 8) where dense 32 x 32 blocks give quads that
     share their column blocks, through the C call too; the row kernel at other widths and for a B at an
-    address TMA cannot take; no quads where one quad is a hub.  Exact on integer data everywhere, and
-    within the bound on random values."""
+    address TMA cannot take; hub quads split in parts (non-finite sums included).  Exact on integer data
+    everywhere, and within the bound on random values."""
     if not quads_usable():
         pytest.skip("no warpgroup MMA on this GPU or build (sm_90a)")
     dense = blocky_matrix(2000, 1500, density=0.4, seed=4)
     p = accspmm.plan(dense, device="gpu", precision="fp16")
     sched = p.stats["schedule"]
     assert p.format == "bsr16" and sched["kernel"].startswith("quads"), sched["kernel_why"]
-    assert p.kernel_for(_half.QUAD_MIN_N - 8) == "rows" and p.kernel_for(_half.QUAD_MIN_N) == "quads"
-    assert p.kernel_for(_half.QUAD_MIN_N + 4) == "rows"  # not a multiple of 8
+    assert p.kernel_for(_half.QUAD_MIN_N) == "quads" and p.kernel_for(_half.QUAD_MIN_N + 4) == "rows"  # n % 8
+    assert p.kernel_for(8) == "quads" and p.kernel_for(1) == p.kernel_for(4) == p.kernel_for(12) == "rows"
     launcher = p._fast.__self__
     before = launcher.fast_calls
     for n in (_half.QUAD_MIN_N, _half.QUAD_MIN_N + 4, 520):
@@ -878,9 +966,21 @@ def test_gpu_quad_kernel_model_and_fallbacks():
     p = accspmm.plan(wide, device="gpu", precision="fp16", format="bsr16")
     assert p.kernel_for(10**6) == "quads", p.stats["schedule"]["kernel_why"]
     hub = sp.lil_matrix(wide)
-    hub[0:64, :] = 1  # one quad holds every column block: more than QUAD_SKEW x the mean
-    p = accspmm.plan(sp.csr_matrix(hub), device="gpu", precision="fp16", format="bsr16")
-    assert p.kernel_for(10**6) != "quads", p.stats["schedule"]["kernel_why"]
+    hub[0:64, :] = 1  # one quad holds every column block: split in parts, summed by the reduction
+    hub[900:964, 4000:4400] = 3  # and another, its own parts (a quad that does not start at slot 0)
+    hub = sp.csr_matrix(hub)
+    p = accspmm.plan(hub, device="gpu", precision="fp16", format="bsr16")
+    quads = p.stats["schedule"]["quads"]
+    assert p.kernel_for(10**6) == "quads" and quads["split_rows"] >= 2 and quads["parts"] > quads["split_rows"], quads
+    for n in (128, 264):
+        B = int_dense(8192, n, seed=n)
+        B[[5, 4100], 3] = [np.inf, np.nan]  # non-finite sums of split quads: recomputed by the reduction
+        Bt = torch.from_numpy(B).cuda().half()
+        want = (hub @ B.astype(np.float64)).astype(np.float32)
+        C = p(Bt, out=poisoned((1000, n), torch.float32))
+        assert np.array_equal(C.cpu().numpy(), want, equal_nan=True), n
+        C = p(Bt, out=poisoned((1000, n), torch.float16))  # the C call, its workspace from the allocator
+        assert np.array_equal(C.float().cpu().numpy(), want.astype(np.float16).astype(np.float32), equal_nan=True), n
 
 
 @pytest.mark.gpu
@@ -893,6 +993,18 @@ def test_gpu_format_model_picks_by_bytes():
     assert p.format == "bittcf"
     model = p.stats["format_model"]
     assert model["bytes_per_64_columns"]["bittcf"] < model["bytes_per_64_columns"]["bsr16"]
+    if quads_usable():  # a dense graph (as ogbl-ddi): BSR16 on quads, though BitTCF has fewer bytes in all
+        graph = sp.random(3000, 3000, density=0.07, format="csr", random_state=3, dtype=np.float32)
+        graph.data = np.random.default_rng(3).integers(-4, 5, graph.nnz).astype(np.float32)
+        graph.eliminate_zeros()
+        p = accspmm.plan(graph, device="gpu", precision="fp16")
+        model = p.stats["format_model"]
+        assert p.format == "bsr16" and model["quads"]["wins"], model
+        assert model["bytes_per_64_columns"]["bittcf"] < model["bytes_per_64_columns"]["bsr16"]
+        for n in (24, 128, 200):
+            B = int_dense(3000, n, seed=n)
+            C = p(torch.from_numpy(B).cuda().half(), out=poisoned((3000, n), torch.float32))
+            assert np.array_equal(C.cpu().numpy(), (graph @ B).astype(np.float32)), n
 
 
 def test_schedule_cap_falls_on_small_matrices_only():
