@@ -18,21 +18,21 @@
  * works; setmaxnreg gives the consumers 224 registers and the producers 56), for one task and NT = 2 NW
  * columns (NW = 64, 128 or 256 by n).  A task (acc_half_args.tasks, biggest first) is a quad, or a range of
  * a hub quad's entries whose FP32 sums go to a workspace slot for reduce_splits (half_spmm.cu) to add in
- * slot order; accspmm._half.quad_schedule cuts quads so that none is the kernel's tail.  A stage holds kE consecutive entries (4; 2 at NW = 256): their
- * 16 x NT tiles of B (one TMA request each: a 3D tensor map of 64-column chunks where n % 64 == 0, else
- * NT / 64 boxes of 16 x 64; 128-byte swizzle) and their packed blocks of A (one bulk copy), with a `full`
- * mbarrier (the producer's arrive with the expected bytes; the copies' complete_tx) and an `empty` one
- * (one arrival per consumer warp).  The producer's lanes hold 32 entries' column blocks, and kLanes lanes
- * issue as many stages side by side.  Consumer warpgroup w, per stage: wait for `full`, take its warp's
- * 16 x 16 blocks (the BSR16 fragment order is wgmma's register layout of A for a warp's 16 rows), one
- * wgmma.fence, kE wgmma.m64n{NW}k16 with B described in shared memory as MN-major, 128-byte swizzle (the
- * TMA box's layout: rows of 128 bytes, 8-row groups 1,024 bytes apart, 64-column chunks 2,048 apart),
- * columns w NW .., one commit; then wait for the stage before (wait_group 1) and release it.  Measured
- * on the H100 (benchmarks/NOTES.md): a stage per entry, one lane issuing, ran at about 0.45 us an entry
- * whatever its bytes (even with the copies and MMAs taken out): the copies are few and large now, and
- * the per-stage waits are shared by kE entries.  Every sum runs in ascending column-block order over the
- * quad's entries (a row without a block there adds zeros), so the result is deterministic; within a
- * block the order is wgmma's, so on data that is not exact in FP32 the bits may differ from the warp
+ * slot order; accspmm._half.quad_schedule cuts quads so that none is the kernel's tail.  A stage holds kE
+ * consecutive entries (4; 2 at NW = 256): their 16 x NT tiles of B (one TMA request each: a 3D tensor map of
+ * 64-column chunks where n % 64 == 0, else NT / 64 boxes of 16 x 64; 128-byte swizzle) and their packed
+ * blocks of A (one bulk copy), with a `full` mbarrier (the producer's arrive with the expected bytes; the
+ * copies' complete_tx) and an `empty` one (an arrival per consumer thread).  The producer's lanes hold 32
+ * entries' column blocks, and kLanes lanes issue as many stages side by side.  Consumer warpgroup w, per
+ * stage: wait for `full`, take its warp's 16 x 16 blocks (the BSR16 fragment order is wgmma's register layout
+ * of A for a warp's 16 rows), one wgmma.fence, kE wgmma.m64n{NW}k16 with B described in shared memory as
+ * MN-major, 128-byte swizzle (the TMA box's layout: rows of 128 bytes, 8-row groups 1,024 bytes apart,
+ * 64-column chunks 2,048 apart), columns w NW .., one commit; then wait for the stage before (wait_group 1)
+ * and release it.  Measured on the H100 (benchmarks/NOTES.md): a stage per entry, one lane issuing, ran at
+ * about 0.45 us an entry whatever its bytes (even with the copies and MMAs taken out): the copies are few and
+ * large now, and the per-stage waits are shared by kE entries.  Every sum runs in ascending column-block
+ * order over the quad's entries (a row without a block there adds zeros), so the result is deterministic;
+ * within a block the order is wgmma's, so on data that is not exact in FP32 the bits may differ from the warp
  * kernels' (within the same error bound; integer data is exact in all of them).
  *
  * Write-back: row 64Q + 16j + i goes to C[perm[...]] (rows >= m skipped), columns >= n not written; a
@@ -286,7 +286,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x == 0) {
         for (int s = 0; s < kStages; s++) {
             mbar_init(bars + 8 * s, 1);
-            mbar_init(bars + 8 * (kStages + s), 8);
+            mbar_init(bars + 8 * (kStages + s), 256); /* every consumer thread */
         }
         mbar_init_fence();
     }
@@ -372,8 +372,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                 acc, a[e], b_desc(base + s * Q::kStage + (kE * g + e < count ? e : 0) * Q::kBBytes + b_off));
         wg_commit();
         wg_wait1();
-        __syncwarp(); /* every lane's reads of the stage before come before its release */
-        if (g > 0 && lane == 0) mbar_arrive(bars + 8 * (kStages + (int)((g - 1) % kStages)));
+        /* each thread releases the stage before after its own reads of it (an arrival a thread, so the
+         * order needs no warp barrier; compute-sanitizer's racecheck did not follow __syncwarp + one lane's
+         * arrival) */
+        if (g > 0) mbar_arrive(bars + 8 * (kStages + (int)((g - 1) % kStages)));
     };
     uint4 a0[kE], a1[kE];
     for (int64_t g = 0; g < groups; g += 2) {
