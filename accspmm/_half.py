@@ -25,7 +25,8 @@ BSR16 blocks (16 x 16, SMaT's block CSR: csrc/acc_bsr16_build.c) on ``mma.m16n8k
 (cuda/half_spmm.cu; a warp per block row, or per pair of block rows where the pairs share their
 column blocks and n >= PAIR_MIN_N) or, on Hopper, on ``wgmma`` (cuda/half_wgmma.cu: a warpgroup per
 quad of block rows where the quads share their column blocks and are dense enough, a hub quad split
-in parts: QUAD_MIN_N, quad_schedule; ``stats["schedule"]``, ``tuning={"kernel": "rows" | "pairs" | "quads"}`` forces one), or
+in parts: QUAD_MIN_N, quad_schedule; ``stats["schedule"]``, ``tuning={"kernel": "rows" | "pairs" |
+"quads"}`` forces one), or
 BitTCF's 8 x 8 blocks on the TF32 kernel's pipeline with half operands
 (cuda/tf32_spmm.cu, ``mma.m16n8k8``; accspmm._tf32.TF32Runner: the same schedule, cost model,
 variant timing and C call as TF32 plans); on the CPU, the reference: the C core's FP32 CSR product of
@@ -104,14 +105,17 @@ PAIR_MIN_N = 256
 #: column blocks, B's tiles by TMA, so each tile feeds 64 rows.  It runs where (1) the quads share their
 #: column blocks (at most QUAD_SHARE_MAX union entries per block: 32 x 32 blocks give 0.38-0.5) and (2) a
 #: nonempty quad has at least QUAD_MIN_ENTRIES entries on average (its pipeline needs a few stages to
-#: fill), for n >= QUAD_MIN_N (a multiple of 8; other widths run the warp kernels); a hub quad is split
-#: (quad_schedule).  H100, kernel us, best warp kernel -> quads (benchmarks/results/h100_half_quads.txt):
-#: uniform 32 x 32 blocks, 8192^2, n = 512: 50% 281 -> 146, 70% 182 -> 103, 90% 68 -> 47, 95% 36.5 -> 31;
-#: n = 128: 50% 99 -> 62, 70% 62 -> 45, 90% 25 -> 19, 95% 15.6 -> 13.2; 99% (10 entries a quad) 8.1 -> 9.3
-#: and 32768^2 at 99% (41 entries) 31.9 -> 41.5, so QUAD_MIN_ENTRIES.  Narrow products gain too (split quads,
-#: results/h100_half_split_quads.txt): irregular 32 x 32 block rows at 90% 32 -> 21 us at n = 8-64, ogbl-ddi
-#: (BSR16) 82 -> 35-39, uniform 90% 20.7 -> 22.2 (n = 8), 20.0 -> 18.7 (n = 64); hence QUAD_MIN_N = 8.
-QUAD_MIN_N = 8
+#: fill), for n >= QUAD_MIN_N (a width not a multiple of 8 on copies padded to one: cuda/half_spmm.cu); a
+#: hub quad is split (quad_schedule).  H100, kernel us, best warp kernel -> quads
+#: (benchmarks/results/h100_half_quads.txt): uniform 32 x 32 blocks, 8192^2, n = 512: 50% 281 -> 146,
+#: 70% 182 -> 103, 90% 68 -> 47, 95% 36.5 -> 31; n = 128: 50% 99 -> 62, 70% 62 -> 45, 90% 25 -> 19, 95%
+#: 15.6 -> 13.2; 99% (10 entries a quad) 8.1 -> 9.3 and 32768^2 at 99% (41 entries) 31.9 -> 41.5, so
+#: QUAD_MIN_ENTRIES.  Narrow products gain too (split quads, results/h100_half_split_quads.txt):
+#: irregular 32 x 32 block rows at 90% 32 -> 21 us at n = 8-64, ogbl-ddi (BSR16) 82 -> 35-39, uniform
+#: 90% 20.7 -> 22.2 (n = 8), 20.0 -> 18.7 (n = 64); and on padded copies at the other widths, against
+#: the row kernel's element path: uniform 90% 46 -> 25 us (n = 1-7), 59 -> 32 (n = 100), ogbl-ddi 211 -> 44
+#: (n = 1), 266 -> 51 (n = 100), irregular 50% 267 -> 62 (n = 1); hence QUAD_MIN_N = 1.
+QUAD_MIN_N = 1
 QUAD_SHARE_MAX = 0.55
 QUAD_MIN_ENTRIES = 48  # 41 entries (uniform 32768^2, 99%): 0.77x at n = 128; 50 (8192^2, 95%): 1.18x
 #: the quads' schedule (quad_schedule), in entries of one SM: a thread block's own cost (its start, pipeline
@@ -526,7 +530,7 @@ class HalfPlan:
             elif kernel == "quads":
                 if cu.half_quads_usable():
                     self._quad_min_n = 0
-                    why = "tuning['kernel'] = 'quads' (widths that are not a multiple of 8: rows)"
+                    why = "tuning['kernel'] = 'quads'"
                 else:
                     why = "tuning['kernel'] = 'quads', but this GPU or build has no warpgroup MMA (sm_90a): rows"
             else:
@@ -534,7 +538,7 @@ class HalfPlan:
                 why = f"tuning['kernel'] = {kernel!r}"
             kernels = "rows"
             if self._quad_min_n is not None:
-                kernels = f"quads for n >= {self._quad_min_n} (a multiple of 8), else rows"
+                kernels = f"quads for n >= {self._quad_min_n}, else rows"
             elif self._pair_min_n is not None:
                 kernels = f"pairs for n >= {self._pair_min_n}, else rows"
             sched = self.stats["schedule"] = {"kernel": kernels, "kernel_why": why, "pair_entries_per_block": share}
@@ -716,10 +720,10 @@ class HalfPlan:
                 d_B, d_C, _FMT[self.precision], int(out_f32), _LAYOUT_FLAG[layout], *groups)
 
     def kernel_for(self, n: int, d_B: int = 0, d_C: int = 0) -> str:
-        """BSR16 on the GPU: the kernel of width n: "quads" (a warpgroup per quad of block rows: n a
-        multiple of 8, B and C at 16-byte aligned addresses), "pairs" (a warp per pair of block rows)
-        or "rows"."""
-        if self._quad_min_n is not None and n >= self._quad_min_n and n % 8 == 0 and d_B % 16 == 0 and d_C % 16 == 0:
+        """BSR16 on the GPU: the kernel of width n: "quads" (warpgroups per quad of block rows; at widths
+        that are not a multiple of 8, and for a B or C off a 16-byte boundary, on padded copies: d_B and
+        d_C do not change the choice), "pairs" (a warp per pair of block rows) or "rows"."""
+        if self._quad_min_n is not None and n >= self._quad_min_n:
             return "quads"
         return "pairs" if self._pair_min_n is not None and n >= self._pair_min_n else "rows"
 
@@ -730,7 +734,7 @@ class HalfPlan:
 
     def _workspace_floats(self, layout: str, n: int) -> int:
         _, nsplits, slots = self._layouts[layout]
-        return slots * _WINDOW_ROWS[layout] * max(n, 8) if nsplits else 0
+        return slots * _WINDOW_ROWS[layout] * (-(-n // 8) * 8) if nsplits else 0  # ACC_HALF_WS_COLS
 
     def _launch(self, d_B: int, d_C: int, n: int, out_f32: bool, stream, workspace):
         from . import _cuda
@@ -745,9 +749,15 @@ class HalfPlan:
             self._runner.run(d_B, d_C, n, stream, out_f32)
             return
         layout = self.kernel_for(n, d_B, d_C)
-        floats = self._workspace_floats(layout, n)
-        ws = workspace.get(floats) if floats else 0
-        _cuda.half_spmm(self._layout_args(layout, d_B, d_C, n, out_f32, ws), stream)
+        for layout in (layout, "rows"):
+            floats = self._workspace_floats(layout, n)
+            ws = workspace.get(floats) if floats else 0
+            try:
+                _cuda.half_spmm(self._layout_args(layout, d_B, d_C, n, out_f32, ws), stream)
+                return
+            except NotImplementedError:  # quads the pool cannot pad (nothing launched): the row kernel
+                if layout != "quads":
+                    raise
 
     def _gpu_plan(self, dev_index):
         if self.device != "gpu":

@@ -600,8 +600,8 @@ static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *a
         PyObject *ws = NULL; /* the split rows' workspace: freed (stream-ordered) after the launch */
         if (a.num_splits > 0) {
             gview vw;
-            /* widths under 8 run padded to 8 columns (acc_half_spmm), the workspace too */
-            ws = new_array(torch, &vb, 1, self->slots * ACC_HALF_WINDOW_ROWS(a.pairs) * (a.n < 8 ? 8 : a.n),
+            /* padded widths (acc_half_spmm): the workspace too */
+            ws = new_array(torch, &vb, 1, self->slots * ACC_HALF_WINDOW_ROWS(a.pairs) * ACC_HALF_WS_COLS(a.n),
                            1, &k_float32, &vw);
             if (!ws) {
                 Py_DECREF(C);
@@ -611,7 +611,7 @@ static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *a
         }
         st = acc_half_spmm(&a, stream);
         Py_XDECREF(ws);
-        /* quads on a width or at addresses their copies cannot take (nothing launched): the base layout */
+        /* quads where this device or the pool cannot take them (nothing launched): the base layout */
         if (st != ACC_ERR_UNSUPPORTED || self == outer) break;
         self = outer;
     }

@@ -20,6 +20,9 @@ extern "C" {
 
 /* Rows of a schedule window, and of a split workspace slot: a block row (16), a pair (32) or a quad (64). */
 #define ACC_HALF_WINDOW_ROWS(pairs) ((pairs) == ACC_HALF_QUADS ? 64 : (pairs) ? 32 : 16)
+/* ... and its columns: n rounded up to a multiple of 8 (widths under 8, and the quads' widths that are not a
+ * multiple of 8, run on copies padded to that many columns) */
+#define ACC_HALF_WS_COLS(n) (((n) + 7) / 8 * 8)
 
 /* A in BSR16: 16 x 16 blocks (csrc/accspmm.h), brow_offsets / block_cols / block_values (256 per
  * block, A-fragment order) / block_masks.  (Half-precision BitTCF runs tf32_spmm.h's kernel.) */
@@ -41,7 +44,8 @@ typedef struct acc_half_args {
     int64_t num_tasks;
     const int64_t *splits; /* [3 num_splits]: block row, first slot, parts (consecutive slots) */
     int64_t num_splits;
-    float *workspace; /* [slots * ACC_HALF_WINDOW_ROWS(pairs) * max(n, 8)], NULL when num_splits == 0 */
+    float *workspace; /* [slots * ACC_HALF_WINDOW_ROWS(pairs) * ACC_HALF_WS_COLS(n)], NULL when num_splits ==
+                         0 */
     /* pairs = 1: the windows of the schedule are pairs of block rows (2P, 2P + 1), and a window's
      * "blocks" are the entries u = pair_offsets[P] .. pair_offsets[P + 1] - 1 of the ascending
      * union of the two rows' column blocks: column block pair_cols[u], BSR16 blocks
@@ -53,8 +57,9 @@ typedef struct acc_half_args {
      * entry u's four blocks packed, group_values[1024 u + 256 j ..] the block of row 4Q + j in fragment
      * order (zeros where that row has none).  A thread block per task and column tile; the tasks' windows
      * are quads, their "blocks" the quads' entries (a hub quad split into parts, summed by the splits'
-     * reduction).  sm_90 only, n a multiple of 8, B and C 16-byte aligned: ACC_ERR_UNSUPPORTED otherwise,
-     * with nothing launched. */
+     * reduction).  sm_90 only (ACC_ERR_UNSUPPORTED otherwise, with nothing launched); other widths and a B or
+     * C off a 16-byte boundary run on padded copies, and the split workspace holds ceil(n / 8) * 8 columns.
+     */
     int pairs;
     const int64_t *pair_offsets; /* [ceil(num_brows / 2) + 1], quads: [ceil(num_brows / 4) + 1] */
     const int32_t *pair_cols;

@@ -559,20 +559,22 @@ def quads_usable():
 def gpu_half_plan(A, prec, fmt, **kw):
     """A GPU half plan of format fmt: "bsr16" (BSR16, a warp per block row), "bsr16-pairs" (BSR16, a
     warp per pair of block rows), "bsr16-quads" (BSR16, a warpgroup per quad of block rows on wgmma
-    where the GPU has it, widths that are a multiple of 8; the row kernel otherwise) or "bittcf"."""
+    where the GPU has it, other widths than multiples of 8 on padded copies; the row kernel otherwise) or
+    "bittcf"."""
     if fmt.startswith("bsr16"):
         kw["tuning"] = {"kernel": fmt.split("-")[1] if "-" in fmt else "rows"}
     p = accspmm.plan(A, device="gpu", precision=prec, format=fmt.split("-")[0], **kw)
     assert p.format == fmt.split("-")[0]
     if fmt == "bsr16-quads":
-        assert p.kernel_for(7) == "rows" and p.kernel_for(8) == ("quads" if quads_usable() else "rows")
+        assert p.kernel_for(1) == p.kernel_for(7) == p.kernel_for(8) == ("quads" if quads_usable() else "rows")
     elif fmt.startswith("bsr16"):
         assert p.kernel_for(1) == p.kernel_for(10**6) == kw["tuning"]["kernel"]
     return p
 
 
 def runs_quads(p, n):
-    """Whether a plan runs the quad kernel at width n (it never splits a quad: a hub quad runs whole)."""
+    """Whether a plan runs the quad kernel at width n (which cuts a quad only where quad_schedule predicts
+    a gain, so a hub matrix need not have split rows there)."""
     return p.format == "bsr16" and p.kernel_for(n) == "quads"
 
 
@@ -620,7 +622,7 @@ def test_gpu_bsr16_narrow_b_on_many_block_rows(prec, fmt):
     A[60000, :] = rng.integers(1, 9, k)  # a hub: a split block row
     A = with_int_values(sp.csr_matrix(A), seed=13)
     p = gpu_half_plan(A, prec, fmt)
-    assert split_rows(p, 1) >= 1
+    assert split_rows(p, 1) >= 1 or runs_quads(p, 1)  # quads: 4,097 of them, the hub's is not the tail
     for n in (1, 5):
         B = int_dense(k, n, seed=n)
         Bt = torch.from_numpy(B).cuda().to(TORCH_DT[prec])
@@ -931,37 +933,43 @@ def test_gpu_bsr16_kernel_model():
 
 @pytest.mark.gpu
 def test_gpu_quad_kernel_model_and_fallbacks():
-    """Quads (wgmma, from QUAD_MIN_N columns, a multiple of 8) where dense 32 x 32 blocks give quads that
-    share their column blocks, through the C call too; the row kernel at other widths and for a B at an
-    address TMA cannot take; hub quads split in parts (non-finite sums included).  Exact on integer data
-    everywhere, and within the bound on random values."""
+    """Quads (wgmma, from QUAD_MIN_N columns) where dense 32 x 32 blocks give quads that share their
+    column blocks, through the C call too; widths that are not a multiple of 8 and a B off a 16-byte
+    boundary on padded copies (the same bits as the padded width); hub quads split in parts (non-finite
+    sums included).  Exact on integer data everywhere, and within the bound on random values."""
     if not quads_usable():
         pytest.skip("no warpgroup MMA on this GPU or build (sm_90a)")
     dense = blocky_matrix(2000, 1500, density=0.4, seed=4)
     p = accspmm.plan(dense, device="gpu", precision="fp16")
     sched = p.stats["schedule"]
     assert p.format == "bsr16" and sched["kernel"].startswith("quads"), sched["kernel_why"]
-    assert p.kernel_for(_half.QUAD_MIN_N) == "quads" and p.kernel_for(_half.QUAD_MIN_N + 4) == "rows"  # n % 8
-    assert p.kernel_for(8) == "quads" and p.kernel_for(1) == p.kernel_for(4) == p.kernel_for(12) == "rows"
+    assert _half.QUAD_MIN_N == 1 and p.kernel_for(1) == p.kernel_for(13) == p.kernel_for(128) == "quads"
     launcher = p._fast.__self__
     before = launcher.fast_calls
-    for n in (_half.QUAD_MIN_N, _half.QUAD_MIN_N + 4, 520):
+    for n in (1, 13, 128, 520):  # 1, 13: on copies padded to a multiple of 8
         B = int_dense(1500, n, seed=n)
         Bt = torch.from_numpy(B).cuda().half()
         C = p(Bt, out=poisoned((2000, n), torch.float32))  # a float32 C: the Python layer's call
         assert np.array_equal(C.cpu().numpy(), (dense @ B).astype(np.float32)), n
         C = p(Bt, out=poisoned((2000, n), torch.float16))  # a half C: the C call
         assert np.array_equal(C.double().cpu().numpy(), half_ref(dense, B, "fp16", "half")), n
-        buf = torch.empty(1500 * n + 1, dtype=torch.float16, device="cuda")  # B 2 bytes off: rows in C
+        buf = torch.empty(1500 * n + 1, dtype=torch.float16, device="cuda")  # B 2 bytes off: copied
         Bm = buf[1:].view(1500, n)
         Bm.copy_(Bt)
         C = p(Bm, out=poisoned((2000, n), torch.float16))
         assert np.array_equal(C.double().cpu().numpy(), half_ref(dense, B, "fp16", "half")), (n, "misaligned")
-    assert launcher.fast_calls == before + 6
+    assert launcher.fast_calls == before + 8
     Bf = np.random.default_rng(5).standard_normal((1500, 256)).astype(np.float32)
     A = blocky_matrix(2000, 1500, density=0.4, seed=4, values="normal")
     q = gpu_half_plan(A, "fp16", "bsr16-quads")
     check_bound(A, Bf, q(torch.from_numpy(Bf).cuda()).cpu().numpy(), "fp16")
+    # random values: the padded widths' bits are the quads' at the padded width (not the row kernel's sums)
+    B16 = torch.from_numpy(Bf[:, :16]).cuda().half()
+    B16[:, 13:] = 0
+    want = q(B16, out=poisoned((2000, 16), torch.float32))[:, :13]
+    assert torch.equal(q(B16[:, :13].contiguous(), out=poisoned((2000, 13), torch.float32)), want)
+    assert not torch.equal(gpu_half_plan(A, "fp16", "bsr16")(B16[:, :13].contiguous(),
+                                                              out=poisoned((2000, 13), torch.float32)), want)
     wide = blocky_matrix(1000, 8192, density=0.06, seed=6)  # about 60 entries a quad, of 512 column blocks
     p = accspmm.plan(wide, device="gpu", precision="fp16", format="bsr16")
     assert p.kernel_for(10**6) == "quads", p.stats["schedule"]["kernel_why"]
