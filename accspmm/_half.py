@@ -118,12 +118,12 @@ PAIR_MIN_N = 256
 QUAD_MIN_N = 1
 QUAD_SHARE_MAX = 0.55
 QUAD_MIN_ENTRIES = 48  # 41 entries (uniform 32768^2, 99%): 0.77x at n = 128; 50 (8192^2, 95%): 1.18x
-#: the quads' schedule (quad_schedule), in entries of one SM: a thread block's own cost (its start, pipeline
-#: fill and write-back), a split part's FP32 write and the reduction's, the reduction's launch; parts of
-#: at least QUAD_PART_MIN entries, at most QUAD_MAX_PARTS a quad
 #: bytes an SM moves per quad entry and 64 columns: B's 16 rows, and the entry's packed blocks (2,048 bytes
 #: per thread block of 128 columns at n <= 128), for the format model (_quad_model)
 QUAD_ENTRY_BYTES = 16 * 128 + 1024
+#: the quads' schedule (quad_schedule), in entries of one SM: a thread block's own cost (its start, pipeline
+#: fill and write-back), a split part's FP32 write and the reduction's, the reduction's launch; parts of
+#: at least QUAD_PART_MIN entries, at most QUAD_MAX_PARTS a quad
 QUAD_TASK_COST = 10
 QUAD_PART_COST = 10
 QUAD_REDUCE_COST = 12
@@ -706,7 +706,7 @@ class HalfPlan:
         BSR16 only: a BitTCF plan runs the TF32 kernel's runner (``self._runner.args``)."""
         if self._runner is not None:
             raise ValueError("kernel_args is for BSR16 half plans; a BitTCF plan's launch is self._runner.args(...)")
-        return self._layout_args(self.kernel_for(n, d_B, d_C), d_B, d_C, n, out_f32, d_workspace)
+        return self._layout_args(self.kernel_for(n), d_B, d_C, n, out_f32, d_workspace)
 
     def _layout_args(self, layout: str, d_B: int, d_C: int, n: int, out_f32: bool, d_workspace: int) -> tuple:
         """kernel_args for the kernel ``layout`` ("rows", "pairs" or "quads") whatever n."""
@@ -719,10 +719,10 @@ class HalfPlan:
                 d["block_masks"].ptr, d[f"{layout}_tasks"].ptr, ntasks, d[f"{layout}_splits"].ptr, nsplits, d_workspace,
                 d_B, d_C, _FMT[self.precision], int(out_f32), _LAYOUT_FLAG[layout], *groups)
 
-    def kernel_for(self, n: int, d_B: int = 0, d_C: int = 0) -> str:
+    def kernel_for(self, n: int) -> str:
         """BSR16 on the GPU: the kernel of width n: "quads" (warpgroups per quad of block rows; at widths
-        that are not a multiple of 8, and for a B or C off a 16-byte boundary, on padded copies: d_B and
-        d_C do not change the choice), "pairs" (a warp per pair of block rows) or "rows"."""
+        that are not a multiple of 8, and for a B or C off a 16-byte boundary, on padded copies), "pairs"
+        (a warp per pair of block rows) or "rows"."""
         if self._quad_min_n is not None and n >= self._quad_min_n:
             return "quads"
         return "pairs" if self._pair_min_n is not None and n >= self._pair_min_n else "rows"
@@ -748,8 +748,7 @@ class HalfPlan:
         if self._runner is not None:
             self._runner.run(d_B, d_C, n, stream, out_f32)
             return
-        layout = self.kernel_for(n, d_B, d_C)
-        for layout in (layout, "rows"):
+        for layout in (self.kernel_for(n), "rows"):
             floats = self._workspace_floats(layout, n)
             ws = workspace.get(floats) if floats else 0
             try:

@@ -116,7 +116,7 @@ def main():
                  "bsr16_blocks": by_row.stats["bsr16_blocks"],
                  "pair_entries_per_block": by_pair.stats["schedule"]["pair_entries_per_block"],
                  "quad_entries_per_block": by_quad.stats["schedule"].get("quad_entries_per_block", float("nan")),
-                 "quads_kernel": by_quad.kernel_for(n, Bh.data_ptr(), Cq.data_ptr()),
+                 "quads_kernel": by_quad.kernel_for(n),
                  "split_rows": [by_row.stats["schedule"]["rows"]["split_rows"],
                                 by_pair.stats["schedule"]["pairs"]["split_rows"]],
                  "auto": f"{auto.format}/{auto.kernel_for(n) if auto.format == 'bsr16' else '-'}",
