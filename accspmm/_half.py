@@ -298,16 +298,22 @@ def _quads_may_win(bo16: np.ndarray, tc_blocks: int) -> bool:
                 QUAD_ENTRY_BYTES * per.sum() / 4 < LAYOUT_BYTES["bittcf"] * tc_blocks)
 
 
-def _quad_model(quads: tuple, bsr16_blocks: int, tc_blocks: int) -> dict:
-    """The format model's comparison of BSR16 on quads with BitTCF: bytes an SM per 64 columns, the quads'
-    from their schedule's predicted makespan (quad_schedule: a hub quad or too few quads leave SMs
-    idle), BitTCF's from its blocks over REF_SMS SMs (its schedule balances them)."""
+def _quad_rule(quads: tuple, bsr16_blocks: int) -> tuple:
+    """(union entries per block, mean entries of a nonempty quad, whether the quads run by default: at
+    most QUAD_SHARE_MAX and at least QUAD_MIN_ENTRIES) of ``group_index``'s quads."""
     per = np.diff(quads[0])
     per = per[per > 0]
     share, mean = quads[1].size / max(bsr16_blocks, 1), float(per.mean()) if per.size else 0.0
-    pred = quad_schedule(quads[0])[4]
+    return share, mean, share <= QUAD_SHARE_MAX and mean >= QUAD_MIN_ENTRIES
+
+
+def _quad_model(quads: tuple, schedule: tuple, bsr16_blocks: int, tc_blocks: int) -> dict:
+    """The format model's comparison of BSR16 on quads (and their ``quad_schedule``) with BitTCF: bytes an
+    SM per 64 columns, the quads' from their schedule's predicted makespan (a hub quad or too few quads
+    leave SMs idle), BitTCF's from its blocks over REF_SMS SMs (its schedule balances them)."""
+    share, mean, rule = _quad_rule(quads, bsr16_blocks)
+    pred = schedule[4]
     q_bytes, t_bytes = QUAD_ENTRY_BYTES * pred, LAYOUT_BYTES["bittcf"] * tc_blocks / REF_SMS
-    rule = share <= QUAD_SHARE_MAX and mean >= QUAD_MIN_ENTRIES
     return {"entries_per_block": share, "mean_entries": mean, "predicted_entries_per_sm": pred,
             "bytes_per_sm": {"quads": q_bytes, "bittcf": t_bytes}, "wins": bool(rule and q_bytes < t_bytes)}
 
@@ -455,14 +461,15 @@ class HalfPlan:
                      "bytes_per_64_columns": {"bsr16": LAYOUT_BYTES["bsr16"] * int(bo16[-1]),
                                               "bittcf": LAYOUT_BYTES["bittcf"] * ntc}}
             cu = require_cuda()
-            f = quads = None  # BSR16 and its quads, where the format model built them
+            f = quads = qsched = None  # BSR16, its quads and their schedule, where the format model built them
             if format == "auto":
                 self.format = min(model["bytes_per_64_columns"], key=model["bytes_per_64_columns"].get)
                 model["why"] = "fewer bytes of A and B per 64 columns (LAYOUT_BYTES)"
                 if self.format == "bittcf" and cu.half_quads_usable() and _quads_may_win(bo16, ntc):
                     f = _core.bsr16_build(m, k, csr.indptr, csr.indices, self._bits, perm)
                     quads = group_index(f["brow_offsets"], f["block_cols"], k, 4)
-                    model["quads"] = _quad_model(quads, int(bo16[-1]), ntc)
+                    qsched = quad_schedule(quads[0])
+                    model["quads"] = _quad_model(quads, qsched, int(bo16[-1]), ntc)
                     if model["quads"]["wins"]:
                         self.format = "bsr16"
                         model["why"] = ("BSR16 on quads of block rows: fewer bytes an SM than BitTCF "
@@ -520,10 +527,8 @@ class HalfPlan:
                        f"and n >= {PAIR_MIN_N}")
                 if nblocks and cu.half_quads_usable():
                     quads = quads or group_index(offsets, f["block_cols"], k, 4)
-                    per = np.diff(quads[0])
-                    per = per[per > 0]
-                    qshare, mean = quads[1].size / nblocks, float(per.mean())
-                    if qshare <= QUAD_SHARE_MAX and mean >= QUAD_MIN_ENTRIES:
+                    qshare, mean, rule = _quad_rule(quads, nblocks)
+                    if rule:
                         self._quad_min_n = QUAD_MIN_N
                     why += (f"; quads: {qshare:.2f} union entries per block, {mean:.1f} entries a nonempty quad: "
                             f"quads at <= {QUAD_SHARE_MAX}, >= {QUAD_MIN_ENTRIES} and n >= {QUAD_MIN_N}")
@@ -549,7 +554,7 @@ class HalfPlan:
                 if layout == "quads":  # a thread block per task (a quad or a part of one) and column tile
                     go, gc, gb = quads or group_index(offsets, f["block_cols"], k, 4)
                     gb = pack_group_values(gb, f["block_values"])  # one copy an entry's blocks
-                    tasks, splits, slots, cap, pred = quad_schedule(go)
+                    tasks, splits, slots, cap, pred = quad_schedule(go) if qsched is None else qsched
                     pack = None
                     sched["quad_entries_per_block"] = gc.size / nblocks if nblocks else 1.0
                     sched["quad_predicted_entries"] = pred

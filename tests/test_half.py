@@ -352,7 +352,8 @@ def quad_model_of(A):
     f = _core.bsr16_build(m, k, ip, ix, np.zeros(A.nnz, np.uint16), perm)
     quads = _half.group_index(f["brow_offsets"], f["block_cols"], k, 4)
     by_bytes = _half.LAYOUT_BYTES["bittcf"] * ntc < _half.LAYOUT_BYTES["bsr16"] * int(bo16[-1])
-    return _half._quads_may_win(bo16, ntc), _half._quad_model(quads, int(bo16[-1]), ntc), by_bytes
+    model = _half._quad_model(quads, _half.quad_schedule(quads[0]), int(bo16[-1]), ntc)
+    return _half._quads_may_win(bo16, ntc), model, by_bytes
 
 
 def test_quad_model_takes_dense_graphs_only():
