@@ -707,25 +707,30 @@ template <int FMT, bool OUT_F32> int launch(const acc_half_args &p, bool vec, cu
     return reduce<FMT, OUT_F32>(p, s);
 }
 
+/* run(q) where q is p on copies of B and C padded to n8 >= n columns (with_padded_copies: the padded columns
+ * are zeros and dropped, so every result bit is the padded width's). */
+template <typename Run> int on_padded_copies(const acc_half_args &p, int64_t n8, cudaStream_t s, Run run) {
+    return with_padded_copies(p.B, p.C, p.m, p.k, p.n, n8, p.out_f32 ? 4 : 2, s,
+                              [&](const void *B8, void *C8) {
+                                  acc_half_args q = p;
+                                  q.B = static_cast<const uint16_t *>(B8);
+                                  q.C = C8;
+                                  q.n = n8;
+                                  return run(q);
+                              });
+}
+
 /* Quads (half_wgmma.cu), then their split parts' sums.  A width that is not a multiple of 8, or a B or C off
  * a 16-byte boundary (TMA's row pitch and the 16-byte stores), runs on copies padded to n8 = ceil(n / 8) * 8
- * columns (with_padded_copies: the padded columns are zeros and dropped, so every result bit is the aligned
- * call's; the caller's split workspace holds n8 columns).  H100, ogbl-ddi: the row kernel, which took
- * those widths before, is about 2x slower than the quads there (benchmarks/NOTES.md).  ACC_ERR_UNSUPPORTED
- * with nothing launched where this device has no quad kernel or the pool cannot hold the copies (the
- * callers then run the row kernel). */
+ * columns (on_padded_copies; the caller's split workspace holds n8 columns).  H100, ogbl-ddi: the row kernel,
+ * which took those widths before, is about 2x slower than the quads there (benchmarks/NOTES.md).
+ * ACC_ERR_UNSUPPORTED with nothing launched where this device has no quad kernel or the pool cannot hold the
+ * copies (the callers then run the row kernel). */
 int quads_then_reduce(const acc_half_args &p, cudaStream_t s) {
     if (p.n % 8 != 0 || (uintptr_t)p.B % 16 != 0 || (uintptr_t)p.C % 16 != 0) {
         if (!acc_half_quads_usable()) return ACC_ERR_UNSUPPORTED;
-        const int64_t n8 = (p.n + 7) / 8 * 8;
-        const int st = with_padded_copies(p.B, p.C, p.m, p.k, p.n, n8, p.out_f32 ? 4 : 2, s,
-                                          [&](const void *B8, void *C8) {
-                                              acc_half_args q = p;
-                                              q.B = static_cast<const uint16_t *>(B8);
-                                              q.C = C8;
-                                              q.n = n8;
-                                              return quads_then_reduce(q, s);
-                                          });
+        const int st = on_padded_copies(p, (p.n + 7) / 8 * 8, s,
+                                        [&](const acc_half_args &q) { return quads_then_reduce(q, s); });
         return st == ACC_ERR_DEVICE_MEMORY ? ACC_ERR_UNSUPPORTED : st;
     }
     const int st = acc_half_quads(p, s);
@@ -754,14 +759,7 @@ template <int FMT> __global__ void round_kernel(const float *src, uint16_t *dst,
 constexpr int64_t kPadMinBrows = 4096;
 
 int bsr16_padded(const acc_half_args &p, cudaStream_t s) {
-    return with_padded_copies(p.B, p.C, p.m, p.k, p.n, 8, p.out_f32 ? 4 : 2, s,
-                              [&](const void *B8, void *C8) {
-                                  acc_half_args q = p;
-                                  q.B = static_cast<const uint16_t *>(B8);
-                                  q.C = C8;
-                                  q.n = 8;
-                                  return acc_half_spmm(&q, s);
-                              });
+    return on_padded_copies(p, 8, s, [&](const acc_half_args &q) { return acc_half_spmm(&q, s); });
 }
 
 } // namespace
