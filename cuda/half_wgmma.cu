@@ -83,6 +83,7 @@ template <int NW> struct Quad {
     static constexpr int kLanes = NW == 64 ? 4 : 1;
     static constexpr int kChunk =
         32 / (kLanes * kEntries) * (kLanes * kEntries); /* entries a producer lane holds */
+    static_assert(kEntries * (kCols / 64) <= 32 / kLanes, "a stage load's requests, a lane each");
 };
 
 /* The shared-memory descriptor of a 16 x NW tile of B at `addr` (1,024-aligned stage): MN-major with
@@ -297,45 +298,44 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (warp != 8) return;
         /* lane l holds the column block of entry c + l of the current kChunk, and loads the next
          * kChunk's while the current ones are issued */
-        constexpr int kChunk = Q::kChunk, kLanes = Q::kLanes;
+        constexpr int kChunk = Q::kChunk, kLanes = Q::kLanes, kGroup = 32 / kLanes;
         int32_t ncol = 0;
         auto fetch = [&](int64_t c) {
             if (lane < kChunk && c + lane < count) ncol = p.pair_cols[u0 + c + lane];
         };
+        /* kLanes stage loads at a time, a group of kGroup lanes each: the group waits for its stage to be
+         * free, its first lane arrives with the bytes to expect, then lane r of the group issues request r
+         * of the stage (entry r / boxes, box r % boxes of its tile of B: a 3D request, or a 2D one per
+         * 64-column chunk) and its first lane the bulk copy of the entries' blocks of A.  Requests issued
+         * by one lane cost hundreds of cycles each (benchmarks/NOTES.md), so they go out side by side. */
+        const int boxes = chunked ? Q::kCols / 64 : 1;
+        const int sl = lane / kGroup, r = lane % kGroup, re = r / boxes < kE ? r / boxes : kE - 1,
+                  rb = r % boxes;
         fetch(0);
         for (int64_t c = 0; c < count; c += kChunk) {
             const int32_t col = ncol;
             fetch(c + kChunk);
-            /* kLanes stage loads at a time, one a lane: each waits for its stage to be free, then asks for
-             * its entries' tiles of B (a TMA request each) and their blocks of A (one bulk copy), so the
-             * waits, copies and arrivals go out side by side */
             for (int h = 0; h < kChunk && c + h < count; h += kLanes * kE) {
-                const int64_t g = (c + h) / kE + lane; /* this lane's stage load */
-                const bool mine = lane < kLanes && g < groups;
+                const int64_t g = (c + h) / kE + sl; /* this lane's stage load */
+                const bool live = g < groups;
                 const int s = (int)(g % kStages);
-                if (mine && g >= kStages)
+                if (live && g >= kStages)
                     mbar_wait(bars + 8 * (kStages + s), (unsigned)((g / kStages - 1) & 1));
                 const unsigned full = bars + 8 * s, stage = base + s * Q::kStage;
                 const int64_t first = kE * g, entries = count - first < kE ? count - first : kE;
                 /* the arrival with the bytes to expect first, then the copies that bring them (the phase
                  * completes when they have all landed) */
-                if (mine) expect_bytes(full, (unsigned)((Q::kBBytes + kABytes) * entries));
-#pragma unroll
-                for (int e = 0; e < kE; e++) {
-                    const int32_t ce =
-                        __shfl_sync(0xffffffffu, col, h + kE * (lane % kLanes) + e); /* entry c + .. */
-                    if (mine && e < entries) {
-                        const unsigned tile = stage + e * Q::kBBytes;
-                        if (chunked) {
-#pragma unroll
-                            for (int b = 0; b < Q::kCols / 64; b++)
-                                tma_2d(tile + b * kBox, &map, (int)(n0 + 64 * b), 16 * ce, full);
-                        } else {
-                            tma_box3(tile, &map, 16 * ce, (int)(n0 / 64), full);
-                        }
-                    }
+                if (live && r == 0) expect_bytes(full, (unsigned)((Q::kBBytes + kABytes) * entries));
+                __syncwarp();
+                const int32_t ce = __shfl_sync(0xffffffffu, col, h + kE * sl + re); /* entry c + .. */
+                if (live && r < kE * boxes && r / boxes < entries) {
+                    const unsigned tile = stage + (r / boxes) * Q::kBBytes;
+                    if (chunked)
+                        tma_2d(tile + rb * kBox, &map, (int)(n0 + 64 * rb), 16 * ce, full);
+                    else
+                        tma_box3(tile, &map, 16 * ce, (int)(n0 / 64), full);
                 }
-                if (mine)
+                if (live && r == 0)
                     bulk_copy(stage + kE * Q::kBBytes, p.group_values + 1024 * (u0 + first),
                               (unsigned)(kABytes * entries), full);
                 __syncwarp();
