@@ -412,6 +412,7 @@ class HalfPlan:
         self._T = None
         self._pair_min_n = None  # BSR16 on the GPU: pairs of block rows from this width up (PAIR_MIN_N)
         self._quad_min_n = None  # ... quads of block rows on warpgroup MMA (half_wgmma.cu) from this width up
+        self._quad_makespan = 0  # ... their schedule's predicted entries an SM (acc_half_args.quad_makespan)
         self._layouts = {}  # BSR16 on the GPU: "rows" (and "pairs") -> (tasks, split rows, slots)
         self._dev = {}
         self._device_id = None
@@ -555,6 +556,7 @@ class HalfPlan:
                     go, gc, gb = quads or group_index(offsets, f["block_cols"], k, 4)
                     gb = pack_group_values(gb, f["block_values"])  # one copy an entry's blocks
                     tasks, splits, slots, cap, pred = quad_schedule(go) if qsched is None else qsched
+                    self._quad_makespan = int(pred)  # the C call's choice of padded copies (cuda/half_spmm.h)
                     pack = None
                     sched["quad_entries_per_block"] = gc.size / nblocks if nblocks else 1.0
                     sched["quad_predicted_entries"] = pred
@@ -722,7 +724,8 @@ class HalfPlan:
                                                                                    "pair_blocks")]
         return (m, k, n, -(-m // 16), d["perm"].ptr, d["brow_offsets"].ptr, d["block_cols"].ptr, d["block_values"].ptr,
                 d["block_masks"].ptr, d[f"{layout}_tasks"].ptr, ntasks, d[f"{layout}_splits"].ptr, nsplits, d_workspace,
-                d_B, d_C, _FMT[self.precision], int(out_f32), _LAYOUT_FLAG[layout], *groups)
+                d_B, d_C, _FMT[self.precision], int(out_f32), _LAYOUT_FLAG[layout], *groups,
+                self._quad_makespan if layout == "quads" else 0)
 
     def kernel_for(self, n: int) -> str:
         """BSR16 on the GPU: the kernel of width n: "quads" (warpgroups per quad of block rows; at widths
@@ -734,12 +737,13 @@ class HalfPlan:
 
     def workspace_floats(self, n: int) -> int:
         """Floats of split-row workspace a call of width n needs (0 without split rows); widths
-        under 8 run padded to 8 columns (cuda/half_spmm.h)."""
+        run padded to a multiple of 8 columns, or of 64 for quads (cuda/half_spmm.h)."""
         return self._workspace_floats(self.kernel_for(n), n)
 
     def _workspace_floats(self, layout: str, n: int) -> int:
         _, nsplits, slots = self._layouts[layout]
-        return slots * _WINDOW_ROWS[layout] * (-(-n // 8) * 8) if nsplits else 0  # ACC_HALF_WS_COLS
+        unit = 64 if layout == "quads" else 8  # ACC_HALF_WS_COLS
+        return slots * _WINDOW_ROWS[layout] * (-(-n // unit) * unit) if nsplits else 0
 
     def _launch(self, d_B: int, d_C: int, n: int, out_f32: bool, stream, workspace):
         from . import _cuda

@@ -508,7 +508,7 @@ typedef struct HalfLauncherObject {
 } HalfLauncherObject;
 
 static PyObject *half_launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    long long m, k, ntasks, nsplits, slots;
+    long long m, k, ntasks, nsplits, slots, makespan;
     unsigned long long perm, bo, cols, vals, masks, tasks, splits, po, pc, pb;
     int fmt, device, pairs;
     if (kwds && PyDict_GET_SIZE(kwds)) {
@@ -517,11 +517,11 @@ static PyObject *half_launcher_new(PyTypeObject *type, PyObject *args, PyObject 
     }
     if (!PyArg_ParseTuple(
             args,
-            "LLKKKKKKLKLLiiiKKK;HalfLauncher(m, k, perm, brow_offsets, block_cols, block_values, "
+            "LLKKKKKKLKLLiiiKKKL;HalfLauncher(m, k, perm, brow_offsets, block_cols, block_values, "
             "block_masks, tasks, num_tasks, splits, num_splits, slots, fmt, device, pairs, "
-            "pair_offsets, pair_cols, pair_blocks)",
+            "pair_offsets, pair_cols, pair_blocks, quad_makespan)",
             &m, &k, &perm, &bo, &cols, &vals, &masks, &tasks, &ntasks, &splits, &nsplits, &slots, &fmt,
-            &device, &pairs, &po, &pc, &pb))
+            &device, &pairs, &po, &pc, &pb, &makespan))
         return NULL;
     if (m < 0 || k < 0 || ntasks < 0 || nsplits < 0 || slots < 0 ||
         (fmt != ACC_HALF_FP16 && fmt != ACC_HALF_BF16)) {
@@ -547,6 +547,7 @@ static PyObject *half_launcher_new(PyTypeObject *type, PyObject *args, PyObject 
     a->fmt = fmt;
     a->pairs = pairs;
     acc_half_set_groups(a, (uintptr_t)po, (uintptr_t)pc, (uintptr_t)pb);
+    a->quad_makespan = makespan;
     self->slots = slots;
     self->device = device;
     self->et = fmt == ACC_HALF_FP16 ? k_float16 : k_bfloat16;
@@ -601,8 +602,9 @@ static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *a
         if (a.num_splits > 0) {
             gview vw;
             /* padded widths (acc_half_spmm): the workspace too */
-            ws = new_array(torch, &vb, 1, self->slots * ACC_HALF_WINDOW_ROWS(a.pairs) * ACC_HALF_WS_COLS(a.n),
-                           1, &k_float32, &vw);
+            ws = new_array(torch, &vb, 1,
+                           self->slots * ACC_HALF_WINDOW_ROWS(a.pairs) * ACC_HALF_WS_COLS(a.pairs, a.n), 1,
+                           &k_float32, &vw);
             if (!ws) {
                 Py_DECREF(C);
                 Py_RETURN_NONE;

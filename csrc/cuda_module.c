@@ -384,17 +384,18 @@ static PyObject *time_runs(acc_run_fn fn, void *ctx, int reps, PyObject *flush,
 
 /* half_spmm((m, k, n, num_brows, perm, brow_offsets, block_cols, block_values, block_masks, tasks,
  * num_tasks, splits, num_splits, workspace, B, C, fmt, out_f32, pairs, pair_offsets, pair_cols,
- * pair_blocks), stream): device addresses as ints (A in BSR16; cuda/half_spmm.h). */
+ * pair_blocks, quad_makespan), stream): device addresses as ints (A in BSR16; cuda/half_spmm.h). */
 static int parse_half(PyObject *tup, acc_half_args *a) {
     unsigned long long perm, bo, cols, vals, masks, tasks, splits, ws, B, C, po, pc, pb;
-    long long m, k, n, nbr, ntasks, nsplits;
+    long long m, k, n, nbr, ntasks, nsplits, makespan;
     int fmt, out_f32, pairs;
     memset(a, 0, sizeof(*a));
-    if (!PyArg_ParseTuple(tup, "LLLLKKKKKKLKLKKKiiiKKK;half args", &m, &k, &n, &nbr, &perm, &bo, &cols, &vals,
-                          &masks, &tasks, &ntasks, &splits, &nsplits, &ws, &B, &C, &fmt, &out_f32, &pairs,
-                          &po, &pc, &pb))
+    if (!PyArg_ParseTuple(tup, "LLLLKKKKKKLKLKKKiiiKKKL;half args", &m, &k, &n, &nbr, &perm, &bo, &cols,
+                          &vals, &masks, &tasks, &ntasks, &splits, &nsplits, &ws, &B, &C, &fmt, &out_f32,
+                          &pairs, &po, &pc, &pb, &makespan))
         return -1;
     a->pairs = pairs;
+    a->quad_makespan = makespan;
     acc_half_set_groups(a, (uintptr_t)po, (uintptr_t)pc, (uintptr_t)pb);
     a->m = m;
     a->k = k;

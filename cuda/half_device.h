@@ -27,6 +27,8 @@ bool acc_half_b_map(const acc_half_args &p, CUtensorMap *map);
 /* half_wgmma.cu: acc_half_spmm for quads (args.pairs == ACC_HALF_QUADS); ACC_ERR_UNSUPPORTED where
  * this build or device has no warpgroup MMA or B and C do not allow its copies (nothing launched). */
 int acc_half_quads(const acc_half_args &p, cudaStream_t s);
+/* Columns of a quad thread block at width n (its column tile: 128, 256 or 512). */
+int64_t acc_half_quad_cols(int64_t n);
 
 namespace acc_half {
 

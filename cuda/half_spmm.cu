@@ -720,18 +720,37 @@ template <typename Run> int on_padded_copies(const acc_half_args &p, int64_t n8,
                               });
 }
 
+/* Whether a width that is a multiple of 8 but not of 64 (B and C 16-byte aligned) runs faster on copies
+ * padded to n64 = ceil(n / 64) * 64 columns: there a tile of B is one TMA request per entry, where B itself
+ * needs a 2D request per 64-column chunk of the tile, each past the first about 0.02 us an entry of the
+ * schedule's makespan (quad_makespan) and column tile; against the copies' two launches (about 4 us) and
+ * their bytes (about 1.7 MB a us).  Measured on an H200 with the quads forced (benchmarks/NOTES.md; uniform
+ * and irregular 32 x 32 block matrices, ogbl-ddi, ego-Facebook, email-Eu-core, n = 136, 200, 264, 520, 600):
+ * padding gains up to 1.4x on the large ones (uniform 70% n = 264: 137.6 -> 99.0 us).  Against both sides'
+ * times there, this rule takes the faster in 23 of the 30 cases; the others lose at most 10% (ego-Facebook
+ * and email-Eu-core at n >= 264, where a request costs about half as much, and uniform 90% at n = 264). */
+bool pad_pays(const acc_half_args &p) {
+    const int64_t cols = acc_half_quad_cols(p.n), tiles = (p.n + cols - 1) / cols, n64 = (p.n + 63) / 64 * 64;
+    const double requests = 0.02 * (double)(cols / 64 - 1) * (double)p.quad_makespan * (double)tiles;
+    const double copies =
+        4.0 + (4.0 * (double)p.k + 2.0 * (p.out_f32 ? 4.0 : 2.0) * (double)p.m) * (double)n64 / 1.7e6;
+    return requests > copies;
+}
+
 /* Quads (half_wgmma.cu), then their split parts' sums.  A width that is not a multiple of 8, or a B or C off
- * a 16-byte boundary (TMA's row pitch and the 16-byte stores), runs on copies padded to n8 = ceil(n / 8) * 8
- * columns (on_padded_copies; the caller's split workspace holds n8 columns).  H100, ogbl-ddi: the row kernel,
- * which took those widths before, is about 2x slower than the quads there (benchmarks/NOTES.md).
- * ACC_ERR_UNSUPPORTED with nothing launched where this device has no quad kernel or the pool cannot hold the
- * copies (the callers then run the row kernel). */
+ * a 16-byte boundary (TMA's row pitch, the 16-byte stores), runs on copies padded to n64 columns
+ * (on_padded_copies; the caller's split workspace holds n64 columns, ACC_HALF_WS_COLS), and so does a width
+ * that is a multiple of 8 but not of 64 where pad_pays.  Where the pool cannot hold the copies, the latter
+ * runs on B itself; the former returns ACC_ERR_UNSUPPORTED with nothing launched, as where this device has
+ * no quad kernel: the callers then run the row kernel. */
 int quads_then_reduce(const acc_half_args &p, cudaStream_t s) {
-    if (p.n % 8 != 0 || (uintptr_t)p.B % 16 != 0 || (uintptr_t)p.C % 16 != 0) {
+    const bool direct = p.n % 8 == 0 && (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;
+    if (!direct || (p.n % 64 != 0 && pad_pays(p))) {
         if (!acc_half_quads_usable()) return ACC_ERR_UNSUPPORTED;
-        const int st = on_padded_copies(p, (p.n + 7) / 8 * 8, s,
+        const int st = on_padded_copies(p, (p.n + 63) / 64 * 64, s,
                                         [&](const acc_half_args &q) { return quads_then_reduce(q, s); });
-        return st == ACC_ERR_DEVICE_MEMORY ? ACC_ERR_UNSUPPORTED : st;
+        if (st != ACC_ERR_DEVICE_MEMORY) return st;
+        if (!direct) return ACC_ERR_UNSUPPORTED;
     }
     const int st = acc_half_quads(p, s);
     if (st) return st;

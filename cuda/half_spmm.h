@@ -20,9 +20,9 @@ extern "C" {
 
 /* Rows of a schedule window, and of a split workspace slot: a block row (16), a pair (32) or a quad (64). */
 #define ACC_HALF_WINDOW_ROWS(pairs) ((pairs) == ACC_HALF_QUADS ? 64 : (pairs) ? 32 : 16)
-/* ... and its columns: n rounded up to a multiple of 8 (widths under 8, and the quads' widths that are not a
- * multiple of 8, run on copies padded to that many columns) */
-#define ACC_HALF_WS_COLS(n) (((n) + 7) / 8 * 8)
+/* ... and its columns: n rounded up to a multiple of 8 (widths under 8 run on copies padded to 8 columns), or
+ * for quads of 64 (their widths that are not a multiple of 64 run on copies padded to one) */
+#define ACC_HALF_WS_COLS(pairs, n) ((pairs) == ACC_HALF_QUADS ? ((n) + 63) / 64 * 64 : ((n) + 7) / 8 * 8)
 
 /* A in BSR16: 16 x 16 blocks (csrc/accspmm.h), brow_offsets / block_cols / block_values (256 per
  * block, A-fragment order) / block_masks.  (Half-precision BitTCF runs tf32_spmm.h's kernel.) */
@@ -44,8 +44,8 @@ typedef struct acc_half_args {
     int64_t num_tasks;
     const int64_t *splits; /* [3 num_splits]: block row, first slot, parts (consecutive slots) */
     int64_t num_splits;
-    float *workspace; /* [slots * ACC_HALF_WINDOW_ROWS(pairs) * ACC_HALF_WS_COLS(n)], NULL when num_splits ==
-                         0 */
+    /* [slots * ACC_HALF_WINDOW_ROWS(pairs) * ACC_HALF_WS_COLS(pairs, n)], NULL when num_splits == 0 */
+    float *workspace;
     /* pairs = 1: the windows of the schedule are pairs of block rows (2P, 2P + 1), and a window's
      * "blocks" are the entries u = pair_offsets[P] .. pair_offsets[P + 1] - 1 of the ascending
      * union of the two rows' column blocks: column block pair_cols[u], BSR16 blocks
@@ -58,16 +58,20 @@ typedef struct acc_half_args {
      * order (zeros where that row has none).  A thread block per task and column tile; the tasks' windows
      * are quads, their "blocks" the quads' entries (a hub quad split into parts, summed by the splits'
      * reduction).  sm_90 only (ACC_ERR_UNSUPPORTED otherwise, with nothing launched); other widths and a B or
-     * C off a 16-byte boundary run on padded copies, and the split workspace holds ceil(n / 8) * 8 columns.
+     * C off a 16-byte boundary run on padded copies, and the split workspace holds ceil(n / 64) * 64 columns.
      */
     int pairs;
     const int64_t *pair_offsets; /* [ceil(num_brows / 2) + 1], quads: [ceil(num_brows / 4) + 1] */
     const int32_t *pair_cols;
     const int64_t *pair_blocks;
     const uint16_t *group_values; /* quads: [1024 U] */
-    const uint16_t *B;            /* [k * n] half bits of `fmt` */
-    void *C;                      /* [m * n] half bits of `fmt`, or float32 when out_f32 */
-    int fmt;                      /* ACC_HALF_FP16 or ACC_HALF_BF16 */
+    /* quads: the schedule's predicted entries an SM (accspmm._half.quad_schedule), by which a width that is a
+     * multiple of 8 but not of 64 runs on copies padded to one where the chunked requests would cost more
+     * than the copies (half_spmm.cu: pad_pays); 0: never */
+    int64_t quad_makespan;
+    const uint16_t *B; /* [k * n] half bits of `fmt` */
+    void *C;           /* [m * n] half bits of `fmt`, or float32 when out_f32 */
+    int fmt;           /* ACC_HALF_FP16 or ACC_HALF_BF16 */
     int out_f32;
 } acc_half_args;
 

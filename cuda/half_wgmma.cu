@@ -491,12 +491,15 @@ template <int FMT, bool OUT_F32, int NW> int run_quads(const acc_half_args &p, c
 }
 
 template <int FMT, bool OUT_F32> int launch_quads(const acc_half_args &p, cudaStream_t s) {
-    if (p.n > 256) return run_quads<FMT, OUT_F32, 256>(p, s);
-    if (p.n > 128) return run_quads<FMT, OUT_F32, 128>(p, s);
+    const int64_t cols = acc_half_quad_cols(p.n);
+    if (cols == Quad<256>::kCols) return run_quads<FMT, OUT_F32, 256>(p, s);
+    if (cols == Quad<128>::kCols) return run_quads<FMT, OUT_F32, 128>(p, s);
     return run_quads<FMT, OUT_F32, 64>(p, s);
 }
 
 } // namespace
+
+int64_t acc_half_quad_cols(int64_t n) { return n > 256 ? 512 : n > 128 ? 256 : 128; }
 
 extern "C" int acc_half_quads_usable(void) { return quads_usable() ? 1 : 0; }
 

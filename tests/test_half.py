@@ -674,20 +674,21 @@ def test_gpu_bsr16_tma_path_same_bits(prec, fmt, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_gpu_narrow_b_without_room_for_padded_copies(fmt):
-    """When the padded copies of B and C (n < 8) do not fit in device memory, the call takes the
-    element path instead of failing: the same bits.  The device is filled by a torch tensor after
-    the library's pool is trimmed."""
+@pytest.mark.parametrize("fmt,n", [(f, 3) for f in FORMATS] + [("bsr16-quads", 136)])
+def test_gpu_narrow_b_without_room_for_padded_copies(fmt, n):
+    """When the padded copies of B and C (n < 8; for quads, n not a multiple of 64) do not fit in device
+    memory, the call takes the element path (the quads at n = 3: the row kernel; at n = 136: the quads
+    on B itself, a request per 64-column chunk) instead of failing: the same bits.  The device is filled
+    by a torch tensor after the library's pool is trimmed."""
     from accspmm._spgemm_gpu import trim_pool
 
     m, k = (1 << 19) + 3, 2000  # the padded C alone is 8 MiB
     A = with_int_values(sp.random(m, k, density=0.0005, format="csr", random_state=np.random.default_rng(15)), seed=16)
     p = gpu_half_plan(A, "fp16", fmt)
-    B = int_dense(k, 3, seed=17)
+    B = int_dense(k, n, seed=17)
     Bt = torch.from_numpy(B).cuda().half()
     ref = half_ref(A, B, "fp16", "half")
-    out = poisoned((m, 3), torch.float16)
+    out = poisoned((m, n), torch.float16)
     p(Bt, out=out)  # padded; also allocates the plan's workspace and per-width state
     assert np.array_equal(out.double().cpu().numpy(), ref)
     out.fill_(float("nan"))
@@ -947,7 +948,7 @@ def test_gpu_quad_kernel_model_and_fallbacks():
     assert _half.QUAD_MIN_N == 1 and p.kernel_for(1) == p.kernel_for(13) == p.kernel_for(128) == "quads"
     launcher = p._fast.__self__
     before = launcher.fast_calls
-    for n in (1, 13, 128, 520):  # 1, 13: on copies padded to a multiple of 8
+    for n in (1, 13, 128, 520):  # 1, 13 (and 520 where pad_pays): on copies padded to a multiple of 64
         B = int_dense(1500, n, seed=n)
         Bt = torch.from_numpy(B).cuda().half()
         C = p(Bt, out=poisoned((2000, n), torch.float32))  # a float32 C: the Python layer's call
