@@ -20,10 +20,13 @@
  * a hub quad's entries whose FP32 sums go to a workspace slot for reduce_splits (half_spmm.cu) to add in
  * slot order; accspmm._half.quad_schedule cuts quads so that none is the kernel's tail.  A stage holds kE
  * consecutive entries (4; 2 at NW = 256): their 16 x NT tiles of B (one TMA request each: a 3D tensor map of
- * 64-column chunks where n % 64 == 0, else NT / 64 boxes of 16 x 64; 128-byte swizzle) and their packed
+ * 64-column chunks where n % 64 == 0, else NT / 64 boxes of 16 x 64, a request each, which half_spmm.cu's
+ * pad_pays avoids by padded copies where they cost less; 128-byte swizzle) and their packed
  * blocks of A (one bulk copy), with a `full` mbarrier (the producer's arrive with the expected bytes; the
  * copies' complete_tx) and an `empty` one (an arrival per consumer thread).  The producer's lanes hold 32
- * entries' column blocks, and kLanes lanes issue as many stages side by side.  Consumer warpgroup w, per
+ * entries' column blocks; kLanes stage loads go out side by side, each from a group of lanes that issue its
+ * requests a lane each (one lane issuing them in turn was the kernel's limit: c1e9267 took uniform 70% at
+ * n = 512 from 104.5 to 85.0 us on the H100).  Consumer warpgroup w, per
  * stage: wait for `full`, take its warp's 16 x 16 blocks (the BSR16 fragment order is wgmma's register layout
  * of A for a warp's 16 rows), one wgmma.fence, kE wgmma.m64n{NW}k16 with B described in shared memory as
  * MN-major, 128-byte swizzle (the TMA box's layout: rows of 128 bytes, 8-row groups 1,024 bytes apart,
