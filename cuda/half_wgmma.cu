@@ -82,8 +82,13 @@ template <int NW> struct Quad {
     static constexpr int kSmem = 1024 + kStages * kStage + kStages * 16; /* alignment, stages, barriers */
     /* stage loads the producer issues side by side: a pass waits for all of its stages to be free, and the
      * consumers free a stage one load later, so a pass of kStages loads or more would wait for itself, and
-     * a long pass leaves stages idle; four where the stages are small, else one */
-    static constexpr int kLanes = NW == 64 ? 4 : 1;
+     * a long pass leaves stages idle; four where the stages are small, two at NW = 256 (H100: n = 512 1.05x
+     * on uniform 70% and ogbl-ddi), else one (two at NW = 128: 0.95x at n = 256, and racecheck hazards) */
+    static constexpr int kLanes = NW == 64 ? 4 : NW == 256 ? 2 : 1;
+    /* A's blocks evict-first in L2 (bulk_copy's policy) from 256 columns a thread block: H100, uniform 70%
+     * and ogbl-ddi 1.02-1.09x (with two stage loads at once at NW = 256); at NW = 64 uniform 90% took 18.0
+     * -> 20.0 us, so not there */
+    static constexpr bool kEvictA = NW >= 128;
     static constexpr int kChunk =
         32 / (kLanes * kEntries) * (kLanes * kEntries); /* entries a producer lane holds */
     static_assert(kEntries * (kCols / 64) <= 32 / kLanes, "a stage load's requests, a lane each");
@@ -263,6 +268,27 @@ __device__ __forceinline__ void bulk_copy(unsigned dst, const void *src, unsigne
 #endif
 }
 
+/* An L2 policy for the blocks of A, which are read once: evict-first, so that they do not push out the tiles
+ * of B, which every thread block reads again (Quad::kEvictA). */
+__device__ __forceinline__ uint64_t evict_first_policy() {
+    uint64_t pol = 0;
+#if ACC_WGMMA
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+#endif
+    return pol;
+}
+
+/* bulk_copy with an L2 cache policy. */
+__device__ __forceinline__ void bulk_copy(unsigned dst, const void *src, unsigned bytes, unsigned bar,
+                                          uint64_t pol) {
+#if ACC_WGMMA
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], "
+                 "[%1], %2, [%3], %4;" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar), "l"(pol)
+                 : "memory");
+#endif
+}
+
 __device__ __forceinline__ void mbar_arrive(unsigned bar) {
 #if ACC_WGMMA
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
@@ -312,6 +338,7 @@ __global__ void __launch_bounds__(kThreads, 1)
          * 64-column chunk) and its first lane the bulk copy of the entries' blocks of A.  Requests issued
          * by one lane cost hundreds of cycles each (benchmarks/NOTES.md), so they go out side by side. */
         const int boxes = chunked ? Q::kCols / 64 : 1;
+        const uint64_t pol = Q::kEvictA ? evict_first_policy() : 0;
         const int sl = lane / kGroup, r = lane % kGroup, re = r / boxes < kE ? r / boxes : kE - 1,
                   rb = r % boxes;
         fetch(0);
@@ -338,9 +365,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                     else
                         tma_box3(tile, &map, 16 * ce, (int)(n0 / 64), full);
                 }
-                if (live && r == 0)
-                    bulk_copy(stage + kE * Q::kBBytes, p.group_values + 1024 * (u0 + first),
-                              (unsigned)(kABytes * entries), full);
+                if (live && r == 0) {
+                    const unsigned a_stage = stage + kE * Q::kBBytes, a_bytes = (unsigned)(kABytes * entries);
+                    const uint16_t *a_src = p.group_values + 1024 * (u0 + first);
+                    if (Q::kEvictA)
+                        bulk_copy(a_stage, a_src, a_bytes, full, pol);
+                    else
+                        bulk_copy(a_stage, a_src, a_bytes, full);
+                }
                 __syncwarp();
             }
         }
