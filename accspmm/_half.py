@@ -105,8 +105,9 @@ PAIR_MIN_N = 256
 #: column blocks, B's tiles by TMA, so each tile feeds 64 rows.  It runs where (1) the quads share their
 #: column blocks (at most QUAD_SHARE_MAX union entries per block: 32 x 32 blocks give 0.38-0.5) and (2) a
 #: nonempty quad has at least QUAD_MIN_ENTRIES entries on average (its pipeline needs a few stages to
-#: fill), for n >= QUAD_MIN_N (a width not a multiple of 8 on copies padded to one: cuda/half_spmm.cu); a
-#: hub quad is split (quad_schedule).  H100, kernel us, best warp kernel -> quads
+#: fill), for n >= QUAD_MIN_N (a width not a multiple of 8, or of 64 where that pays, on copies padded to a
+#: multiple of 64: cuda/half_spmm.cu, pad_pays); a hub quad is split (quad_schedule).  H100, kernel us,
+#: best warp kernel -> quads
 #: (benchmarks/results/h100_half_quads.txt): uniform 32 x 32 blocks, 8192^2, n = 512: 50% 281 -> 146,
 #: 70% 182 -> 103, 90% 68 -> 47, 95% 36.5 -> 31; n = 128: 50% 99 -> 62, 70% 62 -> 45, 90% 25 -> 19, 95%
 #: 15.6 -> 13.2; 99% (10 entries a quad) 8.1 -> 9.3 and 32768^2 at 99% (41 entries) 31.9 -> 41.5, so
@@ -729,8 +730,9 @@ class HalfPlan:
 
     def kernel_for(self, n: int) -> str:
         """BSR16 on the GPU: the kernel of width n: "quads" (warpgroups per quad of block rows; at widths
-        that are not a multiple of 8, and for a B or C off a 16-byte boundary, on padded copies), "pairs"
-        (a warp per pair of block rows) or "rows"."""
+        that are not a multiple of 8, for a B or C off a 16-byte boundary, and at other widths that are not a
+        multiple of 64 where the copies cost less than B's per-chunk requests, on copies padded to a multiple
+        of 64), "pairs" (a warp per pair of block rows) or "rows"."""
         if self._quad_min_n is not None and n >= self._quad_min_n:
             return "quads"
         return "pairs" if self._pair_min_n is not None and n >= self._pair_min_n else "rows"
