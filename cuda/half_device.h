@@ -24,6 +24,32 @@ PFN_cuTensorMapEncodeTiled_v12000 acc_half_encoder();
  * calling thread's last one cached; false where the driver cannot make it. */
 bool acc_half_b_map(const acc_half_args &p, CUtensorMap *map);
 
+/* A thread's last tensor map of B, for one kind of map (a thread_local each): a map is a function of B's
+ * address, n, k and the kind's `variant` (e.g. its box) only, so calls on the same B skip the driver's
+ * encoding.  get() remakes it with make(&map) where any of them changed; false, with nothing kept, where
+ * make fails. */
+struct LastBMap {
+    const uint16_t *B = nullptr;
+    int64_t n = -1, k = -1;
+    int variant = 0;
+    CUtensorMap map;
+
+    template <typename Make> bool get(const acc_half_args &p, int v, CUtensorMap *out, Make make) {
+        if (B != p.B || n != p.n || k != p.k || variant != v) {
+            if (!make(&map)) {
+                B = nullptr;
+                return false;
+            }
+            B = p.B;
+            n = p.n;
+            k = p.k;
+            variant = v;
+        }
+        *out = map;
+        return true;
+    }
+};
+
 /* half_wgmma.cu: acc_half_spmm for quads (args.pairs == ACC_HALF_QUADS); ACC_ERR_UNSUPPORTED where
  * this build or device has no warpgroup MMA or B and C do not allow its copies (nothing launched). */
 int acc_half_quads(const acc_half_args &p, cudaStream_t s);

@@ -618,26 +618,11 @@ bool tma_usable() {
 
 PFN_cuTensorMapEncodeTiled_v12000 acc_half_encoder() { return tensor_map_encoder(); }
 
-/* The tensor map of B for 16 x 64 tiles (b_tensor_map), false where the driver cannot make it.  The
- * map is a function of B's address and shape only: the thread's last one is kept, so calls on the
- * same B skip the driver's encoding. */
+/* The tensor map of B for 16 x 64 tiles (b_tensor_map), false where the driver cannot make it; the
+ * thread's last one is kept (LastBMap). */
 bool acc_half_b_map(const acc_half_args &p, CUtensorMap *map) {
-    thread_local struct {
-        const uint16_t *B = nullptr;
-        int64_t n = -1, k = -1;
-        CUtensorMap map;
-    } last;
-    if (last.B != p.B || last.n != p.n || last.k != p.k) {
-        if (!b_tensor_map(p, &last.map)) {
-            last.B = nullptr;
-            return false;
-        }
-        last.B = p.B;
-        last.n = p.n;
-        last.k = p.k;
-    }
-    *map = last.map;
-    return true;
+    thread_local LastBMap last;
+    return last.get(p, 0, map, [&](CUtensorMap *m) { return b_tensor_map(p, m); });
 }
 
 namespace {

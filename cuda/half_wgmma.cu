@@ -476,35 +476,19 @@ bool quads_usable() {
  * request (*chunked = 0; chunks past n/64 are out of bounds, zero-filled); else, or where the driver
  * refuses that map, the 2D map of 16 x 64 boxes, a request per chunk (*chunked = 1). */
 bool quad_map(const acc_half_args &p, int chunks, CUtensorMap *map, int *chunked) {
-    if (p.n % 64 == 0) {
-        thread_local struct {
-            const uint16_t *B = nullptr;
-            int64_t n = -1, k = -1;
-            int chunks = 0;
-            CUtensorMap map;
-        } last;
-        if (last.B == p.B && last.n == p.n && last.k == p.k && last.chunks == chunks) {
-            *map = last.map;
-            *chunked = 0;
-            return true;
-        }
-        const PFN_cuTensorMapEncodeTiled_v12000 enc = acc_half_encoder();
-        const cuuint64_t dims[3] = {64, (cuuint64_t)p.k, (cuuint64_t)(p.n / 64)};
-        const cuuint64_t strides[2] = {(cuuint64_t)p.n * 2, 128};
-        const cuuint32_t box[3] = {64, 16, (cuuint32_t)chunks}, elem[3] = {1, 1, 1};
-        if (enc &&
-            enc(&last.map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, const_cast<uint16_t *>(p.B), dims, strides, box,
-                elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS) {
-            last.B = p.B;
-            last.n = p.n;
-            last.k = p.k;
-            last.chunks = chunks;
-            *map = last.map;
-            *chunked = 0;
-            return true;
-        }
-        last.B = nullptr;
+    thread_local LastBMap last; /* the 3D map, its variant the chunks of a box */
+    if (p.n % 64 == 0 && last.get(p, chunks, map, [&](CUtensorMap *m) {
+            const PFN_cuTensorMapEncodeTiled_v12000 enc = acc_half_encoder();
+            const cuuint64_t dims[3] = {64, (cuuint64_t)p.k, (cuuint64_t)(p.n / 64)};
+            const cuuint64_t strides[2] = {(cuuint64_t)p.n * 2, 128};
+            const cuuint32_t box[3] = {64, 16, (cuuint32_t)chunks}, elem[3] = {1, 1, 1};
+            return enc &&
+                   enc(m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, const_cast<uint16_t *>(p.B), dims, strides, box,
+                       elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                       CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+        })) {
+        *chunked = 0;
+        return true;
     }
     *chunked = 1;
     return acc_half_b_map(p, map);
