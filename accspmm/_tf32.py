@@ -35,7 +35,8 @@ always get the same schedule and the same result bits on every GPU.  Where the i
 (``decision_predictions``): a cost per window cut over several warps and a factor on every packed
 cap (``DECISION_TERMS``: TF32 plans; FP16 and BF16 plans keep the bound).
 The cap with the lowest prediction among the ``CAPS`` that ``packing_caps`` keeps (at most
-``PACK_WINDOWS`` windows of the mean length per warp) is used (ties: the larger cap); cap 0 is the
+``PACK_WINDOWS`` windows of the mean length per warp, but caps large enough to cut the longest window
+in at most ``SPLIT_PARTS_MAX`` parts) is used (ties: the larger cap); cap 0 is the
 identity schedule (one window per warp, no split).  The constants were fitted on an H100 sweep (12 matrices >= 100k nnz,
 N = 128 and 512, caps 0..128 each timed; benchmarks/NOTES.md) with 8-warp thread blocks; a refit
 for 2-warp blocks (benchmarks/fit_caps.py, 24 matrices x N = 32-512) did not beat them under
@@ -118,6 +119,13 @@ WAVE_BLOCKS_PER_SM = 8
 #: fastest cap in geometric mean, against 4.4% without the limit, and never more than 2% slower than
 #: the unlimited choice
 PACK_WINDOWS = 4
+#: ... but never so few that the longest window is cut in more than this many parts, whose tiles the
+#: last part sums one after another (``packing_caps``).  On the 24 real matrices the largest kept cap
+#: cuts the longest window in at most 19 parts (cnr-2000), so the limit leaves their caps alone; a
+#: star graph of 1M nonzeros (a window of 62,500 blocks, 2 blocks a window on average) was cut in 3,907
+#: parts at cap 8, 583 us at N = 32 and 1,337 us at N = 128 against 106 and 246 us at caps 128 and 256
+#: (H100, TF32; the hub shape of accspmm.datasets.adversarial: 2.1x; benchmarks/NOTES.md)
+SPLIT_PARTS_MAX = 64
 TUNE_REPS = 3  # timed launches per candidate variant on the first call for each n
 CONFIRM_REPS = 7  # then the two fastest again with this many, and the faster of those wins
 MAX_WORKSPACES = 4  # per plan: split workspaces kept (one per stream, as large as the largest need)
@@ -199,14 +207,22 @@ def lpt_order(task_cost: np.ndarray) -> np.ndarray:
     return _core.lpt_order(np.ascontiguousarray(task_cost, dtype=np.float64))
 
 
-def packing_caps(caps, mean_blocks: float) -> tuple:
+def packing_caps(caps, mean_blocks: float, longest: int = 0) -> tuple:
     """The caps of ``caps`` that pack at most ``PACK_WINDOWS`` windows of the mean length per warp
     (cap <= PACK_WINDOWS x (mean blocks per window + WB)), and always the smallest: the cost model
     prices a window's blocks and write-back, not what longer warps lose, and G3_circuit (3.8 blocks
-    per window) ran 16-29% slower at the caps 64 and 128 it chose than at 16 (benchmarks/NOTES.md)."""
+    per window) ran 16-29% slower at the caps 64 and 128 it chose than at 16 (benchmarks/NOTES.md).
+    Where the largest of those would cut the longest window (``longest`` blocks) into more than
+    ``SPLIT_PARTS_MAX`` parts, the larger caps up to the first that cuts it into at most that many
+    are kept as well (a star graph's hub: thousands of parts summed one after another by the last)."""
     limit = PACK_WINDOWS * (mean_blocks + WB)
-    kept = tuple(c for c in caps if c <= limit)
-    return kept or (min(caps),)
+    kept = tuple(c for c in caps if c <= limit) or (min(caps),)
+    big = max(kept)
+    if big > 0 and longest > WARPS * SPLIT_PARTS_MAX * big:
+        larger = sorted(c for c in caps if c > big)
+        reach = next((c for c in larger if WARPS * SPLIT_PARTS_MAX * c >= longest), larger[-1] if larger else big)
+        kept = tuple(c for c in caps if c in kept or big < c <= reach)
+    return kept
 
 
 def predict(task_cost: np.ndarray, slices: int, variant: dict) -> float:
@@ -390,6 +406,7 @@ class TF32Runner:
         # rows built there at the first call.  tuning={"schedule": "host"}: the C schedule and an upload
         self._device_schedule = self.tuning.get("schedule", "device") == "device"
         self._prices = None
+        self._longest_blocks = None  # the longest window's blocks (``_longest_window``)
         if self._device_schedule:  # into mapped pinned memory (read without a copy), else a device array
             side = self._side_stream()
             out = HostSlot.try_new(side) or DeviceArray.ordered((8 * len(CAPS),), np.int64, dev_id, side)
@@ -455,6 +472,18 @@ class TF32Runner:
         self._schedule(cap)
         return self._ntasks[cap]
 
+    def _longest_window(self) -> int:
+        """Blocks of the longest window: from the identity schedule's longest task where the device
+        priced it (longest + WB + FILL + TASK), else from the offsets (once)."""
+        if self._longest_blocks is None:
+            if self._device_schedule:
+                identity_max = self._device_prices()[8 * _CAP_INDEX[0] + 1]
+                self._longest_blocks = max(0, int(identity_max) - int(WB + FILL + TASK))
+            else:
+                wo = self._window_offsets
+                self._longest_blocks = int(np.diff(wo).max()) if wo.size > 1 else 0
+        return self._longest_blocks
+
     def _longest(self, cap: int) -> int:
         """The longest task's predicted cost in schedule ``cap`` (the LPT sort's key range)."""
         if self._on_device(cap):
@@ -479,7 +508,14 @@ class TF32Runner:
         if len(caps) > 1:
             kept = packing_caps(caps, self._mean_blocks)
             if len(kept) < len(caps):
-                why += f"; caps up to {max(kept)} (at most {PACK_WINDOWS} mean-length windows per warp)"
+                longest = self._longest_window()
+                wider = packing_caps(caps, self._mean_blocks, longest)
+                if len(wider) > len(kept):
+                    why += f"; caps up to {max(wider)} (the longest window, {longest} blocks, in at most " \
+                           f"{SPLIT_PARTS_MAX} parts)"
+                else:
+                    why += f"; caps up to {max(kept)} (at most {PACK_WINDOWS} mean-length windows per warp)"
+                kept = wider
             caps = kept
         P = REF_SMS * blocks_per_sm(variant)
         if self._device_schedule and all(c in _CAP_INDEX for c in caps):

@@ -118,7 +118,8 @@ def penalties(args):
     info = {}
     for name, wo in window_offsets(args.dir, names).items():
         mean = float(wo[-1]) / (wo.size - 1) if wo.size > 1 else 0.0
-        info[name] = (_tf32.price_terms(wo, _tf32.CAPS), _tf32.packing_caps(_tf32.CAPS, mean))
+        longest = int(np.diff(wo).max()) if wo.size > 1 else 0
+        info[name] = (_tf32.price_terms(wo, _tf32.CAPS), _tf32.packing_caps(_tf32.CAPS, mean, longest))
 
     def choose(c, cut, packed):
         (terms, identity), kept = info[c["matrix"]]

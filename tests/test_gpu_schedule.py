@@ -250,3 +250,28 @@ def test_default_plans_on_adversarial_shapes(kind):
         ref = _core.lpt_rows(tasks, cost) if v["order"] else tasks
         np.testing.assert_array_equal(rows.reshape(-1, _tf32.TASK_WORDS)[:nt], ref)
     p.close()
+
+
+@pytest.mark.parametrize("kind", ["star", "hub"])
+def test_hub_window_in_at_most_split_parts_max_parts(kind):
+    """Where the packing limit would cut a hub window into thousands of parts (a star graph: 2 blocks a
+    window but one of 25,000), the decision widens its caps (``SPLIT_PARTS_MAX``), on both schedules:
+    the same longest window (the device's from the identity's longest task, the host's from the offsets),
+    the same cap, and exact results."""
+    A = datasets.adversarial(kind, 400_000)
+    A.data = np.random.default_rng(2).integers(1, 5, A.nnz).astype(np.float32)
+    wo = BitTCF.from_csr(as_csr(A).canonicalized(), None).window_offsets
+    longest = int(np.diff(wo).max())
+    out = {}
+    for where in ("device", "host"):
+        p = accspmm.plan(A, device="gpu", tuning={"schedule": where, "autotune": False})
+        for n in (32, 128):
+            B = int_dense(A.shape[1], n, seed=n)
+            assert_bit_exact(p(B), scipy_ref(A, B))
+            cap = p.stats["schedule_by_n"][n]["cap"]
+            assert cap > 0 and -(-longest // (_tf32.WARPS * cap)) <= _tf32.SPLIT_PARTS_MAX
+            assert "in at most" in p.stats["schedule_by_n"][n]["reason"]
+            out[where, n] = cap
+        assert p._tf32._longest_window() == longest
+        p.close()
+    assert out["device", 32] == out["host", 32] and out["device", 128] == out["host", 128]

@@ -209,6 +209,36 @@ def test_packing_caps():
     assert packing_caps((16, 32, 64), 0.5) == (16,)
 
 
+def test_packing_caps_bound_the_longest_windows_parts():
+    """A hub window is never cut in more than SPLIT_PARTS_MAX parts because the packing limit is low:
+    on a star graph (every window 2 blocks but one of 62,500) the kept caps reach one that cuts the hub
+    in at most that many, and the decision's prediction over them picks such a cap; windows that fit
+    leave the packing limit as it was."""
+    from accspmm import datasets
+    from accspmm._tf32 import (DECISION_TERMS, PACK_WINDOWS, REF_SMS, SPLIT_PARTS_MAX, blocks_per_sm,
+                               decision_predictions, packing_caps, price_terms)
+
+    assert packing_caps(CAPS, 3.81, 10) == packing_caps(CAPS, 3.81)
+    assert packing_caps(CAPS, 2.0, WARPS * SPLIT_PARTS_MAX * 16) == packing_caps(CAPS, 2.0)
+    assert max(packing_caps(CAPS, 2.0, WARPS * SPLIT_PARTS_MAX * 16 + 1)) == 32
+    assert packing_caps(CAPS, 2.0, 10**9) == CAPS  # no cap reaches: every cap
+    assert packing_caps((0,), 0.0, 10**9) == (0,)
+    from accspmm._format import BitTCF
+
+    wo = np.asarray(BitTCF.from_csr(datasets.adversarial("star", 200_000)).window_offsets, np.int64)
+    nb = np.diff(wo)
+    longest, mean = int(nb.max()), float(wo[-1]) / nb.size
+    assert longest > WARPS * SPLIT_PARTS_MAX * max(packing_caps(CAPS, mean))  # the old limit: too many parts
+    kept = packing_caps(CAPS, mean, longest)
+    assert max(kept) > PACK_WINDOWS * (mean + WB)
+    v = choose_variant(128, nb.size * 8, 50 << 20)
+    slices = -(-128 // (32 * v["slice_s"]))
+    terms, identity = price_terms(wo, kept)
+    pred = decision_predictions(terms, identity, slices, REF_SMS * blocks_per_sm(v), *DECISION_TERMS[0])
+    best = min(kept, key=lambda c: (pred[c], -c))
+    assert best > 0 and -(-longest // (WARPS * best)) <= SPLIT_PARTS_MAX
+
+
 def test_variant_choice():
     l2 = 50 << 20
     assert choose_variant(16, 1000, l2)["slice_s"] == 1
