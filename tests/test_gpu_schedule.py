@@ -255,13 +255,15 @@ def test_default_plans_on_adversarial_shapes(kind):
 @pytest.mark.parametrize("kind", ["star", "hub"])
 def test_hub_window_in_at_most_split_parts_max_parts(kind):
     """Where the packing limit would cut a hub window into thousands of parts (a star graph: 2 blocks a
-    window but one of 25,000), the decision widens its caps (``SPLIT_PARTS_MAX``), on both schedules:
-    the same longest window (the device's from the identity's longest task, the host's from the offsets),
-    the same cap, and exact results."""
+    window but one of 25,000), the decision also weighs the caps up to one that cuts it into at most
+    ``SPLIT_PARTS_MAX`` and takes one of them, on both schedules: the same longest window (the device's
+    from the identity's longest task, the host's from the offsets), the same cap, and exact results."""
     A = datasets.adversarial(kind, 400_000)
     A.data = np.random.default_rng(2).integers(1, 5, A.nnz).astype(np.float32)
     wo = BitTCF.from_csr(as_csr(A).canonicalized(), None).window_offsets
     longest = int(np.diff(wo).max())
+    limited = _tf32.packing_caps(_tf32.CAPS, float(wo[-1]) / (len(wo) - 1))
+    assert longest > _tf32.WARPS * _tf32.SPLIT_PARTS_MAX * max(limited)
     out = {}
     for where in ("device", "host"):
         p = accspmm.plan(A, device="gpu", tuning={"schedule": where, "autotune": False})
@@ -269,7 +271,7 @@ def test_hub_window_in_at_most_split_parts_max_parts(kind):
             B = int_dense(A.shape[1], n, seed=n)
             assert_bit_exact(p(B), scipy_ref(A, B))
             cap = p.stats["schedule_by_n"][n]["cap"]
-            assert cap > 0 and -(-longest // (_tf32.WARPS * cap)) <= _tf32.SPLIT_PARTS_MAX
+            assert cap > max(limited)  # a cap the packing limit alone would not have offered
             assert "in at most" in p.stats["schedule_by_n"][n]["reason"]
             out[where, n] = cap
         assert p._tf32._longest_window() == longest
