@@ -52,6 +52,11 @@ LPT order with a stable radix sort): no host pass over the windows and no upload
 (csrc/acc_schedule_cost.c) gives the same sums, counts and rows; it stays the reference, serves a
 forced cap outside ``CAPS`` and ``tuning={"schedule": "host"}``, and the tests compare the two.
 
+Narrow widths: n <= ``_cuda.tf32_narrow_max()`` (8) run the same tasks on CUDA cores
+(cuda/tf32_spmm.cu, ``narrow_kernel``), where an MMA would compute 8-32 columns for each useful one;
+no variant applies there and none is timed, and ``stats['schedule_by_n'][n]['kernel']`` says which
+kernel ran.
+
 Variant (no effect on result bits, see cuda/tf32_spmm.h): 64 columns per warp (S = 2) for n > 32,
 else 32, and 32 as well for odd multiples of 32 (so that n is a multiple of the slice width, which
 the kernel's 16-byte path needs) and when the S = 2 grid would be under one wave of thread blocks
@@ -126,6 +131,14 @@ PACK_WINDOWS = 4
 #: parts at cap 8, 583 us at N = 32 and 1,337 us at N = 128 against 106 and 246 us at caps 128 and 256
 #: (H100, TF32; the hub shape of accspmm.datasets.adversarial: 2.1x; benchmarks/NOTES.md)
 SPLIT_PARTS_MAX = 64
+#: Narrow widths (CUDA cores, ``_cuda.tf32_narrow_max()``): a warp walks its range four blocks at a time,
+#: one after another, and a part's merge is 8 x n floats, so caps stay at most NARROW_CAP_MAX and a long
+#: window may take up to NARROW_SPLIT_PARTS_MAX parts.  H100, TF32, every cap timed at n = 1 and 4 on 7
+#: real matrices and 3 adversarial shapes (benchmarks/NOTES.md): the fastest cap was 0-32 on all but the
+#: dense row (64: 37 us, 32: 52, 256: 58); the star graph took 96 us at the cap 256 that SPLIT_PARTS_MAX
+#: gives the Tensor Cores and 34 at 32.
+NARROW_CAP_MAX = 32
+NARROW_SPLIT_PARTS_MAX = 1024
 TUNE_REPS = 3  # timed launches per candidate variant on the first call for each n
 CONFIRM_REPS = 7  # then the two fastest again with this many, and the faster of those wins
 MAX_WORKSPACES = 4  # per plan: split workspaces kept (one per stream, as large as the largest need)
@@ -207,20 +220,21 @@ def lpt_order(task_cost: np.ndarray) -> np.ndarray:
     return _core.lpt_order(np.ascontiguousarray(task_cost, dtype=np.float64))
 
 
-def packing_caps(caps, mean_blocks: float, longest: int = 0) -> tuple:
+def packing_caps(caps, mean_blocks: float, longest: int = 0, parts_max: int = SPLIT_PARTS_MAX) -> tuple:
     """The caps of ``caps`` that pack at most ``PACK_WINDOWS`` windows of the mean length per warp
     (cap <= PACK_WINDOWS x (mean blocks per window + WB)), and always the smallest: the cost model
     prices a window's blocks and write-back, not what longer warps lose, and G3_circuit (3.8 blocks
     per window) ran 16-29% slower at the caps 64 and 128 it chose than at 16 (benchmarks/NOTES.md).
     Where the largest of those would cut the longest window (``longest`` blocks) into more than
-    ``SPLIT_PARTS_MAX`` parts, the larger caps up to the first that cuts it into at most that many
-    are kept as well (a star graph's hub: thousands of parts summed one after another by the last)."""
+    ``parts_max`` parts (``SPLIT_PARTS_MAX``), the larger caps up to the first that cuts it into at most
+    that many are kept as well (a star graph's hub: thousands of parts summed one after another by the
+    last)."""
     limit = PACK_WINDOWS * (mean_blocks + WB)
     kept = tuple(c for c in caps if c <= limit) or (min(caps),)
     big = max(kept)
-    if big > 0 and longest > WARPS * SPLIT_PARTS_MAX * big:
+    if big > 0 and longest > WARPS * parts_max * big:
         larger = sorted(c for c in caps if c > big)
-        reach = next((c for c in larger if WARPS * SPLIT_PARTS_MAX * c >= longest), larger[-1] if larger else big)
+        reach = next((c for c in larger if WARPS * parts_max * c >= longest), larger[-1] if larger else big)
         kept = tuple(c for c in caps if c in kept or big < c <= reach)
     return kept
 
@@ -419,6 +433,9 @@ class TF32Runner:
         self._autotune = bool(self.tuning.get("autotune", True)) and not (set(self.tuning) & set(VARIANT_KEYS))
         self._override = {k: v for k, v in self.tuning.items() if k in VARIANT_KEYS}  # forced variant fields
         self._tuned = set()
+        # widths up to this run on CUDA cores (cuda/tf32_spmm.cu, narrow_kernel: the same tasks and
+        # workspace, no kernel variant), the rest on Tensor Cores
+        self._narrow = _cuda.tf32_narrow_max()
         self._stats = stats
         # a format the GPU is still building (accspmm._device_format, defer=True): waited for
         # before the first launch on any stream (args), so the kernel never reads it early
@@ -506,16 +523,21 @@ class TF32Runner:
         else:
             caps, why = CAPS, "cost model"
         if len(caps) > 1:
+            narrow = n <= self._narrow
+            parts_max = NARROW_SPLIT_PARTS_MAX if narrow else SPLIT_PARTS_MAX
             kept = packing_caps(caps, self._mean_blocks)
             if len(kept) < len(caps):
                 longest = self._longest_window()
-                wider = packing_caps(caps, self._mean_blocks, longest)
+                wider = packing_caps(caps, self._mean_blocks, longest, parts_max)
                 if len(wider) > len(kept):
                     why += f"; caps up to {max(wider)} (the longest window, {longest} blocks, in at most " \
-                           f"{SPLIT_PARTS_MAX} parts)"
+                           f"{parts_max} parts)"
                 else:
                     why += f"; caps up to {max(kept)} (at most {PACK_WINDOWS} mean-length windows per warp)"
                 kept = wider
+            if narrow and max(kept) > NARROW_CAP_MAX:
+                kept = tuple(c for c in kept if c <= NARROW_CAP_MAX) or (min(kept),)
+                why += f"; CUDA cores (n <= {self._narrow}): caps up to {NARROW_CAP_MAX}"
             caps = kept
         P = REF_SMS * blocks_per_sm(variant)
         if self._device_schedule and all(c in _CAP_INDEX for c in caps):
@@ -541,6 +563,7 @@ class TF32Runner:
                            depth=variant["depth"] if "depth" in self.tuning else 2)
             why += "; S = 1 (under one wave of thread blocks at S = 2)"
         report = {"cap": best, "tasks": ntasks, "schedule_on": "device" if self._on_device(best) else "host",
+                  "kernel": "cuda_cores" if n <= self._narrow else "tensor_cores",
                   "split_windows": self._counts(best)[2] if best > 0 else 0,
                   # unrounded (round() costs ~1 us a cap)
                   "predicted": {_CAP_KEY[c] if c in _CAP_KEY else str(c): v for c, v in pred.items()},
@@ -737,7 +760,7 @@ class TF32Runner:
             return
         t0 = time.perf_counter()
         first = n not in self._ready
-        if self._autotune and n not in self._tuned:
+        if self._autotune and n not in self._tuned and n > self._narrow:  # narrow widths: no variant
             self.tune(d_B, d_C, n, stream, out_f32)
         a, v = self.args(d_B, d_C, n, stream, out_f32=out_f32)
         self._cuda.tf32_spmm(a, v, stream)

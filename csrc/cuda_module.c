@@ -640,6 +640,12 @@ static PyObject *py_tf32_spmm(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *py_tf32_narrow_max(PyObject *self, PyObject *noargs) {
+    (void)self;
+    (void)noargs;
+    return PyLong_FromLong(acc_tf32_narrow_max());
+}
+
 static PyObject *py_tf32_shared_bytes(PyObject *self, PyObject *vtup) {
     acc_tf32_variant v;
     (void)self;
@@ -851,6 +857,8 @@ static PyMethodDef cuda_methods[] = {
      "tf32_schedule_rows(window_offsets, W, cap, constants5, ntasks, max_cost, lpt, tasks, out, stream): one "
      "cap's rows"},
     {"tf32_shared_bytes", py_tf32_shared_bytes, METH_O, "tf32_shared_bytes(variant5) -> bytes (-1: invalid)"},
+    {"tf32_narrow_max", py_tf32_narrow_max, METH_NOARGS,
+     "tf32_narrow_max() -> the widest n the TF32 and BitTCF half launches run on CUDA cores"},
     {"time_tf32", py_time_tf32, METH_VARARGS,
      "time_tf32(args14, variant5, reps, flush, flush_bytes, stream[, chain]) -> [ms per launch]"},
     {"time_cusparse", py_time_cusparse, METH_VARARGS,

@@ -112,6 +112,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "acc_cuda_internal.h"
 #include "tf32_spmm.h"
@@ -1026,6 +1027,243 @@ __global__ void __launch_bounds__(kThreads,
     }
 }
 
+/* ---- Narrow widths (n <= ACC_TF32_NARROW_MAX) on CUDA cores ------------------------------------------
+ * At n < 8 an MMA computes at least 8 columns (TF32: a 32-column slice) for each useful one, and the
+ * Tensor-Core kernel's time hardly depends on n below 32 (H100: G3_circuit 263 us at n = 1, 255 at
+ * n = 4, against cuSPARSE's 38 and 185 us; this kernel 104 and 135 us; benchmarks/NOTES.md).  This kernel
+ * runs the same tasks (PACK, GROUP, SPLIT, the same workspace slots and counters, slice 0 only) with a warp's
+ * lanes on blocks instead: lane 8q + r takes row r of blocks q, q + 4, q + 8, ... of the warp's range.  Lane
+ * 8q + c loads B's n values of the block's column slot c, and lane 8q + r gets slot c's by a shuffle
+ * and adds a x B for each stored entry (r, c) of its row in ascending c; at a window's end the four
+ * quarters' sums are added by two xor shuffles (8, then 16), a fixed tree.  Operands as the Tensor-Core
+ * path has them (TF32-rounded values and B, or half values and B; FP32 sums of exact products), so the
+ * error bound and the integer exactness are the same; the order of the sums differs, and it is fixed
+ * by the schedule alone, so the bits are deterministic.  A sum that is not finite is rewritten by
+ * exact_tile, as in the Tensor-Core kernel. */
+template <int E, int N> struct Narrow {
+    /* lane's column-slot value of B for block `rec` (slot lane & 7), n <= N columns */
+    static __device__ __forceinline__ void load_b(const acc_tf32_args &p, const int32_t *rec, int slot,
+                                                  float (&x)[N]) {
+        const int32_t col = __ldg(rec + (slot < 4 ? 2 * slot : 2 * (slot - 4) + 1));
+#pragma unroll
+        for (int j = 0; j < N; j++) {
+            if (j >= p.n) {
+                x[j] = 0.f;
+                continue;
+            }
+            if (E == ACC_TF32_ELEM_TF32)
+                x[j] = __uint_as_float(to_tf32(__ldg(p.B + (int64_t)col * p.n + j)));
+            else
+                x[j] = half_to_f32<E>(
+                    __ldg(reinterpret_cast<const unsigned short *>(p.B) + (int64_t)col * p.n + j));
+        }
+    }
+
+    /* acc += row r of blocks b + q, b + q + 4, ... < b_end (lane = 8 q + r), entries in ascending slot */
+    static __device__ __forceinline__ void range(const acc_tf32_args &p, int64_t b, int64_t b_end, int lane,
+                                                 float (&acc)[N]) {
+        const int q = lane >> 3, r = lane & 7, base = lane & ~7;
+        for (int64_t b0 = b; b0 < b_end; b0 += 4) { /* uniform over the warp: the shuffles need every lane */
+            const int64_t blk = b0 + q;
+            uint32_t bits = 0;
+            int64_t idx = 0;
+            float x[N];
+            uint4 tile = make_uint4(0, 0, 0, 0);
+            if (blk < b_end) {
+                const int32_t *rec = p.block_meta + blk * kMetaWords;
+                const uint64_t mask =
+                    (uint64_t)(uint32_t)__ldg(rec + 8) | ((uint64_t)(uint32_t)__ldg(rec + 9) << 32);
+                const int64_t voff = (int64_t)((uint64_t)(uint32_t)__ldg(rec + 10) |
+                                               ((uint64_t)(uint32_t)__ldg(rec + 11) << 32));
+                bits = (uint32_t)(mask >> (8 * r)) & 0xffu;
+                load_b(p, rec, r, x);
+                if (E == ACC_TF32_ELEM_TF32)
+                    idx = voff + __popcll(mask & ((1ull << (8 * r)) - 1)); /* the row's first value */
+                else if (bits) /* the block's dense 8 x 8 tile of halves at voff; row r is 16 bytes */
+                    tile = __ldg(reinterpret_cast<const uint4 *>(
+                        reinterpret_cast<const unsigned short *>(p.values) + voff + 8 * r));
+            } else {
+#pragma unroll
+                for (int j = 0; j < N; j++)
+                    x[j] = 0.f;
+            }
+#pragma unroll
+            for (int c = 0; c < 8; c++) {
+                float xc[N];
+#pragma unroll
+                for (int j = 0; j < N; j++)
+                    xc[j] = __shfl_sync(0xffffffffu, x[j], base + c);
+                if (bits >> c & 1u) {
+                    float a;
+                    if (E == ACC_TF32_ELEM_TF32) {
+                        a = __ldg(p.values + idx);
+                        idx++;
+                    } else {
+                        const uint32_t w = c < 2 ? tile.x : c < 4 ? tile.y : c < 6 ? tile.z : tile.w;
+                        a = half_to_f32<E>((uint16_t)(c & 1 ? w >> 16 : w & 0xffffu));
+                    }
+#pragma unroll
+                    for (int j = 0; j < N; j++)
+                        acc[j] = __fmaf_rn(a, xc[j], acc[j]); /* the product is exact: an add of it */
+                }
+            }
+        }
+    }
+
+    /* the four quarters' sums of each row, into lanes 0-7 (a fixed tree) */
+    static __device__ __forceinline__ void reduce(float (&acc)[N]) {
+#pragma unroll
+        for (int j = 0; j < N; j++) {
+            acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], 8);
+            acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], 16);
+        }
+    }
+
+    static __device__ __forceinline__ bool finite(const float (&acc)[N], int n) {
+        bool ok = true;
+#pragma unroll
+        for (int j = 0; j < N; j++)
+            ok &= j >= n || fabsf(acc[j]) <= 3.402823466e38f;
+        return ok;
+    }
+
+    /* window w's rows from lanes 0-7 (the warp calls it together) */
+    static __device__ __forceinline__ void write(const acc_tf32_args &p, int64_t w, int lane,
+                                                 const float (&acc)[N]) {
+        const int64_t row = w * 8 + lane;
+        const bool bad = lane < 8 && row < p.m && !finite(acc, (int)p.n);
+        if (__any_sync(0xffffffffu, bad)) {
+            exact_tile<E>(p.window_offsets, p.block_meta, p.values, p.perm, p.B, p.C, p.m, p.n, w, 0,
+                          (int)p.n, lane, 32, p.out_f32);
+            return;
+        }
+        if (lane < 8 && row < p.m) {
+            const int64_t at = ldg64(p.perm + row) * p.n;
+#pragma unroll
+            for (int j = 0; j < N; j++)
+                if (j < p.n) store_c<E>(p.C, p.out_f32, at + j, acc[j]);
+        }
+    }
+};
+
+template <int E, int N> __global__ void __launch_bounds__(kThreads) narrow_kernel(const acc_tf32_args p) {
+    using NR = Narrow<E, N>;
+    __shared__ float tile[kWarps * 8 * N]; /* GROUP and SPLIT: each warp's 8 x N partial */
+    __shared__ int last;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int32_t *row = p.tasks + (int64_t)blockIdx.x * kTaskWords;
+    const int32_t kind = __ldg(row);
+    pdl_wait(); /* B, C, the workspace and the counters only after the kernels before this one */
+    float acc[N];
+    if (kind == 0) { /* PACK: whole windows, one after another */
+        for (int64_t w = __ldg(row + 1 + 2 * warp), w_end = __ldg(row + 2 + 2 * warp); w < w_end; w++) {
+#pragma unroll
+            for (int j = 0; j < N; j++)
+                acc[j] = 0.f;
+            NR::range(p, ldg64(p.window_offsets + w), ldg64(p.window_offsets + w + 1), lane, acc);
+            NR::reduce(acc);
+            NR::write(p, w, lane, acc);
+        }
+        return;
+    }
+    int64_t w = -1, b = 0, b_end = 0;
+    int part = 0, parts = 1, gj = 0, gsize = 0;
+    if (kind < 0) { /* SPLIT part: the part's range cut into kWarps equal ranges */
+        w = -(int64_t)kind - 1;
+        part = __ldg(row + 1);
+        parts = __ldg(row + 2);
+        const int64_t wb = ldg64(p.window_offsets + w), nb = ldg64(p.window_offsets + w + 1) - wb;
+        const int64_t pb = wb + nb * part / parts, pn = wb + nb * (part + 1) / parts - pb;
+        b = pb + pn * warp / kWarps;
+        b_end = pb + pn * (warp + 1) / kWarps;
+    } else { /* GROUP: warp gj of gsize on window w */
+        const int32_t ww = __ldg(row + 1 + 2 * warp), jg = __ldg(row + 2 + 2 * warp);
+        if (ww >= 0) {
+            w = ww;
+            gj = jg >> 4;
+            gsize = jg & 15;
+            const int64_t wb = ldg64(p.window_offsets + w), nb = ldg64(p.window_offsets + w + 1) - wb;
+            b = wb + nb * gj / gsize;
+            b_end = wb + nb * (gj + 1) / gsize;
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < N; j++)
+        acc[j] = 0.f;
+    NR::range(p, b, b_end, lane, acc);
+    NR::reduce(acc);
+    if (lane < 8)
+#pragma unroll
+        for (int j = 0; j < N; j++)
+            tile[(warp * 8 + lane) * N + j] = acc[j];
+    __syncthreads();
+    if (kind == 1) { /* the group's first warp sums its gsize partials in warp order */
+        if (gsize == 0 || gj != 0) return;
+        const int rl = lane & 7; /* lanes 8-31 read row rl too, and write nothing */
+#pragma unroll
+        for (int j = 0; j < N; j++)
+            acc[j] = tile[(warp * 8 + rl) * N + j];
+        for (int k = 1; k < gsize; k++)
+#pragma unroll
+            for (int j = 0; j < N; j++)
+                acc[j] += tile[((warp + k) * 8 + rl) * N + j];
+        NR::write(p, w, lane, acc);
+        return;
+    }
+    /* SPLIT: thread e < 8 N sums element e of the warps' partials in warp order */
+    const int e = threadIdx.x;
+    float sum = 0.f;
+    if (e < 8 * N) {
+        sum = tile[e];
+#pragma unroll
+        for (int k = 1; k < kWarps; k++)
+            sum += tile[k * 8 * N + e];
+    }
+    if (parts > 1) { /* publish this part's partial; the last part to arrive sums them in part order */
+        const int64_t base = __ldg(row + 4), id = __ldg(row + 3);
+        float *ws = p.workspace + (base + part) * (8 * N);
+        if (e < 8 * N) __stcg(ws + e, sum);
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) last = atomicAdd(p.counters + id, 1) == parts - 1;
+        __syncthreads();
+        if (!last) return;
+        __threadfence();
+        if (e < 8 * N) {
+            const float *ws0 = p.workspace + base * (8 * N);
+            sum = __ldcg(ws0 + e);
+            for (int j = 1; j < parts; j++)
+                sum += __ldcg(ws0 + (int64_t)j * (8 * N) + e);
+        }
+        if (threadIdx.x == 0) p.counters[id] = 0; /* ready for the next launch */
+    }
+    const int r = e / N, j = e % N;
+    const int64_t rowi = w * 8 + r;
+    const bool live = e < 8 * N && j < p.n && rowi < p.m;
+    if (__syncthreads_or(live && !(fabsf(sum) <= 3.402823466e38f))) {
+        exact_tile<E>(p.window_offsets, p.block_meta, p.values, p.perm, p.B, p.C, p.m, p.n, w, 0, (int)p.n,
+                      threadIdx.x, kThreads, p.out_f32);
+        return;
+    }
+    if (live) store_c<E>(p.C, p.out_f32, ldg64(p.perm + rowi) * p.n + j, sum);
+}
+
+template <int E, int N> int launch_narrow(const acc_tf32_args &p, cudaStream_t stream) {
+    static unsigned char pdl[kMaxDevices];
+    void (*fn)(const acc_tf32_args) = narrow_kernel<E, N>;
+    if (p.num_tasks > 0x7fffffffLL) return ACC_ERR_TOO_LARGE;
+    ACC_CUDA_TRY(launch_ex(fn, dim3((unsigned)p.num_tasks), dim3(kThreads), 0, stream,
+                           pdl_usable(reinterpret_cast<const void *>(fn), pdl), p));
+    return ACC_SUCCESS;
+}
+
+template <int E> int dispatch_narrow(const acc_tf32_args &p, cudaStream_t s) {
+    static_assert(ACC_TF32_NARROW_MAX == 4, "instantiate narrow_kernel up to ACC_TF32_NARROW_MAX columns");
+    return p.n == 1   ? launch_narrow<E, 1>(p, s)
+           : p.n == 2 ? launch_narrow<E, 2>(p, s)
+                      : launch_narrow<E, 4>(p, s);
+}
+
 typedef void (*kernel_fn)(const acc_tf32_args, int, int);
 
 template <int E, int S, int DEPTH, bool CACHE_L1, int VEC, bool STAGED>
@@ -1149,6 +1387,17 @@ extern "C" int acc_tf32_shared_bytes(const acc_tf32_variant *v) {
     return v->staged ? shared_bytes<true>(v->slice_s, v->depth) : shared_bytes<false>(v->slice_s, v->depth);
 }
 
+extern "C" int acc_tf32_narrow_max(void) {
+    static const int max = [] {
+        const char *e = std::getenv("ACCSPMM_NARROW_MAX");
+        if (!e || !*e) return ACC_TF32_NARROW_MAX;
+        char *end = nullptr;
+        const long v = std::strtol(e, &end, 10);
+        return *end || v < 0 || v > ACC_TF32_NARROW_MAX ? ACC_TF32_NARROW_MAX : (int)v;
+    }();
+    return max;
+}
+
 extern "C" int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *variant, void *stream_ptr) {
     if (!args || !variant_ok(variant)) return ACC_ERR_INVALID_ARGUMENT;
     const acc_tf32_args &p = *args;
@@ -1165,6 +1414,10 @@ extern "C" int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *
         return ACC_ERR_INVALID_ARGUMENT;
     if (p.elem != ACC_TF32_ELEM_TF32 && (variant->cache_l1 != 1 || variant->depth > 3))
         return ACC_ERR_UNSUPPORTED;
+    if (p.n <= acc_tf32_narrow_max()) /* CUDA cores (narrow_kernel); the variant has no part in it */
+        return p.elem == ACC_TF32_ELEM_TF32   ? dispatch_narrow<ACC_TF32_ELEM_TF32>(p, stream)
+               : p.elem == ACC_TF32_ELEM_FP16 ? dispatch_narrow<ACC_TF32_ELEM_FP16>(p, stream)
+                                              : dispatch_narrow<ACC_TF32_ELEM_BF16>(p, stream);
     /* the 16-byte path: every column slice full (no column tests in the loop), B and C aligned */
     const bool aligned = (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;
     if (p.elem != ACC_TF32_ELEM_TF32) {

@@ -15,6 +15,10 @@ extern "C" {
 /* Warps per thread block; a task row of the schedule has ACC_TF32_TASK_WORDS int32 entries. */
 #define ACC_TF32_WARPS 2 /* 2 rather than 8: see benchmarks/NOTES.md, v4 -> v5 */
 #define ACC_TF32_TASK_WORDS (1 + 2 * ACC_TF32_WARPS)
+/* Widths up to this run on CUDA cores (tf32_spmm.cu, narrow_kernel): the same tasks, slice 0 only.
+ * H100, TF32, the 24 real matrices, kernel time Tensor Cores / CUDA cores (geomean, min): n = 1 1.50x,
+ * 1.14x; n = 2 1.42x, 1.09x; n = 4 1.27x, 1.01x; n = 8 0.96x, 0.75x (benchmarks/NOTES.md). */
+#define ACC_TF32_NARROW_MAX 4
 
 /* Kernel variant (see the kernel file's header): column slice per warp 32 * slice_s
  * (slice_s 1 or 2), pipeline depth (2 to 4 stages of the metadata ring, and of the B and value
@@ -70,9 +74,12 @@ typedef struct acc_tf32_args {
      * per step instead of 32: a column slice is 64 * slice_s columns and the split workspace
      * 8 * 64 * slice_s floats per slot and slice.  Half formats take cache_l1 = 1 and depth 2 or 3.
      * Where the slice is not full they run S = 1; with n a multiple of 8 and B, C 16-byte aligned
-     * with 16-byte loads and stores under a per-lane predicate; at n < 8 or with B or C not
-     * 16-byte aligned on copies of B and C padded to a multiple of 8 columns (pool memory in the
-     * stream's order); else on the element path in the register pipeline (the same bits). */
+     * with 16-byte loads and stores under a per-lane predicate; at n < 8 (where ACCSPMM_NARROW_MAX
+     * keeps such widths off the CUDA-core kernel) or with B or C not 16-byte aligned on copies of B
+     * and C padded to a multiple of 8 columns (pool memory in the stream's order); else on the element
+     * path in the register pipeline (the same bits).  Every format runs n <= acc_tf32_narrow_max() on
+     * CUDA cores instead (tf32_spmm.cu, narrow_kernel: no alignment needed, other bits than the
+     * Tensor-Core kernel's on data that is not exact, the same error bound). */
     int elem;
     int out_f32;
 } acc_tf32_args;
@@ -91,6 +98,10 @@ int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *variant, vo
  * become the graph's own memory nodes, so each graph owns its workspace. */
 int acc_tf32_spmm_ordered(const acc_tf32_args *args, const acc_tf32_variant *variant, void *stream,
                           size_t workspace_floats, size_t counters);
+
+/* The widest n that runs on CUDA cores: ACC_TF32_NARROW_MAX, or ACCSPMM_NARROW_MAX from the environment
+ * (0 .. ACC_TF32_NARROW_MAX, read once; 0 keeps every width on the Tensor Cores, for comparisons). */
+int acc_tf32_narrow_max(void);
 
 /* Shared memory (bytes) a variant's thread block uses. */
 int acc_tf32_shared_bytes(const acc_tf32_variant *variant);

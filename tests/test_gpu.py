@@ -366,3 +366,100 @@ def test_gpu_out_of_memory_is_memoryerror(bundled_int):
 
     with pytest.raises(MemoryError):
         DeviceArray((1 << 50,), np.float32, 0)
+
+
+NARROW_NS = list(range(1, 10))  # 1-4 on CUDA cores (ACC_TF32_NARROW_MAX), 5-9 on Tensor Cores
+
+
+def _ref32(A, B, prec):
+    """scipy's product as float32 values; half formats: its float64 sums rounded to the format (exact
+    sums on integer data), read back as float32."""
+    import torch
+
+    ref = np.asarray(A.astype(np.float64) @ np.asarray(B, np.float64))
+    if prec == "tf32":
+        return ref.astype(np.float32)
+    dt = torch.float16 if prec == "fp16" else torch.bfloat16
+    return torch.from_numpy(ref).to(dt).float().numpy()
+
+
+@pytest.mark.parametrize("prec", ["tf32", "fp16", "bf16"])
+@pytest.mark.parametrize("cap", [0, 2, 8, 64])
+def test_narrow_widths_exact_on_every_task_kind(prec, cap):
+    """Widths n <= 4 run on CUDA cores (narrow_kernel) with the same tasks as the Tensor-Core kernel:
+    PACK runs with empty windows, GROUPs and multi-part SPLITs (long_window_matrix at small caps),
+    every n of 1..9 exact on integer data (half formats: scipy's product rounded to the format), twice
+    (the split counters left at zero).  TF32 plans take the cap by tuning and say which kernel ran; a
+    half plan's BitTCF runner is launched with the cap directly."""
+    import torch
+
+    A = long_window_matrix()
+    dt = {"tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[prec]
+    narrow = accspmm._cuda.tf32_narrow_max()
+    if prec == "tf32":
+        p = accspmm.plan(A, device="gpu", reorder="none", tuning={"cap": cap})
+    else:
+        p = accspmm.plan(A, device="gpu", precision=prec, format="bittcf")
+    with p:
+        for n in NARROW_NS:
+            B = int_dense(A.shape[1], n, seed=n)
+            Bt = torch.from_numpy(B).cuda().to(dt)
+            ref = _ref32(A, B, prec)
+            for _ in range(2):
+                out = torch.full((A.shape[0], n), float("nan"), dtype=dt, device="cuda")
+                if prec == "tf32":
+                    p(Bt, out=out)
+                else:
+                    p(Bt)  # the first call: decision, workspace
+                    a, v = p._runner.args(Bt.data_ptr(), out.data_ptr(), n, None, cap)
+                    accspmm._cuda.tf32_spmm(a, v, None)
+                assert np.array_equal(out.float().cpu().numpy(), ref), (n, cap)
+            if prec == "tf32":
+                kernel = p.stats["schedule_by_n"][n]["kernel"]
+                assert kernel == ("cuda_cores" if n <= narrow else "tensor_cores")
+        run = p._tf32 if prec == "tf32" else p._runner
+        if cap in (2, 8):
+            assert run._counts(cap)[1] > 0, "the schedule must have a multi-part split"
+
+
+@pytest.mark.parametrize("kind", ["star", "dense_row", "tall1", "hub"])
+def test_narrow_widths_adversarial_and_vector(kind):
+    """The adversarial shapes at n = 1, 3 and 8 (a vector B too), TF32 and FP16: exact on integer data."""
+    import torch
+
+    A = accspmm.datasets.adversarial(kind, 60_000)
+    A.data = np.random.default_rng(4).integers(-4, 5, A.nnz).astype(np.float32)
+    A.eliminate_zeros()
+    for prec in ("tf32", "fp16"):
+        p = accspmm.plan(A, device="gpu", **({} if prec == "tf32" else {"precision": prec}))
+        dt = torch.float32 if prec == "tf32" else torch.float16
+        for n in (1, 3, 8):
+            B = int_dense(A.shape[1], n, seed=n)
+            got = p(torch.from_numpy(B).cuda().to(dt)).float().cpu().numpy()
+            assert np.array_equal(got, _ref32(A, B, prec)), (prec, n)
+        v = int_dense(A.shape[1], 1, seed=9)[:, 0]
+        got = p(torch.from_numpy(v).cuda().to(dt)).float().cpu().numpy()
+        assert got.shape == (A.shape[0],) and np.array_equal(got, _ref32(A, v[:, None], prec)[:, 0])
+        p.close()
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8])
+def test_narrow_widths_nonfinite_bound_and_deterministic(n):
+    """At narrow widths: inf and NaN in B land where scipy puts them (split windows too: cap 2), random
+    values meet the TF32 bound, and repeated calls give the same bits."""
+    A = long_window_matrix()
+    with accspmm.plan(A, device="gpu", reorder="none", tuning={"cap": 2}) as p:
+        B = int_dense(A.shape[1], n, seed=3)
+        B[5, 0] = np.inf
+        B[2999, n - 1] = np.nan
+        B[100, n // 2] = -np.inf
+        assert np.array_equal(p(B), A @ B, equal_nan=True)
+    A = accspmm.datasets.load_bundled(np.float32)
+    rng = np.random.default_rng(n)
+    A.data = rng.standard_normal(A.nnz).astype(np.float32)
+    B = rng.standard_normal((A.shape[1], n)).astype(np.float32)
+    p = accspmm.plan(A, device="gpu")
+    C = p(B)
+    assert error_bound_check(A, B, C, u=2.0**-11) < 1e-3
+    for _ in range(3):
+        assert np.array_equal(p(B), C)
