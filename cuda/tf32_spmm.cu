@@ -530,6 +530,20 @@ __device__ __noinline__ void exact_tile(const int64_t *window_offsets, const int
     }
 }
 
+/* A multi-part SPLIT's arrival, after this thread block stored its part to the workspace: whether it is the
+ * last of `parts` to arrive at *counter (the same answer in every thread); the last one's reads of the
+ * workspace then see every part's stores. */
+__device__ __forceinline__ bool last_to_arrive(int32_t *counter, int parts) {
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(counter, 1) == parts - 1;
+    __syncthreads();
+    const bool mine = last;
+    if (mine) __threadfence();
+    return mine;
+}
+
 template <int N> __device__ __forceinline__ bool all_finite(const float (&v)[N]) {
     bool ok = true;
 #pragma unroll
@@ -992,18 +1006,12 @@ __global__ void __launch_bounds__(kThreads,
     }
     if (parts > 1) {
         /* publish this part's tile; the last part to arrive sums all tiles in part order */
-        __shared__ int last;
         const int64_t base = __ldg(row + 4), id = (int64_t)__ldg(row + 3) * slices + slice;
         float *ws = p.workspace + ((base + part) * slices + slice) * (8 * kCols);
 #pragma unroll
         for (int q = 0; q < kPer; q++)
             __stcg(ws + threadIdx.x + q * kThreads, sum[q]);
-        __threadfence();
-        __syncthreads();
-        if (threadIdx.x == 0) last = atomicAdd(p.counters + id, 1) == parts - 1;
-        __syncthreads();
-        if (!last) return;
-        __threadfence();
+        if (!last_to_arrive(p.counters + id, parts)) return;
         const float *ws0 = p.workspace + (base * slices + slice) * (8 * kCols);
 #pragma unroll
         for (int q = 0; q < kPer; q++) {
@@ -1149,7 +1157,6 @@ template <int E, int N> struct Narrow {
 template <int E, int N> __global__ void __launch_bounds__(kThreads) narrow_kernel(const acc_tf32_args p) {
     using NR = Narrow<E, N>;
     __shared__ float tile[kWarps * 8 * N]; /* GROUP and SPLIT: each warp's 8 x N partial */
-    __shared__ int last;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int32_t *row = p.tasks + (int64_t)blockIdx.x * kTaskWords;
     const int32_t kind = __ldg(row);
@@ -1223,12 +1230,7 @@ template <int E, int N> __global__ void __launch_bounds__(kThreads) narrow_kerne
         const int64_t base = __ldg(row + 4), id = __ldg(row + 3);
         float *ws = p.workspace + (base + part) * (8 * N);
         if (e < 8 * N) __stcg(ws + e, sum);
-        __threadfence();
-        __syncthreads();
-        if (threadIdx.x == 0) last = atomicAdd(p.counters + id, 1) == parts - 1;
-        __syncthreads();
-        if (!last) return;
-        __threadfence();
+        if (!last_to_arrive(p.counters + id, parts)) return;
         if (e < 8 * N) {
             const float *ws0 = p.workspace + base * (8 * N);
             sum = __ldcg(ws0 + e);
