@@ -52,7 +52,7 @@ LPT order with a stable radix sort): no host pass over the windows and no upload
 (csrc/acc_schedule_cost.c) gives the same sums, counts and rows; it stays the reference, serves a
 forced cap outside ``CAPS`` and ``tuning={"schedule": "host"}``, and the tests compare the two.
 
-Narrow widths: n <= ``_cuda.tf32_narrow_max()`` (8) run the same tasks on CUDA cores
+Narrow widths: n <= ``_cuda.tf32_narrow_max()`` (4) run the same tasks on CUDA cores
 (cuda/tf32_spmm.cu, ``narrow_kernel``), where an MMA would compute 8-32 columns for each useful one;
 no variant applies there and none is timed, and ``stats['schedule_by_n'][n]['kernel']`` says which
 kernel ran.

@@ -90,6 +90,23 @@ def scipy_ref(A, B):
     return np.asarray(A @ B)
 
 
+def to_format(x: np.ndarray, prec: str) -> np.ndarray:
+    """float64 values of x rounded to the format (the test's own route: numpy / torch, RNE)."""
+    if prec == "fp16":
+        return np.asarray(x, np.float64).astype(np.float16).astype(np.float64)
+    import torch
+
+    return torch.from_numpy(np.asarray(x, np.float32)).to(torch.bfloat16).double().numpy()
+
+
+def half_ref(A, B, prec, out_dtype):
+    """scipy's float64 product of the format-rounded operands, rounded once to the output."""
+    Ar = sp.csr_matrix(A, dtype=np.float64, copy=True)
+    Ar.data = to_format(Ar.data, prec)
+    C = np.asarray(Ar @ to_format(np.asarray(B, np.float64), prec))
+    return C.astype(np.float32) if out_dtype == "float32" else to_format(C, prec)
+
+
 def assert_bit_exact(C, ref):
     C = np.asarray(C)
     assert C.shape == ref.shape, (C.shape, ref.shape)

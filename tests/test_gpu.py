@@ -14,7 +14,7 @@ import accspmm
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import (assert_bit_exact, csr_raw, error_bound_check, int_csr, int_dense, load_int_matrix,
+from conftest import (assert_bit_exact, csr_raw, error_bound_check, half_ref, int_csr, int_dense, load_int_matrix,
                       long_window_matrix, real_matrix_params, scipy_ref)
 
 pytestmark = pytest.mark.gpu
@@ -372,15 +372,9 @@ NARROW_NS = list(range(1, 10))  # 1-4 on CUDA cores (ACC_TF32_NARROW_MAX), 5-9 o
 
 
 def _ref32(A, B, prec):
-    """scipy's product as float32 values; half formats: its float64 sums rounded to the format (exact
-    sums on integer data), read back as float32."""
-    import torch
-
-    ref = np.asarray(A.astype(np.float64) @ np.asarray(B, np.float64))
-    if prec == "tf32":
-        return ref.astype(np.float32)
-    dt = torch.float16 if prec == "fp16" else torch.bfloat16
-    return torch.from_numpy(ref).to(dt).float().numpy()
+    """scipy's product as float32 values; half formats: ``half_ref`` (the product of the format-rounded
+    operands rounded to the format), read back as float32."""
+    return scipy_ref(A, B) if prec == "tf32" else half_ref(A, B, prec, "half").astype(np.float32)
 
 
 @pytest.mark.parametrize("prec", ["tf32", "fp16", "bf16"])

@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import data_dir, int_csr, int_dense, with_int_values
+from conftest import data_dir, half_ref, int_csr, int_dense, to_format, with_int_values
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,13 +19,6 @@ from accspmm import _core, _half, datasets
 torch = pytest.importorskip("torch")
 PRECS = ["fp16", "bf16"]
 TORCH_DT = {"fp16": torch.float16, "bf16": torch.bfloat16}
-
-
-def to_format(x: np.ndarray, prec: str) -> np.ndarray:
-    """float64 values of x rounded to the format (the test's own route: numpy / torch, RNE)."""
-    if prec == "fp16":
-        return np.asarray(x, np.float64).astype(np.float16).astype(np.float64)
-    return torch.from_numpy(np.asarray(x, np.float32)).to(torch.bfloat16).double().numpy()
 
 
 def exact_half(value: Fraction, p: int, bias: int) -> float:
@@ -431,14 +424,6 @@ def odd_matrix(seed=0):
     d[40:] = 0
     d[7] = rng.integers(1, 9, 61)
     return sp.csr_matrix(d.astype(np.float32))
-
-
-def half_ref(A, B, prec, out_dtype):
-    """scipy's float64 product of the format-rounded operands, rounded once to the output."""
-    Ar = sp.csr_matrix(A, dtype=np.float64, copy=True)
-    Ar.data = to_format(Ar.data, prec)
-    C = np.asarray(Ar @ to_format(np.asarray(B, np.float64), prec))
-    return C.astype(np.float32) if out_dtype == "float32" else to_format(C, prec)
 
 
 @pytest.mark.parametrize("prec", PRECS)
