@@ -48,6 +48,7 @@ import scipy.sparse as sp
 from . import _core, _reorder
 from ._device import DeviceArray, array_library, register_interop, require_cuda, stream_handle
 from ._format import check_perm
+from ._tf32 import AUTOTUNE_MIN_CALLS
 from ._validate import CSR, as_csr, is_gpu_array
 
 PRECISIONS = ("fp16", "bf16")
@@ -381,11 +382,16 @@ class HalfPlan:
         if dtype is not None and np.dtype(dtype) not in (np.float32, np.float64):
             raise TypeError(f"dtype must be float32 or float64, got {np.dtype(dtype)}")
         kernel = "auto"
+        autotune = calls is not None and not isinstance(calls, bool) and isinstance(calls, (int, np.integer)) \
+            and calls >= AUTOTUNE_MIN_CALLS
         if tuning is not None:
-            if not isinstance(tuning, dict) or set(tuning) - {"kernel"}:
+            if not isinstance(tuning, dict) or set(tuning) - {"kernel", "autotune"}:
                 raise ValueError("tuning of an FP16/BF16 plan takes only "
-                                 "{'kernel': 'auto' | 'pairs' | 'rows' | 'quads'} "
-                                 f"(BSR16's kernel on the GPU), got {tuning!r}")
+                                 "{'kernel': 'auto' | 'pairs' | 'rows' | 'quads'} (BSR16's kernel on the GPU) "
+                                 f"and {{'autotune': bool}} (BitTCF's first-call variant timing), got {tuning!r}")
+            if not isinstance(tuning.get("autotune", False), bool):
+                raise ValueError(f"tuning['autotune'] must be True or False, got {tuning['autotune']!r}")
+            autotune = tuning.get("autotune", autotune)
             kernel = tuning.get("kernel", "auto")
             if kernel not in BSR16_KERNELS:
                 raise ValueError(f"tuning['kernel'] must be one of {BSR16_KERNELS}, got {kernel!r}")
@@ -515,8 +521,10 @@ class HalfPlan:
 
             t = time.perf_counter()
             put = functools.partial(_put, self._dev, self._device_id)
-            self._runner = TF32Runner(fmt, put, self._dev, self._device_id, self.stats, balance, None,
-                                      ELEM[precision])
+            # the first call for each width times the variants only where many calls follow (as TF32 plans):
+            # the untimed guess is within 1% of the best variant in geometric mean (variant_guess.py)
+            self._runner = TF32Runner(fmt, put, self._dev, self._device_id, self.stats, balance,
+                                      {"autotune": bool(autotune)}, ELEM[precision])
             self._fast = self._runner.launcher.call
             steps["schedule_upload"] = time.perf_counter() - t
         elif self.device == "gpu":

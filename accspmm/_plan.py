@@ -26,16 +26,13 @@ from . import _core, _half, _payback, _reorder
 from ._device import (DeviceArray, ForeignArray, array_library, cuda_available, cuda_status, load_cusparse,
                       register_interop, require_cuda, stream_handle)
 from ._format import BitTCF, check_perm
+from ._tf32 import AUTOTUNE_MIN_CALLS
 from ._validate import INT32_MAX, CSR, as_csr, as_host_b, check_b_dtype, check_out, compute_dtype, is_gpu_array
 
 DEVICES = ("auto", "cpu", "gpu")
 PRECISIONS = ("tf32", "fp32", "fp64", "fp16", "bf16")
 FORMATS = ("auto", "csr", "bittcf")
 _SPMM_CSR_ALGS = {"default": 0, "alg1": 4, "alg2": 6, "alg3": 12}
-#: The first call for each width times ~50 launches of candidate kernel variants (accspmm._tf32):
-#: on by default only when the plan is told it will make at least this many calls (then the
-#: timing costs a few percent of them at most).
-AUTOTUNE_MIN_CALLS = 1000
 #: the largest schedule cap that tuning["cap"] may force (csrc/acc_schedule_cost.c's limit)
 MAX_CAP = 1 << 20
 
@@ -157,9 +154,9 @@ class Plan:
         ``calls >= AUTOTUNE_MIN_CALLS`` and no variant field is forced): a few candidate variants of
         the same schedule are timed on the caller's B, C and stream, synchronously, and the fastest
         is kept for later calls; the result bits are the same whichever wins; the times are in
-        ``plan.stats["schedule_by_n"][n]["tuned_ms"]``.  FP16/BF16 plans on BSR16 take only
-        ``{"kernel": "rows" | "pairs" | "auto"}``: a warp per block row, or per pair of block rows
-        (accspmm._half.PAIR_MIN_N); every result bit is the same where neither schedule splits a row.
+        ``plan.stats["schedule_by_n"][n]["tuned_ms"]``.  FP16/BF16 plans take only ``{"autotune": bool}``
+        (BitTCF: the same rule and timing) and ``{"kernel": "rows" | "pairs" | "quads" | "auto"}`` (BSR16: a
+        warp per block row, or per pair of block rows (accspmm._half.PAIR_MIN_N), or a warpgroup per quad).
     cusparse_alg : cuSPARSE CSR algorithm for "fp32"/"fp64" on the GPU: "default", "alg1", "alg2", "alg3".
 
     Statistics: ``plan.stats`` holds the format's metrics, ``seconds`` (every preprocessing step;

@@ -88,6 +88,10 @@ from ._validate import INT32_MAX
 
 WARPS = 2  # ACC_TF32_WARPS in cuda/tf32_spmm.h (checked against the built extension)
 TASK_WORDS = 1 + 2 * WARPS  # ACC_TF32_TASK_WORDS: int32 per task row
+#: The first call for each width times ~50 launches of candidate kernel variants (TF32Runner.tune): on
+#: by default only when the plan is told it will make at least this many calls (then the timing costs a
+#: few percent of them at most); TF32 plans and FP16/BF16 plans on BitTCF alike.
+AUTOTUNE_MIN_CALLS = 1000
 WB = 2.0
 FILL = 2.0
 REDUCE = 2.0

@@ -380,7 +380,7 @@ def test_pair_index_of_no_blocks():
     assert offsets.tolist() == [0, 0, 0, 0] and pcols.size == 0 and blocks.shape == (0, 2)
 
 
-@pytest.mark.parametrize("tuning", [{"kernel": "fast"}, {"cap": 4}, "pairs"])
+@pytest.mark.parametrize("tuning", [{"kernel": "fast"}, {"cap": 4}, "pairs", {"autotune": "yes"}, {"autotune": 1}])
 def test_half_tuning_is_checked(tuning):
     with pytest.raises(ValueError, match="tuning"):
         accspmm.plan(odd_matrix(), device="cpu", precision="fp16", tuning=tuning)
@@ -1037,6 +1037,31 @@ def test_gpu_bittcf_misaligned_operands(prec, n):
     assert p(Bt, out=out) is out
     assert np.array_equal(out.double().cpu().numpy(), half_ref(A, B, prec, "half"))
     assert torch.equal(out, p(Bt.contiguous().clone()))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("prec", PRECS)
+def test_gpu_bittcf_variant_timing_follows_calls(prec):
+    """A half BitTCF plan times its kernel variants on the first call only from AUTOTUNE_MIN_CALLS calls
+    or with tuning={"autotune": True}, as TF32 plans; timed or not, the same bits."""
+    A = hub_matrix()
+    B = torch.from_numpy(int_dense(A.shape[1], 96, seed=3)).to(TORCH_DT[prec]).cuda()
+    plans = {"default": accspmm.plan(A, device="gpu", precision=prec, format="bittcf"),
+             "few calls": accspmm.plan(A, device="gpu", precision=prec, format="bittcf",
+                                       calls=_half.AUTOTUNE_MIN_CALLS - 1),
+             "many calls": accspmm.plan(A, device="gpu", precision=prec, format="bittcf",
+                                        calls=_half.AUTOTUNE_MIN_CALLS),
+             "forced": accspmm.plan(A, device="gpu", precision=prec, format="bittcf", tuning={"autotune": True}),
+             "forced off": accspmm.plan(A, device="gpu", precision=prec, format="bittcf", calls=10**6,
+                                        tuning={"autotune": False})}
+    outs = {name: p(B) for name, p in plans.items()}
+    timed = {name: "tuned_ms" in p.stats["schedule_by_n"][96] for name, p in plans.items()}
+    assert timed == {"default": False, "few calls": False, "many calls": True, "forced": True, "forced off": False}
+    ref = half_ref(A, int_dense(A.shape[1], 96, seed=3), prec, "half")
+    for name, C in outs.items():
+        assert np.array_equal(C.double().cpu().numpy(), ref), name
+    for p in plans.values():
+        p.close()
 
 
 # ---- torch.ops.accspmm.spmm with half plans ----------------------------------------------------
