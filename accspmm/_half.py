@@ -291,13 +291,23 @@ def quad_schedule(offsets: np.ndarray) -> tuple:
 
 def _quads_may_win(bo16: np.ndarray, tc_blocks: int) -> bool:
     """Whether BSR16's quads can pass the quad rule and move fewer bytes than BitTCF's tc_blocks, from
-    BSR16's block counts alone (a quad's entries are at most its blocks and at least a quarter of them),
-    so that the format model builds BSR16 and its quads only then."""
+    BSR16's block counts alone, so that the format model builds BSR16 and its quads only then.  A quad's
+    entries are at most its blocks and at least its longest block row's; so ``_quad_model``'s bytes an SM
+    are at least QUAD_ENTRY_BYTES times the larger of those entries over REF_SMS SMs and the largest
+    quad's over QUAD_MAX_PARTS parts (quad_schedule cuts a quad in at most that many), which a single hub
+    block row (a dense row of A) already puts above BitTCF's."""
     nb = np.diff(np.asarray(bo16, np.int64))
-    per = np.add.reduceat(nb, np.arange(0, nb.size, 4)) if nb.size else nb
-    per = per[per > 0]
-    return bool(per.size and per.mean() >= QUAD_MIN_ENTRIES and
-                QUAD_ENTRY_BYTES * per.sum() / 4 < LAYOUT_BYTES["bittcf"] * tc_blocks)
+    if not nb.size:
+        return False
+    rows = np.pad(nb, (0, -nb.size % 4)).reshape(-1, 4)
+    per, least = rows.sum(axis=1), rows.max(axis=1)
+    nonempty = per > 0
+    if not nonempty.any() or per[nonempty].mean() < QUAD_MIN_ENTRIES:
+        return False
+    if QUAD_ENTRY_BYTES * per.sum() / 4 >= LAYOUT_BYTES["bittcf"] * tc_blocks:
+        return False
+    per_sm = max(least.sum() / REF_SMS, least.max() / QUAD_MAX_PARTS)
+    return bool(QUAD_ENTRY_BYTES * per_sm < LAYOUT_BYTES["bittcf"] * tc_blocks / REF_SMS)
 
 
 def _quad_rule(quads: tuple, bsr16_blocks: int) -> tuple:

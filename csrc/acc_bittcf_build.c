@@ -1,9 +1,10 @@
 /* acc_bittcf_build.c -- CSR + row permutation -> BitTCF (two passes).
  *
  * A window's distinct columns are the union of its (at most 8) rows' sorted
- * column lists, so both passes walk the window with an 8-way merge instead
- * of sorting: O(distinct columns x rows still active) per window, linear in
- * nnz overall.  Rows leave the merge as they run out (window_cursor): on
+ * column lists.  The count pass needs only their number: acc_window_distinct
+ * (a bitset or a merge tree, O(L log 8) for L entries).  The fill pass walks
+ * the window with an 8-way merge instead of sorting: O(distinct columns x
+ * rows still active) per window, linear in nnz overall.  Rows leave the merge as they run out (window_cursor): on
  * one thread that made the build 1.2-2.4x faster than a merge over all 8
  * rows with a test per exhausted row (benchmarks/results/devbox_cpu_builders.md).
  * Windows are independent: both passes run in parallel over windows
@@ -74,23 +75,23 @@ static inline unsigned cursor_take(window_cursor *wc, const int32_t *ci, int64_t
 acc_status acc_bittcf_count(const acc_csr *A, const int64_t *perm, int64_t *window_offsets) {
     if (!A || !perm || !window_offsets || A->m < 0 || !A->row_offsets) return ACC_ERR_INVALID_ARGUMENT;
     const int64_t W = (A->m + ACC_TILE - 1) / ACC_TILE;
-    const int32_t *ci = A->column_indices;
-    int not_canonical = 0;
+    int not_canonical = 0, out_of_memory = 0;
     window_offsets[0] = 0;
-    const int threads = acc_threads_for(A->row_offsets[A->m] + A->m);
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 64) reduction(| : not_canonical)
-    for (int64_t w = 0; w < W; w++) {
-        window_cursor wc;
-        int64_t pos[ACC_TILE], distinct = 0, c;
-        int bad = 0;
-        cursor_init(&wc, A, perm, w);
-        while ((c = cursor_min(&wc)) >= 0) {
-            distinct++;
-            (void)cursor_take(&wc, ci, c, pos, &bad);
+    /* the count's merge tree (acc_window_distinct) costs several ns an entry: threads by ACC_MERGE_WORK */
+    const int threads = acc_threads_for(ACC_MERGE_WORK * A->row_offsets[A->m] + A->m);
+#pragma omp parallel num_threads(threads) reduction(| : not_canonical, out_of_memory)
+    {
+        acc_window_scratch scratch = {NULL, 0};
+#pragma omp for schedule(dynamic, 64)
+        for (int64_t w = 0; w < W; w++) {
+            const int64_t d =
+                acc_window_distinct(A, perm, w * ACC_TILE, ACC_TILE, 0, &scratch, &not_canonical);
+            out_of_memory |= d < 0;
+            window_offsets[w + 1] = d < 0 ? 0 : (d + ACC_TILE - 1) / ACC_TILE;
         }
-        not_canonical |= bad;
-        window_offsets[w + 1] = (distinct + ACC_TILE - 1) / ACC_TILE;
+        acc_window_scratch_free(&scratch);
     }
+    if (out_of_memory) return ACC_ERR_OUT_OF_MEMORY;
     if (not_canonical) return ACC_ERR_NOT_CANONICAL;
     for (int64_t w = 0; w < W; w++)
         window_offsets[w + 1] += window_offsets[w];

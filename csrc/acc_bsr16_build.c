@@ -1,6 +1,8 @@
 /* acc_bsr16_build.c -- the BSR16 format (accspmm.h) from a canonical CSR.
  *
- * Each block row merges the sorted column lists of its (at most 16) rows:
+ * The count pass needs only the number of each block row's column blocks:
+ * acc_window_distinct (a bitset or a merge tree).  The fill pass merges the
+ * sorted column lists of the block row's (at most 16) rows:
  * the next block is the smallest column block among the rows' next entries,
  * and each row then consumes its entries in that block.  Per block row this
  * is O(active rows * blocks + nnz) with no memory beyond 16 cursors, whatever k is
@@ -62,22 +64,25 @@ acc_status acc_bsr16_count(const acc_csr *A, const int64_t *perm, int64_t *brow_
         (A->row_offsets[A->m] > 0 && !A->column_indices))
         return ACC_ERR_INVALID_ARGUMENT;
     const int64_t R = (A->m + ACC_BSR - 1) / ACC_BSR;
-    const int32_t *ci = A->column_indices;
+    int out_of_memory = 0;
     brow_offsets[0] = 0;
-#pragma omp parallel for num_threads(acc_threads_for(A->row_offsets[A->m] + A->m)) schedule(dynamic, 64)
-    for (int64_t r = 0; r < R; r++) {
-        cursor c;
-        cursor_init(&c, A, perm, r);
-        int64_t blocks = 0;
-        for (int32_t b; (b = cursor_next(&c)) >= 0; blocks++)
-            for (int q = c.n - 1; q >= 0; q--) {
-                if (c.blk[q] != b) continue;
-                while (c.p[q] < c.end[q] && ci[c.p[q]] / ACC_BSR == b)
-                    c.p[q]++;
-                cursor_settle(&c, ci, q);
-            }
-        brow_offsets[r + 1] = blocks;
+    /* a count needs only the size of each block row's union of column blocks: a merge tree
+     * (acc_window_distinct), not the build's ordered merge */
+#pragma omp parallel num_threads(acc_threads_for(ACC_MERGE_WORK * A->row_offsets[A->m] + A->m))              \
+    reduction(|                                                                                              \
+              : out_of_memory)
+    {
+        acc_window_scratch scratch = {NULL, 0};
+        int unsorted = 0; /* the caller's CSR is canonical; the count does not check it */
+#pragma omp for schedule(dynamic, 64)
+        for (int64_t r = 0; r < R; r++) {
+            const int64_t d = acc_window_distinct(A, perm, r * ACC_BSR, ACC_BSR, 4, &scratch, &unsorted);
+            out_of_memory |= d < 0;
+            brow_offsets[r + 1] = d < 0 ? 0 : d;
+        }
+        acc_window_scratch_free(&scratch);
     }
+    if (out_of_memory) return ACC_ERR_OUT_OF_MEMORY;
     for (int64_t r = 0; r < R; r++)
         brow_offsets[r + 1] += brow_offsets[r];
     return ACC_SUCCESS;

@@ -25,6 +25,19 @@ void acc_mem_free(void *p);
 /* Test hook: the countdown-th allocation from now fails (0 disables). */
 void acc_set_alloc_countdown(long countdown);
 
+/* Distinct keys (column >> shift) of the window of rows perm[first .. first + rows - 1] (rows <= ACC_BSR,
+ * rows past m ignored), by a merge tree of the rows' sorted lists (acc_window_distinct.c):
+ * O(L log rows) for L entries.  A column not above its row's previous one sets *bad (the count is then
+ * meaningless).  Windows beyond a stack buffer merge in s->buf, grown as needed (one scratch per
+ * thread, freed with acc_window_scratch_free); -1 when that allocation fails. */
+typedef struct acc_window_scratch {
+    int32_t *buf;
+    int64_t cap;
+} acc_window_scratch;
+int64_t acc_window_distinct(const acc_csr *A, const int64_t *perm, int64_t first, int rows, int shift,
+                            acc_window_scratch *s, int *bad);
+void acc_window_scratch_free(acc_window_scratch *s);
+
 /* Runs `call`; on a negative status stores it in `status` and jumps to the
  * function's single cleanup label `done`. */
 #define ACC_CHECK(call)                                                                                      \
@@ -47,6 +60,9 @@ static inline int acc_num_threads(void) {
  * and one descheduled thread (another runtime's spinning threads, e.g.
  * PyTorch's) costs milliseconds: measured on the GPU machine. */
 #define ACC_ITEMS_PER_THREAD (1 << 17)
+/* Items an entry counts for in acc_threads_for where a pass merges windows of rows (about 4 ns an
+ * entry on the GPU machine's host, against a nanosecond an item). */
+#define ACC_MERGE_WORK 4
 static inline int acc_threads_for(int64_t work) {
     const int64_t t = work / ACC_ITEMS_PER_THREAD + 1, max = acc_num_threads();
     return (int)(t < max ? t : max);

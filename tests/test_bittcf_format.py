@@ -1,5 +1,7 @@
 """BitTCF arrays checked against an independent pure-Python builder of GUIDE §2's definition."""
 
+import functools
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -133,3 +135,70 @@ def test_duplicates_summed_before_build():
     np.testing.assert_array_equal(F.values, [2.0, 6.0])
     np.testing.assert_array_equal(A.data, data)  # input untouched
     np.testing.assert_array_equal(A.indices, indices)
+
+
+def _window_distinct(A, perm, rows, shift):
+    """Distinct (column >> shift) of each window of `rows` consecutive rows of perm (numpy reference)."""
+    A = sp.csr_matrix(A)
+    iperm = np.empty_like(perm)
+    iperm[perm] = np.arange(perm.size)
+    r = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+    keys = np.unique(np.stack([iperm[r] // rows, A.indices.astype(np.int64) >> shift], axis=1), axis=0)
+    return np.bincount(keys[:, 0], minlength=-(-A.shape[0] // rows)) if keys.size else \
+        np.zeros(-(-A.shape[0] // rows), np.int64)
+
+
+@functools.lru_cache(maxsize=1)
+def _count_cases():
+    """Windows for each path of the count passes (csrc/acc_window_distinct.c): keys within 64 values (tall,
+    banded), within a few hundred (the stack bitset), spread wide (the merge tree, on the stack and, past
+    1,024 entries, in the scratch buffer: dense rows), one nonempty row, and a hub row."""
+    rng = np.random.default_rng(5)
+    wide = sp.random(300, 200_000, density=0.002, random_state=2, format="csr")  # 3,200 entries a window
+    sparse_wide = sp.random(300, 200_000, density=0.0002, random_state=6, format="csr")  # 320
+    dense = sp.random(40, 3000, density=0.5, random_state=3, format="csr")
+    band = sp.diags([np.ones(2000)] * 5, [-40, -3, 0, 7, 300], shape=(2000, 2400), format="csr")
+    hub = sp.random(200, 50_000, density=0.001, random_state=4, format="csr")
+    hub = hub + sp.csr_matrix((np.ones(50_000), (np.full(50_000, 17), np.arange(50_000))), shape=hub.shape)
+    tall = sp.csr_matrix(np.ones((1000, 3)))
+    cases = {"wide": wide, "sparse_wide": sparse_wide, "dense": dense, "band": band, "hub": hub, "tall": tall,
+             "one_row": sp.csr_matrix(([1.0] * 5, ([3] * 5, [0, 70, 900, 901, 99_999])), shape=(9, 100_000)),
+             "empty": sp.csr_matrix((20, 30))}
+    return {name: (sp.csr_matrix(A, dtype=np.float32), rng.permutation(A.shape[0]).astype(np.int64))
+            for name, A in cases.items()}
+
+
+@pytest.mark.parametrize("name", sorted(_count_cases()))
+@pytest.mark.parametrize("permute", [False, True])
+def test_count_passes_match_reference(name, permute):
+    """The format model's count passes (BitTCF's TC blocks per 8-row window, BSR16's blocks per 16-row block
+    row) against numpy's distinct (window, column) pairs, in any row order."""
+    from accspmm import _core
+
+    A, perm = _count_cases()[name]
+    m, k = A.shape
+    perm = perm if permute else np.arange(m, dtype=np.int64)
+    ip, ix = A.indptr.astype(np.int64), A.indices.astype(np.int32)
+    bo16 = _core.bsr16_count(m, k, ip, ix, perm)
+    assert np.array_equal(np.diff(bo16), _window_distinct(A, perm, 16, 4))
+    tc = int(_core.bittcf_count_stats(m, k, ip, ix, perm, False)["tc_blocks"])
+    assert tc == int((-(-_window_distinct(A, perm, 8, 0) // 8)).sum())
+    F = accspmm.BitTCF.from_csr(A, perm=perm)
+    assert F.num_blocks == tc
+
+
+@pytest.mark.parametrize("bad", ["duplicate", "descending"])
+@pytest.mark.parametrize("cols", [[0, 5, 2], [10, 600, 300], [100, 70_000, 30_000]])
+@pytest.mark.parametrize("longest", [False, True])
+def test_count_pass_refuses_unsorted_rows(bad, cols, longest):
+    """A row whose columns do not ascend (a CSR that is not canonical) is refused by the TC block count
+    whichever path counts its window (keys within 64 values, within a few hundred, or spread wide), and
+    whether or not it is the window's longest row (which the merge reads in place)."""
+    from accspmm import _core
+
+    c = list(cols) if bad == "descending" else [cols[0], cols[1], cols[1]]
+    rows = [[3], c, [1]] + ([] if longest else [[cols[0] + 1 + 2 * j for j in range(8)]])
+    ip = np.cumsum([0] + [len(r) for r in rows]).astype(np.int64)
+    ix = np.array([x for r in rows for x in r], np.int32)
+    with pytest.raises(ValueError, match="canonical|sorted|duplicate"):
+        _core.bittcf_count_stats(len(rows), 100_000, ip, ix, np.arange(len(rows), dtype=np.int64), False)
