@@ -573,7 +573,7 @@ class HalfPlan:
                     continue
                 if layout == "quads":  # a thread block per task (a quad or a part of one) and column tile
                     go, gc, gb = quads or group_index(offsets, f["block_cols"], k, 4)
-                    gb = pack_group_values(gb, f["block_values"])  # one copy an entry's blocks
+                    gb = self._pack_groups(cu, gb, nblocks)  # one copy an entry's blocks, on the device
                     tasks, splits, slots, cap, pred = quad_schedule(go) if qsched is None else qsched
                     self._quad_makespan = int(pred)  # the C call's choice of padded copies (cuda/half_spmm.h)
                     pack = None
@@ -586,7 +586,11 @@ class HalfPlan:
                                  "cap": cap, "pack_blocks": pack}
                 arrays = {"tasks": tasks.reshape(-1), "splits": splits.reshape(-1)}
                 if layout != "rows":
-                    arrays.update(pair_offsets=go, pair_cols=gc, pair_blocks=gb.reshape(-1))
+                    arrays.update(pair_offsets=go, pair_cols=gc)
+                    if layout == "pairs":
+                        arrays.update(pair_blocks=gb.reshape(-1))
+                    else:
+                        self._dev[f"{layout}_pair_blocks"] = gb
                 for name, arr in arrays.items():
                     self._dev[f"{layout}_{name}"] = DeviceArray.from_host(arr if arr.size else np.zeros(1, arr.dtype),
                                                                           self._device_id)
@@ -609,6 +613,21 @@ class HalfPlan:
         steps["total"] = time.perf_counter() - t0
         self._finalizer = weakref.finalize(self, _free, self._dev)
         _plan.register_torch_op()  # before any torch.compile traces a call
+
+    def _pack_groups(self, cu, blocks: np.ndarray, nblocks: int) -> DeviceArray:
+        """The quad kernel's group values (``pack_group_values``' layout: each entry's four BSR16 blocks side
+        by side, zeros where a row has none) gathered on the device from the plan's block values; only the
+        block indices go up (8 bytes a slot against 512 of values)."""
+        slots = int(np.asarray(blocks).size)
+        out = DeviceArray((max(slots, 1) * 256,), np.uint16, self._device_id)
+        if slots:
+            idx = DeviceArray.from_host(np.ascontiguousarray(blocks, np.int64).reshape(-1), self._device_id)
+            try:
+                cu.half_pack_groups(idx.ptr, slots, self._dev["block_values"].ptr, nblocks, out.ptr, None)
+                cu.synchronize(None)  # the index array goes, and every stream may read the values
+            finally:
+                idx.free()
+        return out
 
     # ---- lifetime ---------------------------------------------------------------------
 

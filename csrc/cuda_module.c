@@ -472,6 +472,23 @@ static PyObject *py_half_tiles(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* half_pack_groups(blocks, slots, block_values, num_blocks, out, stream): the quad kernel's group values. */
+static PyObject *py_half_pack_groups(PyObject *self, PyObject *args) {
+    PyObject *blocks, *vals, *out, *s;
+    long long slots, nb;
+    int st;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OLOLOO", &blocks, &slots, &vals, &nb, &out, &s)) return NULL;
+    void *d_blocks = as_ptr(blocks), *d_vals = as_ptr(vals), *d_out = as_ptr(out),
+         *stream = s == Py_None ? NULL : as_ptr(s);
+    if (PyErr_Occurred()) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_half_pack_groups(d_blocks, slots, d_vals, nb, d_out, stream);
+    Py_END_ALLOW_THREADS
+    if (st) return acc_py_cuda_raise(st, "packing the quad kernel's blocks failed", 0);
+    Py_RETURN_NONE;
+}
+
 /* half_round(src, dst, count, fmt, stream): float32 -> half bits on the device. */
 static PyObject *py_half_round(PyObject *self, PyObject *args) {
     PyObject *src, *dst, *s;
@@ -846,6 +863,9 @@ static PyMethodDef cuda_methods[] = {
      "half_quads_usable() -> bool: the current device runs BSR16 on quads of block rows (wgmma)"},
     {"half_tiles", py_half_tiles, METH_VARARGS,
      "half_tiles(block_meta, values, num_blocks, tiles, fmt, stream): BitTCF dense half tiles"},
+    {"half_pack_groups", py_half_pack_groups, METH_VARARGS,
+     "half_pack_groups(blocks, slots, block_values, num_blocks, out, stream): the quad kernel's group "
+     "values"},
     {"half_round", py_half_round, METH_VARARGS,
      "half_round(src, dst, count, fmt, stream): float32 -> half bits"},
     {"tf32_spmm", py_tf32_spmm, METH_VARARGS,

@@ -563,6 +563,17 @@ __global__ void tiles_kernel(const int32_t *__restrict__ meta, const float *__re
     }
 }
 
+/* out[s] = BSR16 block blocks[s] (256 halves, 32 x 16 bytes), zeros where blocks[s] < 0: a thread per 16
+ * bytes. */
+__global__ void pack_groups_kernel(const int64_t *__restrict__ blocks, int64_t slots,
+                                   const uint4 *__restrict__ values, uint4 *__restrict__ out) {
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < 32 * slots;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t b = __ldg(blocks + (e >> 5));
+        out[e] = b >= 0 ? __ldg(values + 32 * b + (e & 31)) : make_uint4(0, 0, 0, 0);
+    }
+}
+
 /* Sets block b's record value offset to 64 b (its tile's offset in halves), after tiles_kernel. */
 __global__ void tile_offsets_kernel(int32_t *__restrict__ meta, int64_t nb) {
     for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < nb;
@@ -806,6 +817,19 @@ extern "C" int acc_half_round_device(const float *src, uint16_t *dst, int64_t co
         round_kernel<ACC_HALF_BF16><<<grid, 256, 0, (cudaStream_t)stream_ptr>>>(src, dst, count);
     else
         round_kernel<ACC_HALF_FP16><<<grid, 256, 0, (cudaStream_t)stream_ptr>>>(src, dst, count);
+    ACC_CUDA_TRY(cudaGetLastError());
+    return ACC_SUCCESS;
+}
+
+extern "C" int acc_half_pack_groups(const int64_t *blocks, int64_t slots, const uint16_t *block_values,
+                                    int64_t num_blocks, uint16_t *out, void *stream_ptr) {
+    if (slots < 0 || num_blocks < 0 || (slots > 0 && (!blocks || !out)) ||
+        (num_blocks > 0 && !block_values) || (uintptr_t)block_values % 16 || (uintptr_t)out % 16)
+        return ACC_ERR_INVALID_ARGUMENT;
+    if (slots == 0) return ACC_SUCCESS;
+    const int64_t grid = (32 * slots + 255) / 256;
+    pack_groups_kernel<<<(unsigned)(grid < 65536 ? grid : 65536), 256, 0, (cudaStream_t)stream_ptr>>>(
+        blocks, slots, reinterpret_cast<const uint4 *>(block_values), reinterpret_cast<uint4 *>(out));
     ACC_CUDA_TRY(cudaGetLastError());
     return ACC_SUCCESS;
 }

@@ -100,6 +100,12 @@ int acc_half_spmm(const acc_half_args *args, void *stream);
 int acc_half_tiles(int32_t *block_meta, const float *values, int64_t num_blocks, uint16_t *tiles, int fmt,
                    void *stream);
 
+/* The quad kernel's group values on the device: out[256 s ..] = BSR16 block blocks[s]'s 256 halves of
+ * block_values (num_blocks blocks), zeros where blocks[s] < 0 (accspmm._half.pack_group_values' layout);
+ * every index in [-1, num_blocks) (the caller's group_index), both arrays 16-byte aligned. */
+int acc_half_pack_groups(const int64_t *blocks, int64_t slots, const uint16_t *block_values,
+                         int64_t num_blocks, uint16_t *out, void *stream);
+
 /* 1 where the current device runs the quad kernels (acc_half_args.pairs = ACC_HALF_QUADS: compute
  * capability 9.0 and their sm_90a code in this build), else 0. */
 int acc_half_quads_usable(void);

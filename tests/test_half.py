@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import accspmm
 from accspmm import _core, _half, datasets
+from accspmm._validate import as_csr
 
 torch = pytest.importorskip("torch")
 PRECS = ["fp16", "bf16"]
@@ -916,6 +917,31 @@ def test_gpu_bsr16_kernel_model():
     p = accspmm.plan(shifted, device="gpu", precision="fp16", format="bsr16")
     assert p.stats["schedule"]["pair_entries_per_block"] > _half.PAIR_SHARE_MAX
     assert p.kernel_for(10**6) == "rows" and "pairs" not in p.stats["schedule"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("prec", PRECS)
+def test_gpu_quad_values_packed_on_device(prec):
+    """The quad kernel's group values, gathered on the device from the plan's BSR16 blocks, are
+    pack_group_values' host layout bit for bit (zero blocks where a row of the quad has none), with a
+    hub quad and empty quads."""
+    if not quads_usable():
+        pytest.skip("no warpgroup MMA on this GPU or build (sm_90a)")
+    A = blocky_matrix(1000, 3000, density=0.06, seed=7, values="normal")
+    keep = np.ones(1000)
+    keep[300:400] = 0  # empty quads
+    hub = np.zeros((1000, 3000), np.float32)
+    hub[0:64] = 0.5  # a hub quad
+    A = sp.csr_matrix(sp.diags(keep) @ A + sp.csr_matrix(hub), dtype=np.float32)
+    A.eliminate_zeros()
+    p = gpu_half_plan(A, prec, "bsr16-quads")
+    m, k = A.shape
+    perm = np.arange(m, dtype=np.int64)
+    c = as_csr(A).canonicalized()
+    f = _core.bsr16_build(m, k, c.indptr, c.indices, _half.round_csr(c, prec), perm)
+    want = _half.pack_group_values(_half.group_index(f["brow_offsets"], f["block_cols"], k, 4)[2], f["block_values"])
+    got = p._dev["quads_pair_blocks"].to_host()
+    assert want.size > 0 and (want == 0).any() and np.array_equal(got[: want.size], want.reshape(-1))
 
 
 @pytest.mark.gpu
