@@ -342,12 +342,14 @@ def choose_variant(n: int, k: int, l2_bytes: int, override: dict | None = None, 
     # TF32 at S = 2: the staged pipeline (depth 2) whatever B's size, and where B stays in L2 the
     # longest predicted task first.  Measured against every candidate on 24 matrices x 5 widths
     # (benchmarks/variant_guess.py, benchmarks/NOTES.md): the register pipeline's 128 registers
-    # left L2-resident graphs latency-bound (musae_facebook N = 128: 56 -> 42 us).  The half
-    # formats keep the earlier rule (not measured with them)
-    staged = int(not resident or (elem == 0 and s == 2))
-    v = {"slice_s": s, "depth": 2 if staged else 3, "cache_l1": 1,
+    # left L2-resident graphs latency-bound (musae_facebook N = 128: 56 -> 42 us).  Half formats: the
+    # staged pipeline at depth 3 whatever B's size, longest task first where B stays in L2: 2.0% and
+    # 3.6% above the fastest variant at the cap (geometric mean, two FP16 variant_guess runs of 120
+    # cases each), against 16% and 15% for the register pipeline they had
+    staged = int(not resident or s == 2 or elem > 0)
+    v = {"slice_s": s, "depth": 3 if elem or not staged else 2, "cache_l1": 1,
          "slice_major": int(slices > 1 and b_bytes > l2_bytes and b_bytes // slices <= l2_bytes // 2),
-         "staged": staged, "order": int(elem == 0 and resident)}
+         "staged": staged, "order": int(resident)}
     if override:
         unknown = set(override) - set(VARIANT_KEYS)
         if unknown:

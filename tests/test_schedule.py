@@ -253,9 +253,11 @@ def test_variant_choice():
     assert v["staged"] == 0 and v["depth"] == 3 and v["order"] == 1
     v = choose_variant(32, 1_000_000, l2)  # S = 1, B 128 MB: staged, window order
     assert v["slice_s"] == 1 and v["staged"] == 1 and v["depth"] == 2 and v["order"] == 0
-    for elem in (1, 2):  # the half formats keep the register pipeline where B is L2-resident
+    for elem in (1, 2):  # the half formats: staged at depth 3, longest task first where B is L2-resident
         v = choose_variant(512, 10_000, l2, elem=elem)
-        assert v["slice_s"] == 1 and v["staged"] == 0 and v["depth"] == 3 and v["order"] == 0
+        assert v["slice_s"] == 1 and v["staged"] == 1 and v["depth"] == 3 and v["order"] == 1
+        v = choose_variant(512, 100_000, l2, elem=elem)  # B 102 MB: window order
+        assert v["slice_s"] == 1 and v["staged"] == 1 and v["depth"] == 3 and v["order"] == 0
     assert choose_variant(128, 10, 1, {"depth": 3})["depth"] == 3
     assert choose_variant(128, 10, 1 << 20, {"staged": 1})["staged"] == 1
     with pytest.raises(ValueError):
