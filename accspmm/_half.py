@@ -473,12 +473,25 @@ class HalfPlan:
             identity = perm is None
             perm = np.arange(csr.shape[0], dtype=np.int64) if identity else np.asarray(perm, np.int64)
             m, k = csr.shape
+            cu = require_cuda()
+            self._device_id = cu.get_device()
+            fmt = None  # BitTCF built on the device, where the format may be BitTCF: its count is the model's
+            build = 0.0
+            if format != "bsr16":
+                from ._device_format import DeviceBitTCF
+
+                tb = time.perf_counter()
+                # the exact half values as float32 (the build's TF32 rounding leaves them as they are)
+                exact = CSR(csr.shape, csr.indptr, csr.indices, widen(self._bits, precision), True)
+                fmt = DeviceBitTCF(exact, None if identity else perm, self._dev, self._device_id)
+                ntc = fmt.num_blocks
+                build = time.perf_counter() - tb
+            else:
+                ntc = int(_core.bittcf_count_stats(m, k, csr.indptr, csr.indices, perm, False)["tc_blocks"])
             bo16 = _core.bsr16_count(m, k, csr.indptr, csr.indices, perm)
-            ntc = int(_core.bittcf_count_stats(m, k, csr.indptr, csr.indices, perm, False)["tc_blocks"])
             model = {"bsr16_blocks": int(bo16[-1]), "tc_blocks": ntc,
                      "bytes_per_64_columns": {"bsr16": LAYOUT_BYTES["bsr16"] * int(bo16[-1]),
                                               "bittcf": LAYOUT_BYTES["bittcf"] * ntc}}
-            cu = require_cuda()
             f = quads = qsched = None  # BSR16, its quads and their schedule, where the format model built them
             if format == "auto":
                 self.format = min(model["bytes_per_64_columns"], key=model["bytes_per_64_columns"].get)
@@ -497,10 +510,13 @@ class HalfPlan:
             model["chosen"] = self.format
             self.stats["format"] = self.format
             self.stats["format_model"] = model
-            steps["format_model"] = time.perf_counter() - t
-            t = time.perf_counter()
-            self._device_id = cu.get_device()
+            steps["format_model"] = time.perf_counter() - t - build
+            t = time.perf_counter() - build
             if self.format == "bsr16":
+                if fmt is not None:  # the model chose BSR16 after the BitTCF build: its arrays go
+                    for name in ("perm", "window_offsets", "block_meta", "values"):
+                        self._dev.pop(name).free()
+                    fmt = None
                 if f is None:
                     f = _core.bsr16_build(m, k, csr.indptr, csr.indices, self._bits, perm)
                 offsets = f["brow_offsets"]
@@ -510,11 +526,6 @@ class HalfPlan:
                 for name, arr in (("perm", perm), *f.items()):
                     self._dev[name] = DeviceArray.from_host(arr if arr.size else np.zeros(1, arr.dtype), self._device_id)
             else:
-                from ._device_format import DeviceBitTCF
-
-                # the exact half values as float32 (the build's TF32 rounding leaves them as they are)
-                exact = CSR(csr.shape, csr.indptr, csr.indices, widen(self._bits, precision), True)
-                fmt = DeviceBitTCF(exact, None if identity else perm, self._dev, self._device_id)
                 nblocks = fmt.num_blocks
                 tiles = DeviceArray((max(nblocks, 1) * 64,), np.uint16, self._device_id)
                 cu.half_tiles(self._dev["block_meta"].ptr, self._dev["values"].ptr, nblocks, tiles.ptr,
@@ -531,8 +542,8 @@ class HalfPlan:
 
             t = time.perf_counter()
             put = functools.partial(_put, self._dev, self._device_id)
-            # the first call for each width times the variants only where many calls follow (as TF32 plans):
-            # the untimed guess is within 1% of the best variant in geometric mean (variant_guess.py)
+            # the first call for each width times the variants only where many calls follow (as TF32 plans;
+            # choose_variant's guess for the half formats: 2-4% above the fastest variant, variant_guess.py)
             self._runner = TF32Runner(fmt, put, self._dev, self._device_id, self.stats, balance,
                                       {"autotune": bool(autotune)}, ELEM[precision])
             self._fast = self._runner.launcher.call
