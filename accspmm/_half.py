@@ -289,6 +289,23 @@ def quad_schedule(offsets: np.ndarray) -> tuple:
     return tasks, splits, int(parts[split].sum()), cap, pred
 
 
+def _device_bsr16_count(cu, fmt, dev: dict, device: int) -> np.ndarray:
+    """BSR16's block row offsets (as ``_core.bsr16_count``) from a BitTCF built on the device: each 16-row
+    block row's column blocks are the union of its two windows' columns >> 4, counted on the device from the
+    format's packed metadata (cuda/bittcf_build.cu); ceil(m / 16) counts come back, no CSR pass on the host."""
+    R = (fmt.num_windows + 1) // 2
+    counts = DeviceArray((max(R, 1),), np.int64, device)
+    try:
+        cu.bittcf_bsr16_count(dev["block_meta"].ptr, dev["window_offsets"].ptr, fmt.num_windows, fmt.num_blocks,
+                              counts.ptr, None)
+        out = np.zeros(R + 1, np.int64)
+        if R:
+            np.cumsum(counts.to_host()[:R], out=out[1:])
+        return out
+    finally:
+        counts.free()
+
+
 def _quads_may_win(bo16: np.ndarray, tc_blocks: int) -> bool:
     """Whether BSR16's quads can pass the quad rule and move fewer bytes than BitTCF's tc_blocks, from
     BSR16's block counts alone, so that the format model builds BSR16 and its quads only then.  A quad's
@@ -486,9 +503,10 @@ class HalfPlan:
                 fmt = DeviceBitTCF(exact, None if identity else perm, self._dev, self._device_id)
                 ntc = fmt.num_blocks
                 build = time.perf_counter() - tb
+                bo16 = _device_bsr16_count(cu, fmt, self._dev, self._device_id)
             else:
                 ntc = int(_core.bittcf_count_stats(m, k, csr.indptr, csr.indices, perm, False)["tc_blocks"])
-            bo16 = _core.bsr16_count(m, k, csr.indptr, csr.indices, perm)
+                bo16 = _core.bsr16_count(m, k, csr.indptr, csr.indices, perm)
             model = {"bsr16_blocks": int(bo16[-1]), "tc_blocks": ntc,
                      "bytes_per_64_columns": {"bsr16": LAYOUT_BYTES["bsr16"] * int(bo16[-1]),
                                               "bittcf": LAYOUT_BYTES["bittcf"] * ntc}}

@@ -472,6 +472,24 @@ static PyObject *py_half_tiles(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* bittcf_bsr16_count(block_meta, window_offsets, W, num_blocks, counts, stream): BSR16 blocks per block row.
+ */
+static PyObject *py_bittcf_bsr16_count(PyObject *self, PyObject *args) {
+    PyObject *meta, *wo, *counts, *s;
+    long long W, nb;
+    int st;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOLLOO", &meta, &wo, &W, &nb, &counts, &s)) return NULL;
+    void *d_meta = as_ptr(meta), *d_wo = as_ptr(wo), *d_counts = as_ptr(counts),
+         *stream = s == Py_None ? NULL : as_ptr(s);
+    if (PyErr_Occurred()) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_bittcf_bsr16_count(d_meta, d_wo, W, nb, d_counts, stream);
+    Py_END_ALLOW_THREADS
+    if (st) return acc_py_cuda_raise(st, "counting BSR16 blocks on the device failed", 0);
+    Py_RETURN_NONE;
+}
+
 /* half_pack_groups(blocks, slots, block_values, num_blocks, out, stream): the quad kernel's group values. */
 static PyObject *py_half_pack_groups(PyObject *self, PyObject *args) {
     PyObject *blocks, *vals, *out, *s;
@@ -863,6 +881,9 @@ static PyMethodDef cuda_methods[] = {
      "half_quads_usable() -> bool: the current device runs BSR16 on quads of block rows (wgmma)"},
     {"half_tiles", py_half_tiles, METH_VARARGS,
      "half_tiles(block_meta, values, num_blocks, tiles, fmt, stream): BitTCF dense half tiles"},
+    {"bittcf_bsr16_count", py_bittcf_bsr16_count, METH_VARARGS,
+     "bittcf_bsr16_count(block_meta, window_offsets, W, num_blocks, counts, stream): BSR16 blocks per block "
+     "row"},
     {"half_pack_groups", py_half_pack_groups, METH_VARARGS,
      "half_pack_groups(blocks, slots, block_values, num_blocks, out, stream): the quad kernel's group "
      "values"},

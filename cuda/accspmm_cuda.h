@@ -153,6 +153,11 @@ typedef struct acc_bittcf_gpu_output {
  * ACC_ERR_TOO_LARGE when (window, column, row) do not fit 64 bits, ACC_ERR_DEVICE_MEMORY when out of memory
  * (nothing is left allocated on any error). */
 int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, void *stream);
+/* BSR16's blocks per 16-row block row (windows 2r and 2r + 1) of a BitTCF built on the device, from its
+ * packed metadata (12 int32 a block) and window offsets (W + 1): counts[r], ceil(W / 2) of them, equal to
+ * acc_bsr16_count's under the same permutation (half plans' format model).  On `stream`, no wait. */
+int acc_bittcf_bsr16_count(const int32_t *d_block_meta, const int64_t *d_window_offsets, int64_t W,
+                           int64_t num_blocks, int64_t *d_counts, void *stream);
 /* A host-to-device copy of acc_h2d_staged. */
 typedef struct acc_h2d_segment {
     void *dst;       /* device */

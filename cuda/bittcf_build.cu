@@ -733,6 +733,69 @@ void free_outputs(acc_bittcf_gpu_output *out, cudaStream_t s) {
     }
 }
 
+/* ---- BSR16's block count from a built BitTCF (the half plans' format model) ---- */
+
+/* Column of slot c of block b's packed record (accspmm._tf32.pack_meta: slot c at 2c, or 2(c - 4) + 1). */
+__device__ __forceinline__ int32_t slot_col(const int32_t *__restrict__ meta, int64_t b, int c) {
+    return __ldg(meta + 12 * b + (c < 4 ? 2 * c : 2 * (c - 4) + 1));
+}
+
+/* Slots of block b that hold a column (a prefix: padding slots follow a window's last column). */
+__device__ __forceinline__ int used_slots(const int32_t *__restrict__ meta, int64_t b) {
+    const uint64_t mask =
+        (uint64_t)(uint32_t)__ldg(meta + 12 * b + 8) | ((uint64_t)(uint32_t)__ldg(meta + 12 * b + 9) << 32);
+    uint64_t cols = mask;
+    cols |= cols >> 32;
+    cols |= cols >> 16;
+    cols |= cols >> 8;
+    return 32 - __clz((unsigned)(cols & 0xff)); /* highest used slot + 1 */
+}
+
+/* Window w's distinct columns: ranks 0 .. d - 1 at block wo[w] + rank / 8, slot rank % 8, ascending. */
+__device__ __forceinline__ int64_t window_distinct(const int32_t *__restrict__ meta,
+                                                   const int64_t *__restrict__ wo, int64_t w) {
+    const int64_t b0 = wo[w], b1 = wo[w + 1];
+    return b1 > b0 ? 8 * (b1 - 1 - b0) + used_slots(meta, b1 - 1) : 0;
+}
+
+/* One thread per (block, slot): a column counts for its 16-row block row (windows 2r and 2r + 1) where it
+ * is the first of its column block in its window, and, in window 2r, where window 2r + 1 has no column of
+ * that column block (a binary search of its ascending columns).  O(T log T) for T blocks. */
+__global__ void bsr16_count_kernel(const int32_t *__restrict__ meta, const int64_t *__restrict__ wo,
+                                   int64_t W, unsigned long long *__restrict__ counts) {
+    const int64_t nb = wo[W];
+    GRID_STRIDE(e, 8 * nb) {
+        const int64_t b = e >> 3;
+        const int c = (int)(e & 7);
+        if (c >= used_slots(meta, b)) continue;
+        int64_t lo = 0, hi = W; /* the window of b: the last w with wo[w] <= b */
+        while (hi - lo > 1) {
+            const int64_t mid = (lo + hi) >> 1;
+            (wo[mid] <= b ? lo : hi) = mid;
+        }
+        const int64_t w = lo;
+        const int32_t g = slot_col(meta, b, c) >> 4;
+        const bool first =
+            c > 0 ? (slot_col(meta, b, c - 1) >> 4) != g : b == wo[w] || (slot_col(meta, b - 1, 7) >> 4) != g;
+        if (!first) continue;
+        if ((w & 1) == 0 && w + 1 < W) { /* the block row's other window holds this column block? */
+            const int64_t b0 = wo[w + 1];
+            int64_t l = 0, h = window_distinct(meta, wo, w + 1); /* the first rank with a column >= 16 g */
+            while (l < h) {
+                const int64_t mid = (l + h) >> 1;
+                if ((slot_col(meta, b0 + (mid >> 3), (int)(mid & 7)) >> 4) < g)
+                    l = mid + 1;
+                else
+                    h = mid;
+            }
+            if (l < window_distinct(meta, wo, w + 1) &&
+                (slot_col(meta, b0 + (l >> 3), (int)(l & 7)) >> 4) == g)
+                continue;
+        }
+        atomicAdd(counts + (w >> 1), 1ull);
+    }
+}
+
 } // namespace
 
 extern "C" int acc_cuda_event_wait(void *event) {
@@ -744,6 +807,21 @@ extern "C" int acc_cuda_event_wait(void *event) {
 
 extern "C" void acc_cuda_event_destroy(void *event) {
     if (event) cudaEventDestroy((cudaEvent_t)event);
+}
+
+extern "C" int acc_bittcf_bsr16_count(const int32_t *d_block_meta, const int64_t *d_window_offsets, int64_t W,
+                                      int64_t num_blocks, int64_t *d_counts, void *stream) {
+    if (W < 0 || num_blocks < 0 || !d_window_offsets || (num_blocks > 0 && !d_block_meta) ||
+        (W > 0 && !d_counts))
+        return ACC_ERR_INVALID_ARGUMENT;
+    const int64_t R = (W + 1) / 2;
+    cudaStream_t s = (cudaStream_t)stream;
+    if (R > 0) ACC_CUDA_TRY(cudaMemsetAsync(d_counts, 0, (size_t)R * sizeof(int64_t), s));
+    if (num_blocks == 0) return ACC_SUCCESS;
+    static_assert(sizeof(unsigned long long) == sizeof(int64_t), "64-bit counters");
+    bsr16_count_kernel<<<grid_for(8 * num_blocks), kThreads, 0, s>>>(
+        d_block_meta, d_window_offsets, W, reinterpret_cast<unsigned long long *>(d_counts));
+    return acc_cuda_status(cudaPeekAtLastError(), "BSR16 count");
 }
 
 extern "C" int acc_cuda_fill_identity(int64_t *d_perm, int64_t n, void *stream) {

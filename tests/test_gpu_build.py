@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 import accspmm
-from accspmm import _tf32, datasets
+from accspmm import _core, _half, _tf32, datasets
 from accspmm._format import BitTCF
 from accspmm._validate import as_csr
 from conftest import (assert_bit_exact, assert_device_bittcf, int_dense, real_matrix_params, scipy_ref,
@@ -64,6 +64,10 @@ def _compare_each(csr, ref, perm, defer, methods):
             np.testing.assert_array_equal(dev["perm"].to_host(), ref.perm)
             assert g.stats == {**ref.stats}
             assert g.num_blocks == ref.num_blocks
+            # the half plans' format model: BSR16's blocks per block row counted from the device format
+            m, k = csr.shape
+            bo16 = _core.bsr16_count(m, k, csr.indptr, csr.indices, ref.perm)
+            np.testing.assert_array_equal(_half._device_bsr16_count(_cuda, g, dev, _cuda.get_device()), bo16)
         finally:
             for arr in dev.values():
                 arr.free()
