@@ -75,6 +75,8 @@ class DeviceBitTCF:
             dev["raw_values"] = DeviceArray((max(self.nnz, 1),), np.float32, device, adopt=out["values"])
         self.window_offsets.flags.writeable = False
         self._dev = dev
+        self._names = ("perm", "window_offsets", "block_meta", "values") + (
+            ("block_cols", "block_mask", "block_value_offsets", "raw_values") if keep_blocks else ())
         self._stats = None
 
     def wait(self):
@@ -91,6 +93,16 @@ class DeviceBitTCF:
             except Exception as exc:
                 self._failed = exc
                 raise
+
+    def free(self):
+        """Frees this format's device arrays now and takes them out of the plan's dict (after a deferred
+        build has finished): a plan that builds another format instead."""
+        try:
+            self.wait()
+        finally:
+            for name in self._names:
+                self._dev.pop(name).free()
+            self._names = ()
 
     def __del__(self):
         if getattr(self, "_ready", 0):

@@ -409,8 +409,7 @@ class HalfPlan:
         if dtype is not None and np.dtype(dtype) not in (np.float32, np.float64):
             raise TypeError(f"dtype must be float32 or float64, got {np.dtype(dtype)}")
         kernel = "auto"
-        autotune = calls is not None and not isinstance(calls, bool) and isinstance(calls, (int, np.integer)) \
-            and calls >= AUTOTUNE_MIN_CALLS
+        autotune = None  # BitTCF's first-call variant timing: tuning["autotune"], else by calls (below)
         if tuning is not None:
             if not isinstance(tuning, dict) or set(tuning) - {"kernel", "autotune"}:
                 raise ValueError("tuning of an FP16/BF16 plan takes only "
@@ -418,7 +417,7 @@ class HalfPlan:
                                  f"and {{'autotune': bool}} (BitTCF's first-call variant timing), got {tuning!r}")
             if not isinstance(tuning.get("autotune", False), bool):
                 raise ValueError(f"tuning['autotune'] must be True or False, got {tuning['autotune']!r}")
-            autotune = tuning.get("autotune", autotune)
+            autotune = tuning.get("autotune")
             kernel = tuning.get("kernel", "auto")
             if kernel not in BSR16_KERNELS:
                 raise ValueError(f"tuning['kernel'] must be one of {BSR16_KERNELS}, got {kernel!r}")
@@ -426,6 +425,8 @@ class HalfPlan:
             raise ValueError(f"balance must be 'auto', True or False, got {balance!r}")
         if calls is not None and (isinstance(calls, bool) or not isinstance(calls, (int, np.integer)) or calls < 0):
             raise ValueError(f"calls must be a non-negative int (the number of products you expect), got {calls!r}")
+        if autotune is None:
+            autotune = bool(calls is not None and calls >= AUTOTUNE_MIN_CALLS)
         self.device = _resolve_device(device)
         allowed = ("bsr16", "bittcf") if self.device == "gpu" else ("csr",)
         if format not in ("auto", *allowed):
@@ -532,8 +533,7 @@ class HalfPlan:
             t = time.perf_counter() - build
             if self.format == "bsr16":
                 if fmt is not None:  # the model chose BSR16 after the BitTCF build: its arrays go
-                    for name in ("perm", "window_offsets", "block_meta", "values"):
-                        self._dev.pop(name).free()
+                    fmt.free()
                     fmt = None
                 if f is None:
                     f = _core.bsr16_build(m, k, csr.indptr, csr.indices, self._bits, perm)
@@ -563,7 +563,7 @@ class HalfPlan:
             # the first call for each width times the variants only where many calls follow (as TF32 plans;
             # choose_variant's guess for the half formats: 2-4% above the fastest variant, variant_guess.py)
             self._runner = TF32Runner(fmt, put, self._dev, self._device_id, self.stats, balance,
-                                      {"autotune": bool(autotune)}, ELEM[precision])
+                                      {"autotune": autotune}, ELEM[precision])
             self._fast = self._runner.launcher.call
             steps["schedule_upload"] = time.perf_counter() - t
         elif self.device == "gpu":

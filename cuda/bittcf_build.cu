@@ -779,8 +779,8 @@ __global__ void bsr16_count_kernel(const int32_t *__restrict__ meta, const int64
             c > 0 ? (slot_col(meta, b, c - 1) >> 4) != g : b == wo[w] || (slot_col(meta, b - 1, 7) >> 4) != g;
         if (!first) continue;
         if ((w & 1) == 0 && w + 1 < W) { /* the block row's other window holds this column block? */
-            const int64_t b0 = wo[w + 1];
-            int64_t l = 0, h = window_distinct(meta, wo, w + 1); /* the first rank with a column >= 16 g */
+            const int64_t b0 = wo[w + 1], d = window_distinct(meta, wo, w + 1);
+            int64_t l = 0, h = d; /* the first rank with a column >= 16 g */
             while (l < h) {
                 const int64_t mid = (l + h) >> 1;
                 if ((slot_col(meta, b0 + (mid >> 3), (int)(mid & 7)) >> 4) < g)
@@ -788,9 +788,7 @@ __global__ void bsr16_count_kernel(const int32_t *__restrict__ meta, const int64
                 else
                     h = mid;
             }
-            if (l < window_distinct(meta, wo, w + 1) &&
-                (slot_col(meta, b0 + (l >> 3), (int)(l & 7)) >> 4) == g)
-                continue;
+            if (l < d && (slot_col(meta, b0 + (l >> 3), (int)(l & 7)) >> 4) == g) continue;
         }
         atomicAdd(counts + (w >> 1), 1ull);
     }
