@@ -406,7 +406,7 @@ class Plan:
             self.stats["build_gpu_method"] = self._bittcf.method
             self.stats["seconds"]["build_gpu"] = time.perf_counter() - t
         self._tf32 = TF32Runner(self._bittcf, put, self._dev, self._device_id, self.stats, self.balance,
-                                self._tuning)
+                                self._tuning, csr=self._source)
         self._fast = self._tf32.launcher.call
 
     # ---- execution ------------------------------------------------------------------------

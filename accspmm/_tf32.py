@@ -224,6 +224,43 @@ def lpt_order(task_cost: np.ndarray) -> np.ndarray:
     return _core.lpt_order(np.ascontiguousarray(task_cost, dtype=np.float64))
 
 
+#: Narrow widths (n <= 4) of TF32 plans run on A's CSR (cuda/tf32_spmm.cu csr_narrow_kernel, L lanes a row)
+#: or on BitTCF (narrow_kernel), whichever of two time models (µs at n = 1) predicts faster:
+#:   CSR:    c0 + c1 m L / 1e6 + c2 ceil(longest / L) / 4 + c3 nnz / 1e6   (lanes' work; the longest row's
+#:           turns, four a latency: a row's L lanes walk it alone; entries), at the L in 1..32 it minimises;
+#:   BitTCF: b0 + b1 blocks / 1e6 + b2 windows / 1e6.
+#: Least squares in relative error on H100 kernel times (24 real matrices, 8 adversarial shapes, every L;
+#: benchmarks/NOTES.md, "narrow widths on A's CSR"): the choice is 1.9% above the fastest of the seven
+#: kernels in geometric mean over n = 1, 2, 4.  The constants are fixed (not the device's), so a matrix
+#: always gets the same kernel and the same bits.
+CSR_NARROW_MODEL = (4.65, 4.02, 0.368, 1.84)
+BITTCF_NARROW_MODEL = (6.51, 87.3, 133.3)
+CSR_LANES = (1, 2, 4, 8, 16, 32)
+
+
+def csr_narrow_time(m: int, nnz: int, longest: int, lanes: int) -> float:
+    """The CSR narrow kernel's modelled time (µs, n = 1) with ``lanes`` lanes a row."""
+    c0, c1, c2, c3 = CSR_NARROW_MODEL
+    return c0 + c1 * m * lanes / 1e6 + c2 * -(-longest // lanes) / 4 + c3 * nnz / 1e6
+
+
+def narrow_csr(indptr: np.ndarray, num_blocks: int, num_windows: int, force: bool = False) -> tuple:
+    """(lanes, reason): whether a TF32 plan runs its narrow widths (n <= 4) on A's CSR (lanes > 0 lanes a
+    row) or on BitTCF (0), by ``CSR_NARROW_MODEL`` and ``BITTCF_NARROW_MODEL`` (one host pass over the
+    offsets, at the first narrow call); ``force``: the CSR kernel at the model's lanes."""
+    m = indptr.shape[0] - 1
+    nnz = int(indptr[-1] - indptr[0]) if m else 0
+    longest = int(np.diff(indptr).max()) if m else 0
+    lanes = min(CSR_LANES, key=lambda L: (csr_narrow_time(m, nnz, longest, L), L))
+    csr = csr_narrow_time(m, nnz, longest, lanes)
+    b0, b1, b2 = BITTCF_NARROW_MODEL
+    bit = b0 + b1 * num_blocks / 1e6 + b2 * num_windows / 1e6
+    why = f"CSR at {lanes} lanes a row predicts {csr:.1f} units, BitTCF {bit:.1f} (longest row {longest})"
+    if force:
+        return lanes, f"CSR kernel (forced): {why}"
+    return (lanes, f"CSR kernel: {why}") if csr < bit else (0, f"BitTCF narrow kernel: {why}")
+
+
 def packing_caps(caps, mean_blocks: float, longest: int = 0, parts_max: int = SPLIT_PARTS_MAX) -> tuple:
     """The caps of ``caps`` that pack at most ``PACK_WINDOWS`` windows of the mean length per warp
     (cap <= PACK_WINDOWS x (mean blocks per window + WB)), and always the smallest: the cost model
@@ -373,9 +410,13 @@ def l2_bytes(device: int) -> int:
 class TF32Runner:
     """Device-resident BitTCF, schedules by cap, and the per-n choice of schedule and variant."""
 
-    def __init__(self, fmt, put, dev: dict, dev_id: int, stats, balance="auto", tuning=None, elem: int = 0):
+    def __init__(self, fmt, put, dev: dict, dev_id: int, stats, balance="auto", tuning=None, elem: int = 0,
+                 csr=None):
         """put(name, host_array) uploads into dev (the plan's dict of DeviceArrays).
-        tuning: optional {"cap": int, plus VARIANT_KEYS} for experiments and tests.
+        tuning: optional {"cap": int, plus VARIANT_KEYS} for experiments and tests; "narrow": "auto",
+        "csr" or "bittcf" and "csr_lanes" pick the narrow widths' kernel (``narrow_csr``).
+        csr: A's host CSR (accspmm._validate.CSR, original row order) for narrow widths on the CSR
+        kernel (TF32 only), uploaded at the first such call; None: never.
         elem: the operand format (``ELEM``); a half format needs dev["values"] to hold the dense
         tiles of ``_cuda.half_tiles`` (and block_meta their offsets), accspmm._half builds them."""
         from . import _core
@@ -392,7 +433,8 @@ class TF32Runner:
         self.shape = fmt.shape
         self.balance = balance
         self.tuning = dict(tuning or {})
-        unknown = set(self.tuning) - {"cap", "autotune", "build", "check", "schedule", *VARIANT_KEYS}
+        unknown = set(self.tuning) - {"cap", "autotune", "build", "check", "schedule", "narrow", "csr_lanes",
+                                      *VARIANT_KEYS}
         if unknown:
             raise ValueError(f"unknown tuning key(s) {sorted(unknown)}")
         if self.tuning.get("schedule", "device") not in ("device", "host"):
@@ -442,6 +484,10 @@ class TF32Runner:
         # widths up to this run on CUDA cores (cuda/tf32_spmm.cu, narrow_kernel: the same tasks and
         # workspace, no kernel variant), the rest on Tensor Cores
         self._narrow = _cuda.tf32_narrow_max()
+        if self.tuning.get("narrow", "auto") not in ("auto", "csr", "bittcf"):
+            raise ValueError(f"tuning['narrow'] must be 'auto', 'csr' or 'bittcf', not {self.tuning['narrow']!r}")
+        self._csr = csr if self.elem == 0 else None  # the CSR kernel takes TF32 plans only
+        self._csr_choice = None  # (lanes, reason): lanes 0 = the BitTCF narrow kernel
         self._stats = stats
         # a format the GPU is still building (accspmm._device_format, defer=True): waited for
         # before the first launch on any stream (args), so the kernel never reads it early
@@ -568,8 +614,13 @@ class TF32Runner:
             variant = dict(variant, slice_s=1, staged=staged,
                            depth=variant["depth"] if "depth" in self.tuning else 2)
             why += "; S = 1 (under one wave of thread blocks at S = 2)"
+        kernel = "tensor_cores"
+        if n <= self._narrow:
+            lanes, csr_why = self._narrow_choice()
+            kernel = f"cuda_cores_csr{lanes}" if lanes else "cuda_cores"
+            why += f"; {csr_why}"
         report = {"cap": best, "tasks": ntasks, "schedule_on": "device" if self._on_device(best) else "host",
-                  "kernel": "cuda_cores" if n <= self._narrow else "tensor_cores",
+                  "kernel": kernel,
                   "split_windows": self._counts(best)[2] if best > 0 else 0,
                   # unrounded (round() costs ~1 us a cap)
                   "predicted": {_CAP_KEY[c] if c in _CAP_KEY else str(c): v for c, v in pred.items()},
@@ -579,6 +630,45 @@ class TF32Runner:
         self._stats["schedule_by_n"][n] = report
         self._decisions[n] = (best, variant)
         return self._decisions[n]
+
+    def _narrow_choice(self) -> tuple:
+        """(lanes, reason) of the narrow widths: lanes > 0 runs them on A's CSR (``narrow_csr``), 0 on
+        BitTCF; decided once (the same for every narrow width)."""
+        if self._csr_choice is None:
+            src, mode = self._csr, self.tuning.get("narrow", "auto")
+            if src is None or mode == "bittcf" or src.shape[1] > INT32_MAX:
+                why = "BitTCF narrow kernel" + (" (forced)" if mode == "bittcf" else "")
+                self._csr_choice = (0, why)
+            else:
+                lanes, why = narrow_csr(src.indptr[: src.shape[0] + 1], int(self._window_offsets[-1]),
+                                        self.num_windows, mode == "csr")
+                if "csr_lanes" in self.tuning:
+                    lanes, why = int(self.tuning["csr_lanes"]), "CSR kernel, lanes forced by tuning['csr_lanes']"
+                    if lanes not in (1, 2, 4, 8, 16, 32):
+                        raise ValueError("tuning['csr_lanes'] must be 1, 2, 4, 8, 16 or 32")
+                self._csr_choice = (lanes, why)
+        return self._csr_choice
+
+    def _csr_args(self, n: int) -> tuple:
+        """(offsets, columns, values, lanes) device pointers of the CSR kernel for width n, uploaded at
+        the first use ((0, 0, 0, 0): the BitTCF kernels)."""
+        if n > self._narrow or not self._narrow_choice()[0]:
+            return (0, 0, 0, 0)
+        if "csr_values" not in self.dev:
+            t = time.perf_counter()
+            src = self._csr if self._csr.canonical else self._csr.canonicalized()  # duplicates summed
+            side = self._side_stream()
+            m, nnz = src.shape[0], src.nnz
+            self.dev["csr_offsets"] = DeviceArray.upload(np.ascontiguousarray(src.indptr[: m + 1], np.int64),
+                                                         self._device, side)
+            self.dev["csr_cols"] = DeviceArray.upload(
+                np.ascontiguousarray(src.indices[: max(nnz, 1)] if nnz else np.zeros(1), np.int32), self._device, side)
+            self.dev["csr_values"] = DeviceArray.upload(
+                np.ascontiguousarray(src.data[: max(nnz, 1)] if nnz else np.zeros(1), np.float32), self._device, side)
+            self._stats.setdefault("seconds", {})["csr_upload"] = time.perf_counter() - t
+            self._stats["csr_bytes"] = sum(self.dev[k].nbytes for k in ("csr_offsets", "csr_cols", "csr_values"))
+        d = self.dev
+        return (d["csr_offsets"].ptr, d["csr_cols"].ptr, d["csr_values"].ptr, self._narrow_choice()[0])
 
     def _side_stream(self) -> int:
         """The library's side stream, where a call's uploads go (``_settle`` waits for them)."""
@@ -677,10 +767,11 @@ class TF32Runner:
         v = v if variant is None else variant
         d_tasks, ntasks = self._device_tasks(cap, v.get("order", 0))
         ws, cnt = workspace or self._workspace(cap, n, v["slice_s"], stream)
+        csr = self._csr_args(n)
         self._settle()
         d = self.dev
         a = (m, k, n, self.num_windows, d["perm"].ptr, d["window_offsets"].ptr, d["block_meta"].ptr,
-             d["values"].ptr, d_tasks, ntasks, ws, cnt, d_B, d_C, self.elem, int(bool(out_f32)))
+             d["values"].ptr, d_tasks, ntasks, ws, cnt, d_B, d_C, self.elem, int(bool(out_f32)), *csr)
         return a, tuple(v[key] for key in KERNEL_KEYS)
 
     def candidates(self, n: int) -> list:
@@ -773,4 +864,4 @@ class TF32Runner:
         self._ready.add(n)
         if first:  # decision, uploads, variant timing (if on) and the launch, host time
             self._stats["schedule_by_n"][n]["first_call_seconds"] = time.perf_counter() - t0
-        self.launcher.register(n, int(stream or 0), a[8], a[9], a[10], a[11], v)
+        self.launcher.register(n, int(stream or 0), a[8], a[9], a[10], a[11], v, *a[16:20])

@@ -1067,16 +1067,20 @@ template <int E, int N> struct Narrow {
         }
     }
 
-    /* acc += row r of blocks b + q, b + q + 4, ... < b_end (lane = 8 q + r), entries in ascending slot */
+    /* acc += row r of blocks b + q, b + q + 4, ... < b_end (lane = 8 q + r), entries in ascending slot.
+     * Every load of a step (the record, B, the row's values) is issued before its first product: a TF32
+     * row's values (contiguous from its first) are read by column slot into v, each at its own index,
+     * so no product waits for the load of the one before it. */
     static __device__ __forceinline__ void range(const acc_tf32_args &p, int64_t b, int64_t b_end, int lane,
                                                  float (&acc)[N]) {
         const int q = lane >> 3, r = lane & 7, base = lane & ~7;
         for (int64_t b0 = b; b0 < b_end; b0 += 4) { /* uniform over the warp: the shuffles need every lane */
             const int64_t blk = b0 + q;
             uint32_t bits = 0;
-            int64_t idx = 0;
-            float x[N];
-            uint4 tile = make_uint4(0, 0, 0, 0);
+            float x[N], v[8];
+#pragma unroll
+            for (int c = 0; c < 8; c++)
+                v[c] = 0.f;
             if (blk < b_end) {
                 const int32_t *rec = p.block_meta + blk * kMetaWords;
                 const uint64_t mask =
@@ -1085,11 +1089,20 @@ template <int E, int N> struct Narrow {
                                                ((uint64_t)(uint32_t)__ldg(rec + 11) << 32));
                 bits = (uint32_t)(mask >> (8 * r)) & 0xffu;
                 load_b(p, rec, r, x);
-                if (E == ACC_TF32_ELEM_TF32)
-                    idx = voff + __popcll(mask & ((1ull << (8 * r)) - 1)); /* the row's first value */
-                else if (bits) /* the block's dense 8 x 8 tile of halves at voff; row r is 16 bytes */
-                    tile = __ldg(reinterpret_cast<const uint4 *>(
+                if (E == ACC_TF32_ELEM_TF32) {
+                    const float *row = p.values + voff + __popcll(mask & ((1ull << (8 * r)) - 1));
+#pragma unroll
+                    for (int c = 0; c < 8; c++)
+                        if (bits >> c & 1u) v[c] = __ldg(row + __popc(bits & ((1u << c) - 1u)));
+                } else if (bits) { /* the block's dense 8 x 8 tile of halves at voff; row r is 16 bytes */
+                    const uint4 tile = __ldg(reinterpret_cast<const uint4 *>(
                         reinterpret_cast<const unsigned short *>(p.values) + voff + 8 * r));
+#pragma unroll
+                    for (int c = 0; c < 8; c++) {
+                        const uint32_t w = c < 2 ? tile.x : c < 4 ? tile.y : c < 6 ? tile.z : tile.w;
+                        v[c] = half_to_f32<E>((uint16_t)(c & 1 ? w >> 16 : w & 0xffffu));
+                    }
+                }
             } else {
 #pragma unroll
                 for (int j = 0; j < N; j++)
@@ -1101,19 +1114,10 @@ template <int E, int N> struct Narrow {
 #pragma unroll
                 for (int j = 0; j < N; j++)
                     xc[j] = __shfl_sync(0xffffffffu, x[j], base + c);
-                if (bits >> c & 1u) {
-                    float a;
-                    if (E == ACC_TF32_ELEM_TF32) {
-                        a = __ldg(p.values + idx);
-                        idx++;
-                    } else {
-                        const uint32_t w = c < 2 ? tile.x : c < 4 ? tile.y : c < 6 ? tile.z : tile.w;
-                        a = half_to_f32<E>((uint16_t)(c & 1 ? w >> 16 : w & 0xffffu));
-                    }
+                if (bits >> c & 1u)
 #pragma unroll
                     for (int j = 0; j < N; j++)
-                        acc[j] = __fmaf_rn(a, xc[j], acc[j]); /* the product is exact: an add of it */
-                }
+                        acc[j] = __fmaf_rn(v[c], xc[j], acc[j]); /* the product is exact: an add of it */
             }
         }
     }
@@ -1135,18 +1139,24 @@ template <int E, int N> struct Narrow {
         return ok;
     }
 
-    /* window w's rows from lanes 0-7 (the warp calls it together) */
+    /* the original row of lane's window row (lane & 7) of window w, -1 past m: read when the window
+     * starts, so that the write does not wait for it */
+    static __device__ __forceinline__ int64_t dest(const acc_tf32_args &p, int64_t w, int lane) {
+        const int64_t row = w * 8 + (lane & 7);
+        return row < p.m ? ldg64(p.perm + row) : -1;
+    }
+
+    /* window w's rows from lanes 0-7 (the warp calls it together); orig = dest(p, w, lane) */
     static __device__ __forceinline__ void write(const acc_tf32_args &p, int64_t w, int lane,
-                                                 const float (&acc)[N]) {
-        const int64_t row = w * 8 + lane;
-        const bool bad = lane < 8 && row < p.m && !finite(acc, (int)p.n);
+                                                 const float (&acc)[N], int64_t orig) {
+        const bool bad = lane < 8 && orig >= 0 && !finite(acc, (int)p.n);
         if (__any_sync(0xffffffffu, bad)) {
             exact_tile<E>(p.window_offsets, p.block_meta, p.values, p.perm, p.B, p.C, p.m, p.n, w, 0,
                           (int)p.n, lane, 32, p.out_f32);
             return;
         }
-        if (lane < 8 && row < p.m) {
-            const int64_t at = ldg64(p.perm + row) * p.n;
+        if (lane < 8 && orig >= 0) {
+            const int64_t at = orig * p.n;
 #pragma unroll
             for (int j = 0; j < N; j++)
                 if (j < p.n) store_c<E>(p.C, p.out_f32, at + j, acc[j]);
@@ -1163,17 +1173,25 @@ template <int E, int N> __global__ void __launch_bounds__(kThreads) narrow_kerne
     pdl_wait(); /* B, C, the workspace and the counters only after the kernels before this one */
     float acc[N];
     if (kind == 0) { /* PACK: whole windows, one after another */
-        for (int64_t w = __ldg(row + 1 + 2 * warp), w_end = __ldg(row + 2 + 2 * warp); w < w_end; w++) {
+        const int64_t w0 = __ldg(row + 1 + 2 * warp), w_end = __ldg(row + 2 + 2 * warp);
+        if (w0 >= w_end) return;
+        /* a window's end offset is the next one's start; the end after it is read a window ahead */
+        int64_t b = ldg64(p.window_offsets + w0), b_end = ldg64(p.window_offsets + w0 + 1);
+        for (int64_t w = w0; w < w_end; w++) {
+            const int64_t b_next = w + 1 < w_end ? ldg64(p.window_offsets + w + 2) : 0;
+            const int64_t orig = NR::dest(p, w, lane);
 #pragma unroll
             for (int j = 0; j < N; j++)
                 acc[j] = 0.f;
-            NR::range(p, ldg64(p.window_offsets + w), ldg64(p.window_offsets + w + 1), lane, acc);
+            NR::range(p, b, b_end, lane, acc);
             NR::reduce(acc);
-            NR::write(p, w, lane, acc);
+            NR::write(p, w, lane, acc, orig);
+            b = b_end;
+            b_end = b_next;
         }
         return;
     }
-    int64_t w = -1, b = 0, b_end = 0;
+    int64_t w = -1, b = 0, b_end = 0, orig = -1;
     int part = 0, parts = 1, gj = 0, gsize = 0;
     if (kind < 0) { /* SPLIT part: the part's range cut into kWarps equal ranges */
         w = -(int64_t)kind - 1;
@@ -1189,6 +1207,7 @@ template <int E, int N> __global__ void __launch_bounds__(kThreads) narrow_kerne
             w = ww;
             gj = jg >> 4;
             gsize = jg & 15;
+            if (gj == 0) orig = NR::dest(p, w, lane); /* the group's first warp writes */
             const int64_t wb = ldg64(p.window_offsets + w), nb = ldg64(p.window_offsets + w + 1) - wb;
             b = wb + nb * gj / gsize;
             b_end = wb + nb * (gj + 1) / gsize;
@@ -1214,7 +1233,7 @@ template <int E, int N> __global__ void __launch_bounds__(kThreads) narrow_kerne
 #pragma unroll
             for (int j = 0; j < N; j++)
                 acc[j] += tile[((warp + k) * 8 + rl) * N + j];
-        NR::write(p, w, lane, acc);
+        NR::write(p, w, lane, acc, orig);
         return;
     }
     /* SPLIT: thread e < 8 N sums element e of the warps' partials in warp order */
@@ -1264,6 +1283,88 @@ template <int E> int dispatch_narrow(const acc_tf32_args &p, cudaStream_t s) {
     return p.n == 1   ? launch_narrow<E, 1>(p, s)
            : p.n == 2 ? launch_narrow<E, 2>(p, s)
                       : launch_narrow<E, 4>(p, s);
+}
+
+/* ---- Narrow widths on A's CSR (acc_tf32_args.csr_lanes > 0, TF32) -------------------------------------
+ * Where BitTCF's blocks are sparse and its windows short (G3_circuit: 3.8 blocks of 10 entries a window),
+ * the narrow kernel spends a shuffle and a test on each of a block row's 8 slots for about one entry, and
+ * a warp walks one window's chain of dependent loads at a time.  Here L = csr_lanes lanes take a row: lane
+ * j adds entries j, j + L, ... of the row in CSR order (a x B, both rounded to TF32 as the BitTCF path
+ * rounds them, the product exact), and the L sums are added by xor shuffles (L/2, ..., 1), a fixed tree:
+ * deterministic, with the same error bound and integer exactness.  Only stored entries are multiplied,
+ * so a non-finite B value reaches exactly the entries that meet it, with no recomputation. */
+__device__ __forceinline__ float round_a_tf32(float x) { /* as the BitTCF build's round_tf32 */
+    return __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xFFFFE000u);
+}
+
+constexpr int kCsrThreads = 256;
+
+template <int N>
+__global__ void __launch_bounds__(kCsrThreads) csr_narrow_kernel(const acc_tf32_args p, int shift) {
+    const int L = 1 << shift;
+    const int64_t t = (int64_t)blockIdx.x * kCsrThreads + threadIdx.x, row = t >> shift;
+    const int j = threadIdx.x & (L - 1);
+    pdl_wait(); /* B and C only after the kernels before this one */
+    float acc[N];
+#pragma unroll
+    for (int c = 0; c < N; c++)
+        acc[c] = 0.f;
+    if (row < p.m) {
+        const int64_t e1 = ldg64(p.csr_offsets + row + 1);
+        int64_t e = ldg64(p.csr_offsets + row) + j;
+        for (; e + 3 * L < e1; e += 4 * L) { /* four entries' loads before their products (a long row) */
+            float a[4], x[4][N];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                a[u] = round_a_tf32(__ldg(p.csr_values + e + u * L));
+                const float *b = p.B + (int64_t)__ldg(p.csr_cols + e + u * L) * p.n;
+#pragma unroll
+                for (int c = 0; c < N; c++)
+                    x[u][c] = c < p.n ? __uint_as_float(to_tf32(__ldg(b + c))) : 0.f;
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+#pragma unroll
+                for (int c = 0; c < N; c++)
+                    acc[c] = __fmaf_rn(a[u], x[u][c], acc[c]);
+        }
+        for (; e < e1; e += L) {
+            const float a = round_a_tf32(__ldg(p.csr_values + e));
+            const float *b = p.B + (int64_t)__ldg(p.csr_cols + e) * p.n;
+#pragma unroll
+            for (int c = 0; c < N; c++)
+                if (c < p.n) acc[c] = __fmaf_rn(a, __uint_as_float(to_tf32(__ldg(b + c))), acc[c]);
+        }
+    }
+    for (int o = L >> 1; o > 0; o >>= 1) /* every lane of the warp: the rows past m add zeros */
+#pragma unroll
+        for (int c = 0; c < N; c++)
+            acc[c] += __shfl_xor_sync(0xffffffffu, acc[c], o);
+    if (row < p.m && j == 0)
+#pragma unroll
+        for (int c = 0; c < N; c++)
+            if (c < p.n) __stcs(p.C + row * p.n + c, acc[c]);
+}
+
+template <int N> int launch_csr_narrow(const acc_tf32_args &p, cudaStream_t stream) {
+    static unsigned char pdl[kMaxDevices];
+    void (*fn)(const acc_tf32_args, int) = csr_narrow_kernel<N>;
+    const int shift = __builtin_ctz((unsigned)p.csr_lanes);
+    const int64_t blocks = ((p.m << shift) + kCsrThreads - 1) / kCsrThreads;
+    if (blocks > 0x7fffffffLL) return ACC_ERR_TOO_LARGE;
+    ACC_CUDA_TRY(launch_ex(fn, dim3((unsigned)blocks), dim3(kCsrThreads), 0, stream,
+                           pdl_usable(reinterpret_cast<const void *>(fn), pdl), p, shift));
+    return ACC_SUCCESS;
+}
+
+int dispatch_csr_narrow(const acc_tf32_args &p, cudaStream_t s) {
+    const int L = p.csr_lanes;
+    if (p.elem != ACC_TF32_ELEM_TF32 || L > 32 || (L & (L - 1)) || !p.csr_offsets || !p.csr_cols ||
+        !p.csr_values)
+        return ACC_ERR_INVALID_ARGUMENT;
+    return p.n == 1   ? launch_csr_narrow<1>(p, s)
+           : p.n == 2 ? launch_csr_narrow<2>(p, s)
+                      : launch_csr_narrow<4>(p, s);
 }
 
 typedef void (*kernel_fn)(const acc_tf32_args, int, int);
@@ -1416,6 +1517,7 @@ extern "C" int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *
         return ACC_ERR_INVALID_ARGUMENT;
     if (p.elem != ACC_TF32_ELEM_TF32 && (variant->cache_l1 != 1 || variant->depth > 3))
         return ACC_ERR_UNSUPPORTED;
+    if (p.n <= acc_tf32_narrow_max() && p.csr_lanes > 0) return dispatch_csr_narrow(p, stream);
     if (p.n <= acc_tf32_narrow_max()) /* CUDA cores (narrow_kernel); the variant has no part in it */
         return p.elem == ACC_TF32_ELEM_TF32   ? dispatch_narrow<ACC_TF32_ELEM_TF32>(p, stream)
                : p.elem == ACC_TF32_ELEM_FP16 ? dispatch_narrow<ACC_TF32_ELEM_FP16>(p, stream)

@@ -82,6 +82,15 @@ typedef struct acc_tf32_args {
      * Tensor-Core kernel's on data that is not exact, the same error bound). */
     int elem;
     int out_f32;
+    /* Narrow widths (n <= acc_tf32_narrow_max()) on A's CSR instead of BitTCF, when csr_lanes > 0
+     * (tf32_spmm.cu, csr_narrow_kernel; TF32 only): row i's entries csr_offsets[i] .. [i + 1] - 1 in
+     * original row order (no perm), columns csr_cols, float32 values csr_values (rounded to TF32 there,
+     * as the BitTCF build rounds them; duplicates summed), csr_lanes (1, 2, 4, 8, 16 or 32) lanes per
+     * row.  The tasks, workspace and counters are not read then. */
+    const int64_t *csr_offsets;
+    const int32_t *csr_cols;
+    const float *csr_values;
+    int csr_lanes;
 } acc_tf32_args;
 
 #define ACC_TF32_ELEM_TF32 0

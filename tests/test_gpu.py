@@ -390,8 +390,8 @@ def test_narrow_widths_exact_on_every_task_kind(prec, cap):
     A = long_window_matrix()
     dt = {"tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[prec]
     narrow = accspmm._cuda.tf32_narrow_max()
-    if prec == "tf32":
-        p = accspmm.plan(A, device="gpu", reorder="none", tuning={"cap": cap})
+    if prec == "tf32":  # the BitTCF narrow kernel (the CSR one: test_narrow_csr_*)
+        p = accspmm.plan(A, device="gpu", reorder="none", tuning={"cap": cap, "narrow": "bittcf"})
     else:
         p = accspmm.plan(A, device="gpu", precision=prec, format="bittcf")
     with p:
@@ -435,6 +435,112 @@ def test_narrow_widths_adversarial_and_vector(kind):
         got = p(torch.from_numpy(v).cuda().to(dt)).float().cpu().numpy()
         assert got.shape == (A.shape[0],) and np.array_equal(got, _ref32(A, v[:, None], prec)[:, 0])
         p.close()
+
+
+def _narrow_csr_matrices():
+    """Shapes for the narrow CSR kernel: windows of 0-375 blocks with a dense row, empty rows and a
+    tail (m not a multiple of 8), a rectangular tall matrix, one column, a star's hub, 1 x 1."""
+    rng = np.random.default_rng(11)
+    tail = sp.random(1003, 517, density=0.01, format="csr", random_state=rng)
+    tail = sp.vstack([tail, sp.csr_matrix((29, 517))]).tocsr()
+    star = accspmm.datasets.adversarial("star", 20_000)
+    out = {"long_window": long_window_matrix(), "empty_tail": tail,
+           "tall": sp.random(4099, 3, density=0.6, format="csr", random_state=rng),
+           "one_col": sp.csr_matrix(np.ones((77, 1), np.float32)), "star": star,
+           "one": sp.csr_matrix(np.full((1, 1), 3.0, np.float32))}
+    for name, A in out.items():
+        A = sp.csr_matrix(A, dtype=np.float32)
+        A.data = rng.integers(-8, 9, A.nnz).astype(np.float32)
+        A.eliminate_zeros()
+        out[name] = A
+    return out
+
+
+@pytest.mark.parametrize("lanes", [1, 2, 4, 8, 16, 32])
+def test_narrow_csr_exact_every_lane_count(lanes):
+    """The narrow CSR kernel (TF32 plans): every lane count on every shape, n = 1..4 and a vector, exact on
+    integer data against scipy, in poisoned outputs, twice; n >= 5 stays on the Tensor Cores; the fast C
+    call takes the later calls; the CSR arrays are A's original rows (a reordered plan gives the same)."""
+    import torch
+
+    for name, A in _narrow_csr_matrices().items():
+        tuning = {"narrow": "csr", "csr_lanes": lanes}
+        for reorder in ("none", "degree"):
+            with accspmm.plan(A, device="gpu", reorder=reorder, tuning=tuning) as p:
+                for n in (1, 2, 3, 4, 5):
+                    B = int_dense(A.shape[1], n, seed=n)
+                    Bt = torch.from_numpy(B).cuda()
+                    for _ in range(2):
+                        out = torch.full((A.shape[0], n), float("nan"), device="cuda")
+                        p(Bt, out=out)
+                        assert np.array_equal(out.cpu().numpy(), scipy_ref(A, B)), (name, reorder, n)
+                    want = f"cuda_cores_csr{lanes}" if n <= 4 else "tensor_cores"
+                    assert p.stats["schedule_by_n"][n]["kernel"] == want
+                before = p._tf32.launcher.fast_calls
+                v = int_dense(A.shape[1], 1, seed=9)[:, 0]
+                got = p(torch.from_numpy(v).cuda()).cpu().numpy()
+                assert got.shape == (A.shape[0],) and np.array_equal(got, scipy_ref(A, v[:, None])[:, 0])
+                assert p._tf32.launcher.fast_calls == before + 1
+                assert p.stats["csr_bytes"] >= 8 * (A.shape[0] + 1)
+
+
+def test_narrow_csr_duplicates_unsorted_int64_nonfinite_bound():
+    """The CSR kernel's arrays come from the plan's CSR with duplicates summed (as the format's), rows in
+    any column order and int64 indices; inf and NaN in B land where scipy puts them; random values meet the
+    TF32 bound and repeat bit for bit; the rule's choice is recorded."""
+    rng = np.random.default_rng(5)
+    A = long_window_matrix()
+    coo = A.tocoo()
+    # every entry twice, the copies in descending column order: duplicates, rows unsorted, int64 indices
+    rows = np.concatenate([coo.row, coo.row[::-1]])
+    cols = np.concatenate([coo.col, coo.col[::-1]])
+    vals = np.concatenate([coo.data, coo.data[::-1]])
+    dup = csr_raw(A.shape[0], A.shape[1], rows, cols, vals, index_dtype=np.int64)
+    want = (2 * A).astype(np.float32)
+    with accspmm.plan(dup, device="gpu", tuning={"narrow": "csr"}) as p:
+        for n in (1, 4):
+            B = int_dense(A.shape[1], n, seed=n)
+            assert np.array_equal(p(B), scipy_ref(want, B)), n
+            B[5, 0] = np.inf
+            B[2999, n - 1] = np.nan
+            B[100, n // 2] = -np.inf
+            assert np.array_equal(p(B), want @ B, equal_nan=True), n
+        assert "CSR kernel (forced)" in p.stats["schedule_by_n"][1]["reason"]
+    A = accspmm.datasets.load_bundled(np.float32)
+    A.data = rng.standard_normal(A.nnz).astype(np.float32)
+    with accspmm.plan(A, device="gpu", tuning={"narrow": "csr"}) as p:
+        for n in (1, 3):
+            B = rng.standard_normal((A.shape[1], n)).astype(np.float32)
+            C = p(B)
+            assert error_bound_check(A, B, C, u=2.0**-11) < 1e-3
+            assert np.array_equal(p(B), C)
+    with pytest.raises(ValueError, match="narrow"):
+        accspmm.plan(A, device="gpu", tuning={"narrow": "rows"})(np.ones((A.shape[1], 1), np.float32))
+    with pytest.raises(ValueError, match="csr_lanes"):
+        accspmm.plan(A, device="gpu", tuning={"narrow": "csr", "csr_lanes": 3})(np.ones((A.shape[1], 1), np.float32))
+
+
+def test_narrow_csr_cuda_graph():
+    """A CUDA graph captured after the warm-up call replays the CSR kernel (no allocation in it)."""
+    import torch
+
+    A = _narrow_csr_matrices()["empty_tail"]
+    p = accspmm.plan(A, device="gpu", tuning={"narrow": "csr"})
+    B = torch.from_numpy(int_dense(A.shape[1], 2, seed=1)).cuda()
+    out = torch.empty(A.shape[0], 2, device="cuda")
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        p(B, out=out)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        p(B, out=out)
+    out.fill_(float("nan"))
+    B.copy_(torch.from_numpy(int_dense(A.shape[1], 2, seed=2)))
+    g.replay()
+    torch.cuda.synchronize()
+    assert np.array_equal(out.cpu().numpy(), scipy_ref(A, int_dense(A.shape[1], 2, seed=2)))
+    p.close()
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 8])
