@@ -224,41 +224,55 @@ def lpt_order(task_cost: np.ndarray) -> np.ndarray:
     return _core.lpt_order(np.ascontiguousarray(task_cost, dtype=np.float64))
 
 
-#: Narrow widths (n <= 4) of TF32 plans run on A's CSR (cuda/tf32_spmm.cu csr_narrow_kernel, L lanes a row)
-#: or on BitTCF (narrow_kernel), whichever of two time models (µs at n = 1) predicts faster:
-#:   CSR:    c0 + c1 m L / 1e6 + c2 ceil(longest / L) / 4 + c3 nnz / 1e6   (lanes' work; the longest row's
-#:           turns, four a latency: a row's L lanes walk it alone; entries), at the L in 1..32 it minimises;
+#: Narrow widths (n <= 4) of TF32 plans run on A's CSR (cuda/tf32_spmm.cu csr_narrow_kernel: L lanes a row,
+#: a thread block of CSR_BLOCK threads for each row longer than CSR_LONG entries) or on BitTCF
+#: (narrow_kernel), whichever of two time models (µs at n = 1) predicts faster:
+#:   CSR:    c0 + c1 m L / 1e6 + c2 ceil(short / L) / 4 + c3 nnz / 1e6 + c4 ceil(longest / CSR_BLOCK) / 4
+#:           (the lanes' work; the longest short row's turns, four a latency, as a row's L lanes walk it
+#:           alone; the entries; the longest long row's turns, where there is one), at the L in 1..32 that
+#:           minimises it;
 #:   BitTCF: b0 + b1 blocks / 1e6 + b2 windows / 1e6.
 #: Least squares in relative error on H100 kernel times (24 real matrices, 8 adversarial shapes, every L;
-#: benchmarks/NOTES.md, "narrow widths on A's CSR"): the choice is 1.9% above the fastest of the seven
-#: kernels in geometric mean over n = 1, 2, 4.  The constants are fixed (not the device's), so a matrix
-#: always gets the same kernel and the same bits.
-CSR_NARROW_MODEL = (4.65, 4.02, 0.368, 1.84)
-BITTCF_NARROW_MODEL = (6.51, 87.3, 133.3)
+#: benchmarks/NOTES.md, "narrow widths on A's CSR").  The constants are fixed (not the device's), so a
+#: matrix always gets the same kernel and the same bits.
+CSR_NARROW_MODEL = (4.70, 4.50, 0.454, 1.81, 0.391)
+BITTCF_NARROW_MODEL = (6.52, 86.2, 133.7)
 CSR_LANES = (1, 2, 4, 8, 16, 32)
+CSR_BLOCK = 256
+CSR_LONG = 1024  # cuda/tf32_spmm.h ACC_TF32_CSR_LONG (checked against the extension's at a runner's start)
 
 
-def csr_narrow_time(m: int, nnz: int, longest: int, lanes: int) -> float:
-    """The CSR narrow kernel's modelled time (µs, n = 1) with ``lanes`` lanes a row."""
-    c0, c1, c2, c3 = CSR_NARROW_MODEL
-    return c0 + c1 * m * lanes / 1e6 + c2 * -(-longest // lanes) / 4 + c3 * nnz / 1e6
+def csr_narrow_time(m: int, nnz: int, short: int, lanes: int, longest: int = 0) -> float:
+    """The CSR narrow kernel's modelled time (µs, n = 1) with ``lanes`` lanes a row, ``short`` entries
+    in its longest row of at most CSR_LONG and ``longest`` in its longest row (a thread block's where
+    longer than CSR_LONG)."""
+    c0, c1, c2, c3, c4 = CSR_NARROW_MODEL
+    t = c0 + c1 * m * lanes / 1e6 + c2 * -(-short // lanes) / 4 + c3 * nnz / 1e6
+    return t + c4 * -(-longest // CSR_BLOCK) / 4 if longest > CSR_LONG else t
 
 
 def narrow_csr(indptr: np.ndarray, num_blocks: int, num_windows: int, force: bool = False) -> tuple:
-    """(lanes, reason): whether a TF32 plan runs its narrow widths (n <= 4) on A's CSR (lanes > 0 lanes a
-    row) or on BitTCF (0), by ``CSR_NARROW_MODEL`` and ``BITTCF_NARROW_MODEL`` (one host pass over the
-    offsets, at the first narrow call); ``force``: the CSR kernel at the model's lanes."""
+    """(lanes, long rows, reason): whether a TF32 plan runs its narrow widths (n <= 4) on A's CSR
+    (lanes > 0 lanes a row, the rows of more than CSR_LONG entries a thread block each: their indices,
+    int64) or on BitTCF (lanes 0), by ``CSR_NARROW_MODEL`` and
+    ``BITTCF_NARROW_MODEL`` (host passes over the offsets, at the first narrow call); ``force``: the CSR
+    kernel at the model's lanes."""
+    long = CSR_LONG
     m = indptr.shape[0] - 1
     nnz = int(indptr[-1] - indptr[0]) if m else 0
-    longest = int(np.diff(indptr).max()) if m else 0
-    lanes = min(CSR_LANES, key=lambda L: (csr_narrow_time(m, nnz, longest, L), L))
-    csr = csr_narrow_time(m, nnz, longest, lanes)
+    lengths = np.diff(indptr)
+    longest = int(lengths.max()) if m else 0
+    rows = np.flatnonzero(lengths > long).astype(np.int64) if longest > long else np.zeros(0, np.int64)
+    short = int(lengths[lengths <= long].max()) if rows.size and rows.size < m else (0 if rows.size else longest)
+    lanes = min(CSR_LANES, key=lambda L: (csr_narrow_time(m, nnz, short, L, longest), L))
+    csr = csr_narrow_time(m, nnz, short, lanes, longest)
     b0, b1, b2 = BITTCF_NARROW_MODEL
     bit = b0 + b1 * num_blocks / 1e6 + b2 * num_windows / 1e6
-    why = f"CSR at {lanes} lanes a row predicts {csr:.1f} units, BitTCF {bit:.1f} (longest row {longest})"
+    why = (f"CSR at {lanes} lanes a row and {rows.size} long rows predicts {csr:.1f} units, BitTCF {bit:.1f} "
+           f"(longest row {longest})")
     if force:
-        return lanes, f"CSR kernel (forced): {why}"
-    return (lanes, f"CSR kernel: {why}") if csr < bit else (0, f"BitTCF narrow kernel: {why}")
+        return lanes, rows, f"CSR kernel (forced): {why}"
+    return (lanes, rows, f"CSR kernel: {why}") if csr < bit else (0, rows, f"BitTCF narrow kernel: {why}")
 
 
 def packing_caps(caps, mean_blocks: float, longest: int = 0, parts_max: int = SPLIT_PARTS_MAX) -> tuple:
@@ -423,9 +437,10 @@ class TF32Runner:
 
         _cuda = _cuda_for_arrays()  # not ``from . import``: importlib's fromlist handling costs microseconds
 
-        if (_cuda.TF32_WARPS, _cuda.TF32_TASK_WORDS) != (WARPS, TASK_WORDS):
-            raise RuntimeError(f"accspmm._cuda was built with {_cuda.TF32_WARPS} warps per TF32 task, the "
-                               f"package expects {WARPS}: rebuild the extension")
+        if (_cuda.TF32_WARPS, _cuda.TF32_TASK_WORDS, _cuda.TF32_CSR_LONG) != (WARPS, TASK_WORDS, CSR_LONG):
+            raise RuntimeError(f"accspmm._cuda was built with {_cuda.TF32_WARPS} warps per TF32 task and CSR "
+                               f"rows of {_cuda.TF32_CSR_LONG} entries, the package expects {WARPS} and "
+                               f"{CSR_LONG}: rebuild the extension")
         self._cuda = _cuda
         self._core = _core
         self.elem = int(elem)
@@ -488,6 +503,7 @@ class TF32Runner:
             raise ValueError(f"tuning['narrow'] must be 'auto', 'csr' or 'bittcf', not {self.tuning['narrow']!r}")
         self._csr = csr if self.elem == 0 else None  # the CSR kernel takes TF32 plans only
         self._csr_choice = None  # (lanes, reason): lanes 0 = the BitTCF narrow kernel
+        self._csr_long_rows = None  # the CSR kernel's rows of a thread block each (int64)
         self._stats = stats
         # a format the GPU is still building (accspmm._device_format, defer=True): waited for
         # before the first launch on any stream (args), so the kernel never reads it early
@@ -640,35 +656,41 @@ class TF32Runner:
                 why = "BitTCF narrow kernel" + (" (forced)" if mode == "bittcf" else "")
                 self._csr_choice = (0, why)
             else:
-                lanes, why = narrow_csr(src.indptr[: src.shape[0] + 1], int(self._window_offsets[-1]),
-                                        self.num_windows, mode == "csr")
+                lanes, rows, why = narrow_csr(src.indptr[: src.shape[0] + 1], int(self._window_offsets[-1]),
+                                              self.num_windows, mode == "csr")
                 if "csr_lanes" in self.tuning:
                     lanes, why = int(self.tuning["csr_lanes"]), "CSR kernel, lanes forced by tuning['csr_lanes']"
-                    if lanes not in (1, 2, 4, 8, 16, 32):
+                    if lanes not in CSR_LANES:
                         raise ValueError("tuning['csr_lanes'] must be 1, 2, 4, 8, 16 or 32")
+                self._csr_long_rows = rows
                 self._csr_choice = (lanes, why)
         return self._csr_choice
 
     def _csr_args(self, n: int) -> tuple:
-        """(offsets, columns, values, lanes) device pointers of the CSR kernel for width n, uploaded at
-        the first use ((0, 0, 0, 0): the BitTCF kernels)."""
+        """(offsets, columns, values, lanes, long rows, long row count) device pointers and counts of the
+        CSR kernel for width n, uploaded at the first use ((0,) * 6: the BitTCF kernels)."""
         if n > self._narrow or not self._narrow_choice()[0]:
-            return (0, 0, 0, 0)
+            return (0,) * 6
         if "csr_values" not in self.dev:
             t = time.perf_counter()
-            src = self._csr if self._csr.canonical else self._csr.canonicalized()  # duplicates summed
+            src = self._csr
+            if not src.canonical:  # duplicates summed, as the format's (their rows' lengths can only shrink)
+                src = src.canonicalized()
+                self._csr_long_rows = narrow_csr(src.indptr[: src.shape[0] + 1], 0, 0)[1]
             side = self._side_stream()
             m, nnz = src.shape[0], src.nnz
-            self.dev["csr_offsets"] = DeviceArray.upload(np.ascontiguousarray(src.indptr[: m + 1], np.int64),
-                                                         self._device, side)
-            self.dev["csr_cols"] = DeviceArray.upload(
-                np.ascontiguousarray(src.indices[: max(nnz, 1)] if nnz else np.zeros(1), np.int32), self._device, side)
-            self.dev["csr_values"] = DeviceArray.upload(
-                np.ascontiguousarray(src.data[: max(nnz, 1)] if nnz else np.zeros(1), np.float32), self._device, side)
+            put = {"csr_offsets": np.ascontiguousarray(src.indptr[: m + 1], np.int64),
+                   "csr_cols": np.ascontiguousarray(src.indices[:nnz] if nnz else np.zeros(1), np.int32),
+                   "csr_values": np.ascontiguousarray(src.data[:nnz] if nnz else np.zeros(1), np.float32),
+                   "csr_long_rows": self._csr_long_rows if self._csr_long_rows.size else np.zeros(1, np.int64)}
+            for name, arr in put.items():
+                self.dev[name] = DeviceArray.upload(arr, self._device, side)
             self._stats.setdefault("seconds", {})["csr_upload"] = time.perf_counter() - t
-            self._stats["csr_bytes"] = sum(self.dev[k].nbytes for k in ("csr_offsets", "csr_cols", "csr_values"))
+            self._stats["csr_bytes"] = sum(self.dev[k].nbytes for k in put)
+            self._stats["csr_long_rows"] = int(self._csr_long_rows.size)
         d = self.dev
-        return (d["csr_offsets"].ptr, d["csr_cols"].ptr, d["csr_values"].ptr, self._narrow_choice()[0])
+        return (d["csr_offsets"].ptr, d["csr_cols"].ptr, d["csr_values"].ptr, self._narrow_choice()[0],
+                d["csr_long_rows"].ptr, int(self._csr_long_rows.size))
 
     def _side_stream(self) -> int:
         """The library's side stream, where a call's uploads go (``_settle`` waits for them)."""
@@ -864,4 +886,4 @@ class TF32Runner:
         self._ready.add(n)
         if first:  # decision, uploads, variant timing (if on) and the launch, host time
             self._stats["schedule_by_n"][n]["first_call_seconds"] = time.perf_counter() - t0
-        self.launcher.register(n, int(stream or 0), a[8], a[9], a[10], a[11], v, *a[16:20])
+        self.launcher.register(n, int(stream or 0), a[8], a[9], a[10], a[11], v, *a[16:22])

@@ -340,28 +340,31 @@ static PyObject *py_cusparse_run(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* Parses the 16- to 20-tuple of acc_tf32_args (sizes as ints, device pointers as ints, 0 = NULL; the
- * last four, optional: csr_offsets, csr_cols, csr_values, csr_lanes) and the 5-tuple of acc_tf32_variant. */
+/* Parses the 16- to 22-tuple of acc_tf32_args (sizes as ints, device pointers as ints, 0 = NULL; the
+ * last six, optional: csr_offsets, csr_cols, csr_values, csr_lanes, csr_long_rows, csr_num_long) and the
+ * 5-tuple of acc_tf32_variant. */
 typedef struct tf32_call {
     acc_tf32_args args;
     acc_tf32_variant variant;
 } tf32_call;
 
 static int parse_tf32(PyObject *tup, PyObject *vtup, tf32_call *c) {
-    unsigned long long perm, wo, meta, vals, tasks, ws, cnt, B, C, csr_o = 0, csr_c = 0, csr_v = 0;
-    long long m, k, n, nw, ntasks;
+    unsigned long long perm, wo, meta, vals, tasks, ws, cnt, B, C, csr_o = 0, csr_c = 0, csr_v = 0, csr_l = 0;
+    long long m, k, n, nw, ntasks, csr_nl = 0;
     int elem = ACC_TF32_ELEM_TF32, out_f32 = 0, csr_lanes = 0;
     acc_tf32_args *a = &c->args;
     acc_tf32_variant *v = &c->variant;
     memset(c, 0, sizeof(*c));
-    if (!PyArg_ParseTuple(tup, "LLLLKKKKKLKKKK|iiKKKi;tf32 args", &m, &k, &n, &nw, &perm, &wo, &meta, &vals,
+    if (!PyArg_ParseTuple(tup, "LLLLKKKKKLKKKK|iiKKKiKL;tf32 args", &m, &k, &n, &nw, &perm, &wo, &meta, &vals,
                           &tasks, &ntasks, &ws, &cnt, &B, &C, &elem, &out_f32, &csr_o, &csr_c, &csr_v,
-                          &csr_lanes))
+                          &csr_lanes, &csr_l, &csr_nl))
         return -1;
     a->csr_offsets = (const int64_t *)(uintptr_t)csr_o;
     a->csr_cols = (const int32_t *)(uintptr_t)csr_c;
     a->csr_values = (const float *)(uintptr_t)csr_v;
     a->csr_lanes = csr_lanes;
+    a->csr_long_rows = (const int64_t *)(uintptr_t)csr_l;
+    a->csr_num_long = csr_nl;
     a->elem = elem;
     a->out_f32 = out_f32;
     if (!PyArg_ParseTuple(vtup, "iiiii;tf32 variant", &v->slice_s, &v->depth, &v->cache_l1, &v->slice_major,
@@ -920,7 +923,8 @@ PyMODINIT_FUNC PyInit__cuda(void) {
     /* the schedule's encoding (accspmm._tf32 checks it against its own) */
     if (m && (PyModule_AddIntConstant(m, "TF32_WARPS", ACC_TF32_WARPS) < 0 ||
               PyModule_AddIntConstant(m, "TF32_TASK_WORDS", ACC_TF32_TASK_WORDS) < 0 ||
-              acc_launcher_add(m) < 0 || acc_spgemm_add(m) < 0)) {
+              PyModule_AddIntConstant(m, "TF32_CSR_LONG", ACC_TF32_CSR_LONG) < 0 || acc_launcher_add(m) < 0 ||
+              acc_spgemm_add(m) < 0)) {
         Py_DECREF(m);
         return NULL;
     }

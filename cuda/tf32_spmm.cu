@@ -1290,57 +1290,92 @@ template <int E> int dispatch_narrow(const acc_tf32_args &p, cudaStream_t s) {
  * the narrow kernel spends a shuffle and a test on each of a block row's 8 slots for about one entry, and
  * a warp walks one window's chain of dependent loads at a time.  Here L = csr_lanes lanes take a row: lane
  * j adds entries j, j + L, ... of the row in CSR order (a x B, both rounded to TF32 as the BitTCF path
- * rounds them, the product exact), and the L sums are added by xor shuffles (L/2, ..., 1), a fixed tree:
- * deterministic, with the same error bound and integer exactness.  Only stored entries are multiplied,
- * so a non-finite B value reaches exactly the entries that meet it, with no recomputation. */
+ * rounds them, the product exact), four entries' loads before their products, and the L sums are added
+ * by xor shuffles (L/2, ..., 1), a fixed tree.  A row of more than ACC_TF32_CSR_LONG entries is a thread
+ * block's instead (the blocks after the rows' blocks): thread j adds entries j, j + kCsrThreads, ...,
+ * each warp's sums by xor shuffles, the warps' in warp order.  Deterministic, with the same error bound
+ * and integer exactness; only stored entries are multiplied, so a non-finite B value reaches exactly the
+ * entries that meet it, with no recomputation. */
 __device__ __forceinline__ float round_a_tf32(float x) { /* as the BitTCF build's round_tf32 */
     return __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xFFFFE000u);
 }
 
 constexpr int kCsrThreads = 256;
 
+/* acc += entries e, e + L, ... < e1 of A's CSR times B (n <= N columns) */
 template <int N>
-__global__ void __launch_bounds__(kCsrThreads) csr_narrow_kernel(const acc_tf32_args p, int shift) {
-    const int L = 1 << shift;
-    const int64_t t = (int64_t)blockIdx.x * kCsrThreads + threadIdx.x, row = t >> shift;
-    const int j = threadIdx.x & (L - 1);
-    pdl_wait(); /* B and C only after the kernels before this one */
+__device__ __forceinline__ void csr_walk(const acc_tf32_args &p, int64_t e, int64_t e1, int L,
+                                         float (&acc)[N]) {
+    for (; e + 3 * L < e1; e += 4 * L) { /* four entries' loads before their products (a long row) */
+        float a[4], x[4][N];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            a[u] = round_a_tf32(__ldg(p.csr_values + e + u * L));
+            const float *b = p.B + (int64_t)__ldg(p.csr_cols + e + u * L) * p.n;
+#pragma unroll
+            for (int c = 0; c < N; c++)
+                x[u][c] = c < p.n ? __uint_as_float(to_tf32(__ldg(b + c))) : 0.f;
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+#pragma unroll
+            for (int c = 0; c < N; c++)
+                acc[c] = __fmaf_rn(a[u], x[u][c], acc[c]);
+    }
+    for (; e < e1; e += L) {
+        const float a = round_a_tf32(__ldg(p.csr_values + e));
+        const float *b = p.B + (int64_t)__ldg(p.csr_cols + e) * p.n;
+#pragma unroll
+        for (int c = 0; c < N; c++)
+            if (c < p.n) acc[c] = __fmaf_rn(a, __uint_as_float(to_tf32(__ldg(b + c))), acc[c]);
+    }
+}
+
+template <int N>
+__global__ void __launch_bounds__(kCsrThreads)
+    csr_narrow_kernel(const acc_tf32_args p, int shift, int64_t row_blocks) {
     float acc[N];
 #pragma unroll
     for (int c = 0; c < N; c++)
         acc[c] = 0.f;
-    if (row < p.m) {
-        const int64_t e1 = ldg64(p.csr_offsets + row + 1);
-        int64_t e = ldg64(p.csr_offsets + row) + j;
-        for (; e + 3 * L < e1; e += 4 * L) { /* four entries' loads before their products (a long row) */
-            float a[4], x[4][N];
+    if (blockIdx.x >= row_blocks) { /* a long row: the whole thread block */
+        __shared__ float part[kCsrThreads / 32][N];
+        const int64_t row = ldg64(p.csr_long_rows + (blockIdx.x - row_blocks));
+        pdl_wait();
+        csr_walk<N>(p, ldg64(p.csr_offsets + row) + threadIdx.x, ldg64(p.csr_offsets + row + 1), kCsrThreads,
+                    acc);
 #pragma unroll
-            for (int u = 0; u < 4; u++) {
-                a[u] = round_a_tf32(__ldg(p.csr_values + e + u * L));
-                const float *b = p.B + (int64_t)__ldg(p.csr_cols + e + u * L) * p.n;
-#pragma unroll
-                for (int c = 0; c < N; c++)
-                    x[u][c] = c < p.n ? __uint_as_float(to_tf32(__ldg(b + c))) : 0.f;
-            }
-#pragma unroll
-            for (int u = 0; u < 4; u++)
-#pragma unroll
-                for (int c = 0; c < N; c++)
-                    acc[c] = __fmaf_rn(a[u], x[u][c], acc[c]);
-        }
-        for (; e < e1; e += L) {
-            const float a = round_a_tf32(__ldg(p.csr_values + e));
-            const float *b = p.B + (int64_t)__ldg(p.csr_cols + e) * p.n;
+        for (int c = 0; c < N; c++)
+            for (int o = 16; o > 0; o >>= 1)
+                acc[c] += __shfl_xor_sync(0xffffffffu, acc[c], o);
+        if ((threadIdx.x & 31) == 0)
 #pragma unroll
             for (int c = 0; c < N; c++)
-                if (c < p.n) acc[c] = __fmaf_rn(a, __uint_as_float(to_tf32(__ldg(b + c))), acc[c]);
+                part[threadIdx.x >> 5][c] = acc[c];
+        __syncthreads();
+        if (threadIdx.x < N && threadIdx.x < p.n) {
+            float sum = part[0][threadIdx.x];
+            for (int w = 1; w < kCsrThreads / 32; w++)
+                sum += part[w][threadIdx.x];
+            __stcs(p.C + row * p.n + threadIdx.x, sum);
         }
+        return;
+    }
+    const int L = 1 << shift;
+    const int64_t row = ((int64_t)blockIdx.x * kCsrThreads + threadIdx.x) >> shift;
+    const int j = threadIdx.x & (L - 1);
+    pdl_wait(); /* B and C only after the kernels before this one */
+    bool mine = false;
+    if (row < p.m) {
+        const int64_t e0 = ldg64(p.csr_offsets + row), e1 = ldg64(p.csr_offsets + row + 1);
+        mine = e1 - e0 <= ACC_TF32_CSR_LONG; /* else a long row's thread block writes it */
+        if (mine) csr_walk<N>(p, e0 + j, e1, L, acc);
     }
     for (int o = L >> 1; o > 0; o >>= 1) /* every lane of the warp: the rows past m add zeros */
 #pragma unroll
         for (int c = 0; c < N; c++)
             acc[c] += __shfl_xor_sync(0xffffffffu, acc[c], o);
-    if (row < p.m && j == 0)
+    if (mine && j == 0)
 #pragma unroll
         for (int c = 0; c < N; c++)
             if (c < p.n) __stcs(p.C + row * p.n + c, acc[c]);
@@ -1348,19 +1383,19 @@ __global__ void __launch_bounds__(kCsrThreads) csr_narrow_kernel(const acc_tf32_
 
 template <int N> int launch_csr_narrow(const acc_tf32_args &p, cudaStream_t stream) {
     static unsigned char pdl[kMaxDevices];
-    void (*fn)(const acc_tf32_args, int) = csr_narrow_kernel<N>;
+    void (*fn)(const acc_tf32_args, int, int64_t) = csr_narrow_kernel<N>;
     const int shift = __builtin_ctz((unsigned)p.csr_lanes);
-    const int64_t blocks = ((p.m << shift) + kCsrThreads - 1) / kCsrThreads;
-    if (blocks > 0x7fffffffLL) return ACC_ERR_TOO_LARGE;
-    ACC_CUDA_TRY(launch_ex(fn, dim3((unsigned)blocks), dim3(kCsrThreads), 0, stream,
-                           pdl_usable(reinterpret_cast<const void *>(fn), pdl), p, shift));
+    const int64_t row_blocks = ((p.m << shift) + kCsrThreads - 1) / kCsrThreads;
+    if (row_blocks + p.csr_num_long > 0x7fffffffLL) return ACC_ERR_TOO_LARGE;
+    ACC_CUDA_TRY(launch_ex(fn, dim3((unsigned)(row_blocks + p.csr_num_long)), dim3(kCsrThreads), 0, stream,
+                           pdl_usable(reinterpret_cast<const void *>(fn), pdl), p, shift, row_blocks));
     return ACC_SUCCESS;
 }
 
 int dispatch_csr_narrow(const acc_tf32_args &p, cudaStream_t s) {
     const int L = p.csr_lanes;
     if (p.elem != ACC_TF32_ELEM_TF32 || L > 32 || (L & (L - 1)) || !p.csr_offsets || !p.csr_cols ||
-        !p.csr_values)
+        !p.csr_values || p.csr_num_long < 0 || (p.csr_num_long > 0 && !p.csr_long_rows))
         return ACC_ERR_INVALID_ARGUMENT;
     return p.n == 1   ? launch_csr_narrow<1>(p, s)
            : p.n == 2 ? launch_csr_narrow<2>(p, s)

@@ -15,6 +15,8 @@ extern "C" {
 /* Warps per thread block; a task row of the schedule has ACC_TF32_TASK_WORDS int32 entries. */
 #define ACC_TF32_WARPS 2 /* 2 rather than 8: see benchmarks/NOTES.md, v4 -> v5 */
 #define ACC_TF32_TASK_WORDS (1 + 2 * ACC_TF32_WARPS)
+/* The narrow CSR kernel's long rows: more entries than this go to a thread block each (csr_long_rows). */
+#define ACC_TF32_CSR_LONG 1024
 /* Widths up to this run on CUDA cores (tf32_spmm.cu, narrow_kernel): the same tasks, slice 0 only.
  * H100, TF32, the 24 real matrices, kernel time Tensor Cores / CUDA cores (geomean, min): n = 1 1.50x,
  * 1.14x; n = 2 1.42x, 1.09x; n = 4 1.27x, 1.01x; n = 8 0.96x, 0.75x (benchmarks/NOTES.md). */
@@ -86,10 +88,13 @@ typedef struct acc_tf32_args {
      * (tf32_spmm.cu, csr_narrow_kernel; TF32 only): row i's entries csr_offsets[i] .. [i + 1] - 1 in
      * original row order (no perm), columns csr_cols, float32 values csr_values (rounded to TF32 there,
      * as the BitTCF build rounds them; duplicates summed), csr_lanes (1, 2, 4, 8, 16 or 32) lanes per
-     * row.  The tasks, workspace and counters are not read then. */
+     * row; the rows of more than ACC_TF32_CSR_LONG entries, csr_long_rows[csr_num_long] (ascending),
+     * a thread block each instead.  The tasks, workspace and counters are not read then. */
     const int64_t *csr_offsets;
     const int32_t *csr_cols;
     const float *csr_values;
+    const int64_t *csr_long_rows;
+    int64_t csr_num_long;
     int csr_lanes;
 } acc_tf32_args;
 

@@ -482,6 +482,10 @@ def test_narrow_csr_exact_every_lane_count(lanes):
                 assert got.shape == (A.shape[0],) and np.array_equal(got, scipy_ref(A, v[:, None])[:, 0])
                 assert p._tf32.launcher.fast_calls == before + 1
                 assert p.stats["csr_bytes"] >= 8 * (A.shape[0] + 1)
+                long_rows = int((np.diff(A.indptr) > accspmm._cuda.TF32_CSR_LONG).sum())
+                assert p.stats["csr_long_rows"] == long_rows
+                if name in ("long_window", "star"):
+                    assert long_rows > 0  # the thread-block rows are covered
 
 
 def test_narrow_csr_duplicates_unsorted_int64_nonfinite_bound():

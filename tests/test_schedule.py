@@ -456,25 +456,34 @@ def test_decision_terms_apply_only_where_the_identity_fills_a_wave():
 
 def test_narrow_csr_rule():
     """The narrow widths' kernel of TF32 plans: the CSR kernel at the lanes that minimise its model where it
-    predicts less than the BitTCF model, else BitTCF; a hub row (the CSR kernel's critical path) keeps
-    BitTCF; short rows over many windows take the CSR kernel at one lane; forced, the CSR kernel."""
+    predicts less than the BitTCF model, else BitTCF; rows of more than CSR_LONG entries listed for a thread
+    block each (their turns a term of their own); short rows over many windows take one lane; forced, the
+    CSR kernel."""
     from accspmm import datasets
-    from accspmm._tf32 import BITTCF_NARROW_MODEL, CSR_LANES, csr_narrow_time, narrow_csr
+    from accspmm._tf32 import BITTCF_NARROW_MODEL, CSR_BLOCK, CSR_LANES, CSR_LONG, csr_narrow_time, narrow_csr
 
     # G3_circuit's shape: 1.58M rows of <= 6 entries, 754k blocks over 198k windows
     road = np.concatenate([[0], np.cumsum(np.tile([4, 5, 6, 4], 396370))]).astype(np.int64)
-    lanes, why = narrow_csr(road, 754_366, 198_185)
-    assert lanes == 1 and why.startswith("CSR kernel:")
+    lanes, rows, why = narrow_csr(road, 754_366, 198_185)
+    assert lanes == 1 and rows.size == 0 and why.startswith("CSR kernel:")
     times = [csr_narrow_time(road.shape[0] - 1, int(road[-1]), 6, L) for L in CSR_LANES]
     assert times == sorted(times)  # more lanes only add work to rows this short
-    star = datasets.adversarial("star", 20_000)
+    # a hub of 10,000 entries among short rows: listed, and its turns priced by the thread block
+    lengths = np.full(5000, 3)
+    lengths[[7, 4000]] = [10_000, CSR_LONG + 1]
+    hub = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    lanes, rows, why = narrow_csr(hub, 5000 * 3 // 8, 625, force=True)
+    assert rows.tolist() == [7, 4000] and rows.dtype == np.int64 and "2 long rows" in why
+    assert csr_narrow_time(5000, int(hub[-1]), 3, lanes, 10_000) == pytest.approx(
+        csr_narrow_time(5000, int(hub[-1]), 3, lanes) + csr_narrow_time(0, 0, 0, 1, 10_000) -
+        csr_narrow_time(0, 0, 0, 1))
+    assert csr_narrow_time(0, 0, 0, 1, 10_000) > csr_narrow_time(0, 0, 0, 1, CSR_BLOCK * 8)
+    # a star's hub of 500,000 entries: BitTCF, whose SPLIT tasks spread it over many warps
+    star = datasets.adversarial("star", 1_000_000)
     W = -(-star.shape[0] // 8)
-    lanes, why = narrow_csr(star.indptr, W + 20_000 // 64, W)
-    assert lanes == 0 and why.startswith("BitTCF narrow kernel:")
-    lanes, why = narrow_csr(star.indptr, W + 20_000 // 64, W, force=True)
-    assert lanes == 32 and why.startswith("CSR kernel (forced):")
-    # the lanes trade the rows' work against the longest row's turns
-    assert csr_narrow_time(1000, 50_000, 3200, 32) < csr_narrow_time(1000, 50_000, 3200, 4)
-    assert csr_narrow_time(10**6, 10**6, 1, 1) < csr_narrow_time(10**6, 10**6, 1, 2)
+    lanes, rows, why = narrow_csr(star.indptr, W + 1_000_000 // 64, W)
+    assert lanes == 0 and rows.size == 1 and why.startswith("BitTCF narrow kernel:")
+    lanes, rows, why = narrow_csr(star.indptr, W + 1_000_000 // 64, W, force=True)
+    assert lanes > 0 and why.startswith("CSR kernel (forced):")
     b0 = BITTCF_NARROW_MODEL[0]
-    assert narrow_csr(np.zeros(1, np.int64), 0, 0)[1].endswith(f"BitTCF {b0:.1f} (longest row 0)")
+    assert narrow_csr(np.zeros(1, np.int64), 0, 0)[2].endswith(f"BitTCF {b0:.1f} (longest row 0)")
