@@ -407,6 +407,7 @@ class Plan:
             self.stats["seconds"]["build_gpu"] = time.perf_counter() - t
         self._tf32 = TF32Runner(self._bittcf, put, self._dev, self._device_id, self.stats, self.balance,
                                 self._tuning, csr=self._source)
+        self._tf32.calls = self.calls
         self._fast = self._tf32.launcher.call
 
     # ---- execution ------------------------------------------------------------------------
@@ -605,6 +606,9 @@ def spmm(A, B, *, device="auto", precision=None, format="auto", reorder="none", 
     check_b_dtype(b_dtype)
     dtype = compute_dtype(csr.dtype, b_dtype)
     p = Plan(csr, device=device, precision=precision, format=format, reorder=reorder, dtype=dtype)
+    runner = getattr(p, "_tf32", None)
+    if runner is not None:  # one product: a narrow one keeps BitTCF unless the CSR kernel pays its upload
+        runner.calls = 1
     if getattr(B, "requires_grad", False):  # the autograd graph holds the plan until its backward
         return p(B, out=out, stream=stream, check_finite=check_finite)
     with p:

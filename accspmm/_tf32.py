@@ -240,6 +240,9 @@ BITTCF_NARROW_MODEL = (6.52, 86.2, 133.7)
 CSR_LANES = (1, 2, 4, 8, 16, 32)
 CSR_BLOCK = 256
 CSR_LONG = 1024  # cuda/tf32_spmm.h ACC_TF32_CSR_LONG (checked against the extension's at a runner's start)
+#: Host-to-device bytes per µs assumed for the CSR upload where the plan knows its call count (``calls``):
+#: the CSR kernel is then taken only if the predicted saving over those calls pays for its upload.
+CSR_UPLOAD_BYTES_PER_US = 10_000
 
 
 def csr_narrow_time(m: int, nnz: int, short: int, lanes: int, longest: int = 0) -> float:
@@ -251,12 +254,14 @@ def csr_narrow_time(m: int, nnz: int, short: int, lanes: int, longest: int = 0) 
     return t + c4 * -(-longest // CSR_BLOCK) / 4 if longest > CSR_LONG else t
 
 
-def narrow_csr(indptr: np.ndarray, num_blocks: int, num_windows: int, force: bool = False) -> tuple:
+def narrow_csr(indptr: np.ndarray, num_blocks: int, num_windows: int, force: bool = False,
+               calls: int | None = None) -> tuple:
     """(lanes, long rows, reason): whether a TF32 plan runs its narrow widths (n <= 4) on A's CSR
     (lanes > 0 lanes a row, the rows of more than CSR_LONG entries a thread block each: their indices,
     int64) or on BitTCF (lanes 0), by ``CSR_NARROW_MODEL`` and
     ``BITTCF_NARROW_MODEL`` (host passes over the offsets, at the first narrow call); ``force``: the CSR
-    kernel at the model's lanes."""
+    kernel at the model's lanes.  ``calls``: the products the plan expects (None: many); the CSR kernel
+    then also needs ``calls`` x the predicted saving to exceed its upload (``CSR_UPLOAD_BYTES_PER_US``)."""
     long = CSR_LONG
     m = indptr.shape[0] - 1
     nnz = int(indptr[-1] - indptr[0]) if m else 0
@@ -272,6 +277,10 @@ def narrow_csr(indptr: np.ndarray, num_blocks: int, num_windows: int, force: boo
            f"(longest row {longest})")
     if force:
         return lanes, rows, f"CSR kernel (forced): {why}"
+    if csr < bit and calls is not None:
+        upload = (8 * (m + 1) + 8 * nnz + 8 * rows.size) / CSR_UPLOAD_BYTES_PER_US
+        if calls * (bit - csr) < upload:
+            return 0, rows, f"BitTCF narrow kernel: {why}; {calls} calls save less than the CSR upload ({upload:.0f})"
     return (lanes, rows, f"CSR kernel: {why}") if csr < bit else (0, rows, f"BitTCF narrow kernel: {why}")
 
 
@@ -430,7 +439,8 @@ class TF32Runner:
         tuning: optional {"cap": int, plus VARIANT_KEYS} for experiments and tests; "narrow": "auto",
         "csr" or "bittcf" and "csr_lanes" pick the narrow widths' kernel (``narrow_csr``).
         csr: A's host CSR (accspmm._validate.CSR, original row order) for narrow widths on the CSR
-        kernel (TF32 only), uploaded at the first such call; None: never.
+        kernel (TF32 only), uploaded at the first such call; None: never.  ``calls`` (attribute): the
+        products expected (the plan's hint; None: many), which the CSR kernel's upload must pay for.
         elem: the operand format (``ELEM``); a half format needs dev["values"] to hold the dense
         tiles of ``_cuda.half_tiles`` (and block_meta their offsets), accspmm._half builds them."""
         from . import _core
@@ -504,6 +514,7 @@ class TF32Runner:
         self._csr = csr if self.elem == 0 else None  # the CSR kernel takes TF32 plans only
         self._csr_choice = None  # (lanes, reason): lanes 0 = the BitTCF narrow kernel
         self._csr_long_rows = None  # the CSR kernel's rows of a thread block each (int64)
+        self.calls = None
         self._stats = stats
         # a format the GPU is still building (accspmm._device_format, defer=True): waited for
         # before the first launch on any stream (args), so the kernel never reads it early
@@ -657,7 +668,7 @@ class TF32Runner:
                 self._csr_choice = (0, why)
             else:
                 lanes, rows, why = narrow_csr(src.indptr[: src.shape[0] + 1], int(self._window_offsets[-1]),
-                                              self.num_windows, mode == "csr")
+                                              self.num_windows, mode == "csr", self.calls)
                 if "csr_lanes" in self.tuning:
                     lanes, why = int(self.tuning["csr_lanes"]), "CSR kernel, lanes forced by tuning['csr_lanes']"
                     if lanes not in CSR_LANES:
@@ -685,9 +696,9 @@ class TF32Runner:
                    "csr_long_rows": self._csr_long_rows if self._csr_long_rows.size else np.zeros(1, np.int64)}
             for name, arr in put.items():
                 self.dev[name] = DeviceArray.upload(arr, self._device, side)
-            self._stats.setdefault("seconds", {})["csr_upload"] = time.perf_counter() - t
-            self._stats["csr_bytes"] = sum(self.dev[k].nbytes for k in put)
-            self._stats["csr_long_rows"] = int(self._csr_long_rows.size)
+            self._stats.setdefault("seconds", {})["narrow_csr_upload"] = time.perf_counter() - t
+            self._stats["narrow_csr_bytes"] = sum(self.dev[k].nbytes for k in put)
+            self._stats["narrow_csr_long_rows"] = int(self._csr_long_rows.size)
         d = self.dev
         return (d["csr_offsets"].ptr, d["csr_cols"].ptr, d["csr_values"].ptr, self._narrow_choice()[0],
                 d["csr_long_rows"].ptr, int(self._csr_long_rows.size))

@@ -481,9 +481,9 @@ def test_narrow_csr_exact_every_lane_count(lanes):
                 got = p(torch.from_numpy(v).cuda()).cpu().numpy()
                 assert got.shape == (A.shape[0],) and np.array_equal(got, scipy_ref(A, v[:, None])[:, 0])
                 assert p._tf32.launcher.fast_calls == before + 1
-                assert p.stats["csr_bytes"] >= 8 * (A.shape[0] + 1)
+                assert p.stats["narrow_csr_bytes"] >= 8 * (A.shape[0] + 1)
                 long_rows = int((np.diff(A.indptr) > accspmm._cuda.TF32_CSR_LONG).sum())
-                assert p.stats["csr_long_rows"] == long_rows
+                assert p.stats["narrow_csr_long_rows"] == long_rows
                 if name in ("long_window", "star"):
                     assert long_rows > 0  # the thread-block rows are covered
 
@@ -522,6 +522,22 @@ def test_narrow_csr_duplicates_unsorted_int64_nonfinite_bound():
         accspmm.plan(A, device="gpu", tuning={"narrow": "rows"})(np.ones((A.shape[1], 1), np.float32))
     with pytest.raises(ValueError, match="csr_lanes"):
         accspmm.plan(A, device="gpu", tuning={"narrow": "csr", "csr_lanes": 3})(np.ones((A.shape[1], 1), np.float32))
+
+
+def test_narrow_csr_needs_calls_to_pay_its_upload():
+    """A default plan takes the CSR kernel where the models predict it faster (a tall matrix of one column);
+    with calls=1 (and in the one-shot accspmm.spmm) the saving does not pay for the CSR upload, so the
+    narrow widths stay on BitTCF; both exact."""
+    A = accspmm.datasets.adversarial("tall1", 200_000)
+    A.data = np.random.default_rng(2).integers(-4, 5, A.nnz).astype(np.float32)
+    A.eliminate_zeros()
+    x = int_dense(A.shape[1], 1, seed=1)
+    for calls, kernel in ((None, "cuda_cores_csr1"), (1, "cuda_cores")):
+        with accspmm.plan(A, device="gpu", calls=calls) as p:
+            assert np.array_equal(p(x), scipy_ref(A, x))
+            assert p.stats["schedule_by_n"][1]["kernel"] == kernel
+            assert ("narrow_csr_bytes" in p.stats) == (calls is None)
+    assert np.array_equal(accspmm.spmm(A, x[:, 0], device="gpu"), scipy_ref(A, x)[:, 0])
 
 
 def test_narrow_csr_cuda_graph():

@@ -487,3 +487,8 @@ def test_narrow_csr_rule():
     assert lanes > 0 and why.startswith("CSR kernel (forced):")
     b0 = BITTCF_NARROW_MODEL[0]
     assert narrow_csr(np.zeros(1, np.int64), 0, 0)[2].endswith(f"BitTCF {b0:.1f} (longest row 0)")
+    # a known call count must pay for the CSR upload: G3_circuit's 61 MB against ~70 us a call
+    assert narrow_csr(road, 754_366, 198_185, calls=10_000)[0] == 1
+    lanes, rows, why = narrow_csr(road, 754_366, 198_185, calls=1)
+    assert lanes == 0 and "1 calls save less than the CSR upload" in why
+    assert narrow_csr(road, 754_366, 198_185, force=True, calls=1)[0] == 1
