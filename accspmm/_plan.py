@@ -131,8 +131,10 @@ class Plan:
         Reordering never changes the result: row i of the reordered product goes to ``C[perm[i]]``,
         and a plan's format never changes after it is built.
     calls : the number of products you expect to make with this plan (a hint; default None:
-        unknown).  It decides whether reordering (above) and the first call's variant timing
-        (``tuning["autotune"]``, on from ``AUTOTUNE_MIN_CALLS`` calls) are worth their cost.
+        unknown).  It decides whether reordering (above), the first call's variant timing
+        (``tuning["autotune"]``, on from ``AUTOTUNE_MIN_CALLS`` calls) and, for products of at most 4
+        columns, the upload of A's CSR for the CUDA-core CSR kernel (``accspmm._tf32.narrow_csr``)
+        are worth their cost.
     reorder_params : dict of the method's parameters (``accspmm._reorder.DEFAULT_PARAMS``), and ``seed``.
     perm : a row permutation (new -> old) of your own for BitTCF, instead of ``reorder``.
     dtype : compute dtype (default: A's); float64 data can be planned in float32 and vice versa.
