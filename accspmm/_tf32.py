@@ -694,8 +694,19 @@ class TF32Runner:
                    "csr_cols": np.ascontiguousarray(src.indices[:nnz] if nnz else np.zeros(1), np.int32),
                    "csr_values": np.ascontiguousarray(src.data[:nnz] if nnz else np.zeros(1), np.float32),
                    "csr_long_rows": self._csr_long_rows if self._csr_long_rows.size else np.zeros(1, np.int64)}
-            for name, arr in put.items():
-                self.dev[name] = DeviceArray.upload(arr, self._device, side)
+            try:
+                for name, arr in put.items():
+                    self.dev[name] = DeviceArray.upload(arr, self._device, side)
+            except MemoryError as exc:  # no room for A's CSR beside its BitTCF: the BitTCF narrow kernel
+                for name in put:
+                    if name in self.dev:
+                        self.dev.pop(name).free()
+                self._csr_choice = (0, f"BitTCF narrow kernel: the CSR upload found no GPU memory ({exc})")
+                for report in self._stats["schedule_by_n"].values():
+                    if report["kernel"].startswith("cuda_cores_csr"):
+                        report["kernel"] = "cuda_cores"
+                        report["reason"] += f"; {self._csr_choice[1]}"
+                return (0,) * 6
             self._stats.setdefault("seconds", {})["narrow_csr_upload"] = time.perf_counter() - t
             self._stats["narrow_csr_bytes"] = sum(self.dev[k].nbytes for k in put)
             self._stats["narrow_csr_long_rows"] = int(self._csr_long_rows.size)

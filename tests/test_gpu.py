@@ -540,6 +540,30 @@ def test_narrow_csr_needs_calls_to_pay_its_upload():
     assert np.array_equal(accspmm.spmm(A, x[:, 0], device="gpu"), scipy_ref(A, x)[:, 0])
 
 
+def test_narrow_csr_upload_out_of_memory_keeps_bittcf(monkeypatch):
+    """Where A's CSR finds no GPU memory at the first narrow call (MemoryError from the upload), the plan
+    frees what it uploaded, runs the BitTCF narrow kernel instead, says so, and stays exact."""
+    from accspmm import _tf32
+
+    A = _narrow_csr_matrices()["empty_tail"]
+    real = _tf32.DeviceArray.upload
+
+    def upload(arr, device, stream):
+        if arr.ndim == 1 and arr.dtype == np.float32 and arr.shape[0] == A.nnz:  # the CSR's values
+            raise MemoryError("out of GPU memory allocating (test)")
+        return real(arr, device, stream)
+
+    with accspmm.plan(A, device="gpu", tuning={"narrow": "csr"}) as p:
+        monkeypatch.setattr(_tf32.DeviceArray, "upload", staticmethod(upload))
+        B = int_dense(A.shape[1], 2, seed=4)
+        assert np.array_equal(p(B), scipy_ref(A, B))
+        monkeypatch.undo()
+        report = p.stats["schedule_by_n"][2]
+        assert report["kernel"] == "cuda_cores" and "no GPU memory" in report["reason"]
+        assert not any(name.startswith("csr_") for name in p._tf32.dev)
+        assert np.array_equal(p(B), scipy_ref(A, B)) and p.stats["schedule_by_n"][2]["kernel"] == "cuda_cores"
+
+
 def test_narrow_csr_cuda_graph():
     """A CUDA graph captured after the warm-up call replays the CSR kernel (no allocation in it)."""
     import torch
