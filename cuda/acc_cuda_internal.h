@@ -121,6 +121,14 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
+/* A's values rounded to TF32 (nearest, ties away from zero; non-finite values as they are), as
+ * accspmm._tf32.round_tf32: the GPU BitTCF build (bittcf_build.cu) and the narrow CSR kernel
+ * (tf32_spmm.cu) round A alike, so both give the same operands. */
+__device__ __forceinline__ float round_tf32(float x) {
+    if (!isfinite(x)) return x;
+    return __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xFFFFE000u);
+}
+
 /* Whether `kernel` runs on the current device as `ok(major, minor, attributes)` says (compute capability
  * and the kernel's cudaFuncAttributes: e.g. the code built for it), cached per device in `known` (0
  * unknown, 1 yes, 2 no). */

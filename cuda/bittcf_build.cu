@@ -145,11 +145,6 @@ __global__ void mask_counts(int64_t nblocks, const unsigned long long *__restric
     if (blockIdx.x == 0 && threadIdx.x == 0) offsets[0] = 0;
 }
 
-__device__ __forceinline__ float round_tf32(float x) {
-    if (!isfinite(x)) return x;
-    return __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xFFFFE000u); /* as accspmm._tf32.round_tf32 */
-}
-
 /* Step 6: value j (source index src) at its place in the C builder's order (and its TF32 rounding). */
 __device__ __forceinline__ void place_value(int64_t pos, int64_t src, const float *__restrict__ values_in,
                                             const unsigned long long *__restrict__ mask,

@@ -1296,10 +1296,6 @@ template <int E> int dispatch_narrow(const acc_tf32_args &p, cudaStream_t s) {
  * each warp's sums by xor shuffles, the warps' in warp order.  Deterministic, with the same error bound
  * and integer exactness; only stored entries are multiplied, so a non-finite B value reaches exactly the
  * entries that meet it, with no recomputation. */
-__device__ __forceinline__ float round_a_tf32(float x) { /* as the BitTCF build's round_tf32 */
-    return __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xFFFFE000u);
-}
-
 constexpr int kCsrThreads = 256;
 
 /* acc += entries e, e + L, ... < e1 of A's CSR times B (n <= N columns) */
@@ -1310,7 +1306,7 @@ __device__ __forceinline__ void csr_walk(const acc_tf32_args &p, int64_t e, int6
         float a[4], x[4][N];
 #pragma unroll
         for (int u = 0; u < 4; u++) {
-            a[u] = round_a_tf32(__ldg(p.csr_values + e + u * L));
+            a[u] = round_tf32(__ldg(p.csr_values + e + u * L));
             const float *b = p.B + (int64_t)__ldg(p.csr_cols + e + u * L) * p.n;
 #pragma unroll
             for (int c = 0; c < N; c++)
@@ -1323,7 +1319,7 @@ __device__ __forceinline__ void csr_walk(const acc_tf32_args &p, int64_t e, int6
                 acc[c] = __fmaf_rn(a[u], x[u][c], acc[c]);
     }
     for (; e < e1; e += L) {
-        const float a = round_a_tf32(__ldg(p.csr_values + e));
+        const float a = round_tf32(__ldg(p.csr_values + e));
         const float *b = p.B + (int64_t)__ldg(p.csr_cols + e) * p.n;
 #pragma unroll
         for (int c = 0; c < N; c++)

@@ -540,6 +540,20 @@ def test_narrow_csr_needs_calls_to_pay_its_upload():
     assert np.array_equal(accspmm.spmm(A, x[:, 0], device="gpu"), scipy_ref(A, x)[:, 0])
 
 
+def test_narrow_csr_nonfinite_values_of_a():
+    """Stored inf, -inf and NaN in A (one NaN whose payload is in the 13 bits that TF32 rounding drops) give
+    scipy's non-finite entries on the CSR kernel as on the BitTCF one: A is rounded to TF32 as the format
+    build rounds it (non-finite values as they are)."""
+    A = _narrow_csr_matrices()["empty_tail"]
+    low_nan = np.array([0x7F800001], np.uint32).view(np.float32)[0]
+    A.data[[0, 7, 19, 40]] = [np.inf, -np.inf, np.nan, low_nan]
+    for narrow in ("csr", "bittcf"):
+        with accspmm.plan(A, device="gpu", tuning={"narrow": narrow}) as p:
+            for n in (1, 3):
+                B = int_dense(A.shape[1], n, seed=n)
+                assert np.array_equal(p(B), A @ B, equal_nan=True), (narrow, n)
+
+
 def test_narrow_csr_upload_out_of_memory_keeps_bittcf(monkeypatch):
     """Where A's CSR finds no GPU memory at the first narrow call (MemoryError from the upload), the plan
     frees what it uploaded, runs the BitTCF narrow kernel instead, says so, and stays exact."""
