@@ -254,6 +254,12 @@ def csr_narrow_time(m: int, nnz: int, short: int, lanes: int, longest: int = 0) 
     return t + c4 * -(-longest // CSR_BLOCK) / 4 if longest > CSR_LONG else t
 
 
+def csr_long_rows(lengths: np.ndarray) -> np.ndarray:
+    """The rows of more than CSR_LONG entries (int64, ascending): a thread block's each in the CSR kernel,
+    which skips them in its rows' lanes by the same test."""
+    return np.flatnonzero(lengths > CSR_LONG).astype(np.int64)
+
+
 def narrow_csr(indptr: np.ndarray, num_blocks: int, num_windows: int, force: bool = False,
                calls: int | None = None) -> tuple:
     """(lanes, long rows, reason): whether a TF32 plan runs its narrow widths (n <= 4) on A's CSR
@@ -262,13 +268,12 @@ def narrow_csr(indptr: np.ndarray, num_blocks: int, num_windows: int, force: boo
     ``BITTCF_NARROW_MODEL`` (host passes over the offsets, at the first narrow call); ``force``: the CSR
     kernel at the model's lanes.  ``calls``: the products the plan expects (None: many); the CSR kernel
     then also needs ``calls`` x the predicted saving to exceed its upload (``CSR_UPLOAD_BYTES_PER_US``)."""
-    long = CSR_LONG
     m = indptr.shape[0] - 1
     nnz = int(indptr[-1] - indptr[0]) if m else 0
     lengths = np.diff(indptr)
     longest = int(lengths.max()) if m else 0
-    rows = np.flatnonzero(lengths > long).astype(np.int64) if longest > long else np.zeros(0, np.int64)
-    short = int(lengths[lengths <= long].max()) if rows.size and rows.size < m else (0 if rows.size else longest)
+    rows = csr_long_rows(lengths) if longest > CSR_LONG else np.zeros(0, np.int64)
+    short = int(lengths[lengths <= CSR_LONG].max()) if 0 < rows.size < m else (0 if rows.size else longest)
     lanes = min(CSR_LANES, key=lambda L: (csr_narrow_time(m, nnz, short, L, longest), L))
     csr = csr_narrow_time(m, nnz, short, lanes, longest)
     b0, b1, b2 = BITTCF_NARROW_MODEL
@@ -687,7 +692,7 @@ class TF32Runner:
             src = self._csr
             if not src.canonical:  # duplicates summed, as the format's (their rows' lengths can only shrink)
                 src = src.canonicalized()
-                self._csr_long_rows = narrow_csr(src.indptr[: src.shape[0] + 1], 0, 0)[1]
+                self._csr_long_rows = csr_long_rows(np.diff(src.indptr[: src.shape[0] + 1]))
             side = self._side_stream()
             m, nnz = src.shape[0], src.nnz
             put = {"csr_offsets": np.ascontiguousarray(src.indptr[: m + 1], np.int64),
