@@ -77,12 +77,7 @@ typedef struct launch_entry {
     float *workspace;
     int32_t *counters;
     acc_tf32_variant variant;
-    const int64_t *csr_offsets; /* narrow widths on A's CSR (acc_tf32_args.csr_lanes > 0), else NULL */
-    const int32_t *csr_cols;
-    const float *csr_values;
-    const int64_t *csr_long_rows;
-    int64_t csr_num_long;
-    int csr_lanes;
+    acc_tf32_csr csr; /* narrow widths on A's CSR (csr.lanes > 0), else zeros */
 } launch_entry;
 
 typedef struct LauncherObject {
@@ -361,11 +356,12 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds
 }
 
 /* register(n, stream, tasks, num_tasks, workspace, counters, variant5[, csr_offsets, csr_cols, csr_values,
- * csr_lanes]): the launch for (n, stream). */
+ * csr_lanes, csr_long_rows, csr_num_long]): the launch for (n, stream). */
 static PyObject *launcher_register(LauncherObject *self, PyObject *args) {
     long long n, ntasks;
     unsigned long long stream, tasks, ws, cnt, csr_o = 0, csr_c = 0, csr_v = 0, csr_l = 0;
     long long csr_nl = 0;
+    int csr_lanes = 0;
     launch_entry e;
     memset(&e, 0, sizeof e);
     if (!PyArg_ParseTuple(
@@ -374,13 +370,9 @@ static PyObject *launcher_register(LauncherObject *self, PyObject *args) {
             "variant[, csr_offsets, csr_cols, csr_values, csr_lanes, csr_long_rows, csr_num_long])",
             &n, &stream, &tasks, &ntasks, &ws, &cnt, &e.variant.slice_s, &e.variant.depth,
             &e.variant.cache_l1, &e.variant.slice_major, &e.variant.staged, &csr_o, &csr_c, &csr_v,
-            &e.csr_lanes, &csr_l, &csr_nl))
+            &csr_lanes, &csr_l, &csr_nl))
         return NULL;
-    e.csr_offsets = (const int64_t *)(uintptr_t)csr_o;
-    e.csr_cols = (const int32_t *)(uintptr_t)csr_c;
-    e.csr_values = (const float *)(uintptr_t)csr_v;
-    e.csr_long_rows = (const int64_t *)(uintptr_t)csr_l;
-    e.csr_num_long = csr_nl;
+    e.csr = acc_tf32_csr_of(csr_o, csr_c, csr_v, csr_lanes, csr_l, csr_nl);
     if (n <= 0 || ntasks <= 0 || !tasks) {
         PyErr_SetString(PyExc_ValueError, "register: n and num_tasks must be positive");
         return NULL;
@@ -469,12 +461,7 @@ static PyObject *launcher_call(LauncherObject *self, PyObject *const *args, Py_s
     a.num_tasks = e->num_tasks;
     a.workspace = e->workspace;
     a.counters = e->counters;
-    a.csr_offsets = e->csr_offsets;
-    a.csr_cols = e->csr_cols;
-    a.csr_values = e->csr_values;
-    a.csr_lanes = e->csr_lanes;
-    a.csr_long_rows = e->csr_long_rows;
-    a.csr_num_long = e->csr_num_long;
+    a.csr = e->csr;
     a.B = (const float *)vb.ptr;
     a.C = (float *)vc.ptr;
     /* The GIL stays held: a launch only enqueues (a few µs), and giving the GIL up would let the
@@ -495,8 +482,7 @@ static PyMethodDef launcher_methods[] = {
      "call(B, out, raw) -> C, or None where the Python layer must take the call"},
     {"register", (PyCFunction)launcher_register, METH_VARARGS,
      "register(n, stream, tasks, num_tasks, workspace, counters, variant5[, csr_offsets, csr_cols, "
-     "csr_values, "
-     "csr_lanes, csr_long_rows, csr_num_long])"},
+     "csr_values, csr_lanes, csr_long_rows, csr_num_long])"},
     {"clear", (PyCFunction)launcher_clear, METH_NOARGS, "clear(): forget every registered launch"},
     {NULL, NULL, 0, NULL}};
 

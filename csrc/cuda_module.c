@@ -359,12 +359,7 @@ static int parse_tf32(PyObject *tup, PyObject *vtup, tf32_call *c) {
                           &tasks, &ntasks, &ws, &cnt, &B, &C, &elem, &out_f32, &csr_o, &csr_c, &csr_v,
                           &csr_lanes, &csr_l, &csr_nl))
         return -1;
-    a->csr_offsets = (const int64_t *)(uintptr_t)csr_o;
-    a->csr_cols = (const int32_t *)(uintptr_t)csr_c;
-    a->csr_values = (const float *)(uintptr_t)csr_v;
-    a->csr_lanes = csr_lanes;
-    a->csr_long_rows = (const int64_t *)(uintptr_t)csr_l;
-    a->csr_num_long = csr_nl;
+    a->csr = acc_tf32_csr_of(csr_o, csr_c, csr_v, csr_lanes, csr_l, csr_nl);
     a->elem = elem;
     a->out_f32 = out_f32;
     if (!PyArg_ParseTuple(vtup, "iiiii;tf32 variant", &v->slice_s, &v->depth, &v->cache_l1, &v->slice_major,

@@ -1285,10 +1285,10 @@ template <int E> int dispatch_narrow(const acc_tf32_args &p, cudaStream_t s) {
                       : launch_narrow<E, 4>(p, s);
 }
 
-/* ---- Narrow widths on A's CSR (acc_tf32_args.csr_lanes > 0, TF32) -------------------------------------
+/* ---- Narrow widths on A's CSR (acc_tf32_args.csr.lanes > 0, TF32) -------------------------------------
  * Where BitTCF's blocks are sparse and its windows short (G3_circuit: 3.8 blocks of 10 entries a window),
  * the narrow kernel spends a shuffle and a test on each of a block row's 8 slots for about one entry, and
- * a warp walks one window's chain of dependent loads at a time.  Here L = csr_lanes lanes take a row: lane
+ * a warp walks one window's chain of dependent loads at a time.  Here L = csr.lanes lanes take a row: lane
  * j adds entries j, j + L, ... of the row in CSR order (a x B, both rounded to TF32 as the BitTCF path
  * rounds them, the product exact), four entries' loads before their products, and the L sums are added
  * by xor shuffles (L/2, ..., 1), a fixed tree.  A row of more than ACC_TF32_CSR_LONG entries is a thread
@@ -1306,8 +1306,8 @@ __device__ __forceinline__ void csr_walk(const acc_tf32_args &p, int64_t e, int6
         float a[4], x[4][N];
 #pragma unroll
         for (int u = 0; u < 4; u++) {
-            a[u] = round_tf32(__ldg(p.csr_values + e + u * L));
-            const float *b = p.B + (int64_t)__ldg(p.csr_cols + e + u * L) * p.n;
+            a[u] = round_tf32(__ldg(p.csr.values + e + u * L));
+            const float *b = p.B + (int64_t)__ldg(p.csr.cols + e + u * L) * p.n;
 #pragma unroll
             for (int c = 0; c < N; c++)
                 x[u][c] = c < p.n ? __uint_as_float(to_tf32(__ldg(b + c))) : 0.f;
@@ -1319,8 +1319,8 @@ __device__ __forceinline__ void csr_walk(const acc_tf32_args &p, int64_t e, int6
                 acc[c] = __fmaf_rn(a[u], x[u][c], acc[c]);
     }
     for (; e < e1; e += L) {
-        const float a = round_tf32(__ldg(p.csr_values + e));
-        const float *b = p.B + (int64_t)__ldg(p.csr_cols + e) * p.n;
+        const float a = round_tf32(__ldg(p.csr.values + e));
+        const float *b = p.B + (int64_t)__ldg(p.csr.cols + e) * p.n;
 #pragma unroll
         for (int c = 0; c < N; c++)
             if (c < p.n) acc[c] = __fmaf_rn(a, __uint_as_float(to_tf32(__ldg(b + c))), acc[c]);
@@ -1336,9 +1336,9 @@ __global__ void __launch_bounds__(kCsrThreads)
         acc[c] = 0.f;
     if (blockIdx.x >= row_blocks) { /* a long row: the whole thread block */
         __shared__ float part[kCsrThreads / 32][N];
-        const int64_t row = ldg64(p.csr_long_rows + (blockIdx.x - row_blocks));
+        const int64_t row = ldg64(p.csr.long_rows + (blockIdx.x - row_blocks));
         pdl_wait();
-        csr_walk<N>(p, ldg64(p.csr_offsets + row) + threadIdx.x, ldg64(p.csr_offsets + row + 1), kCsrThreads,
+        csr_walk<N>(p, ldg64(p.csr.offsets + row) + threadIdx.x, ldg64(p.csr.offsets + row + 1), kCsrThreads,
                     acc);
 #pragma unroll
         for (int c = 0; c < N; c++)
@@ -1363,7 +1363,7 @@ __global__ void __launch_bounds__(kCsrThreads)
     pdl_wait(); /* B and C only after the kernels before this one */
     bool mine = false;
     if (row < p.m) {
-        const int64_t e0 = ldg64(p.csr_offsets + row), e1 = ldg64(p.csr_offsets + row + 1);
+        const int64_t e0 = ldg64(p.csr.offsets + row), e1 = ldg64(p.csr.offsets + row + 1);
         mine = e1 - e0 <= ACC_TF32_CSR_LONG; /* else a long row's thread block writes it */
         if (mine) csr_walk<N>(p, e0 + j, e1, L, acc);
     }
@@ -1380,18 +1380,18 @@ __global__ void __launch_bounds__(kCsrThreads)
 template <int N> int launch_csr_narrow(const acc_tf32_args &p, cudaStream_t stream) {
     static unsigned char pdl[kMaxDevices];
     void (*fn)(const acc_tf32_args, int, int64_t) = csr_narrow_kernel<N>;
-    const int shift = __builtin_ctz((unsigned)p.csr_lanes);
+    const int shift = __builtin_ctz((unsigned)p.csr.lanes);
     const int64_t row_blocks = ((p.m << shift) + kCsrThreads - 1) / kCsrThreads;
-    if (row_blocks + p.csr_num_long > 0x7fffffffLL) return ACC_ERR_TOO_LARGE;
-    ACC_CUDA_TRY(launch_ex(fn, dim3((unsigned)(row_blocks + p.csr_num_long)), dim3(kCsrThreads), 0, stream,
+    if (row_blocks + p.csr.num_long > 0x7fffffffLL) return ACC_ERR_TOO_LARGE;
+    ACC_CUDA_TRY(launch_ex(fn, dim3((unsigned)(row_blocks + p.csr.num_long)), dim3(kCsrThreads), 0, stream,
                            pdl_usable(reinterpret_cast<const void *>(fn), pdl), p, shift, row_blocks));
     return ACC_SUCCESS;
 }
 
 int dispatch_csr_narrow(const acc_tf32_args &p, cudaStream_t s) {
-    const int L = p.csr_lanes;
-    if (p.elem != ACC_TF32_ELEM_TF32 || L > 32 || (L & (L - 1)) || !p.csr_offsets || !p.csr_cols ||
-        !p.csr_values || p.csr_num_long < 0 || (p.csr_num_long > 0 && !p.csr_long_rows))
+    const int L = p.csr.lanes;
+    if (p.elem != ACC_TF32_ELEM_TF32 || L > 32 || (L & (L - 1)) || !p.csr.offsets || !p.csr.cols ||
+        !p.csr.values || p.csr.num_long < 0 || (p.csr.num_long > 0 && !p.csr.long_rows))
         return ACC_ERR_INVALID_ARGUMENT;
     return p.n == 1   ? launch_csr_narrow<1>(p, s)
            : p.n == 2 ? launch_csr_narrow<2>(p, s)
@@ -1548,7 +1548,7 @@ extern "C" int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *
         return ACC_ERR_INVALID_ARGUMENT;
     if (p.elem != ACC_TF32_ELEM_TF32 && (variant->cache_l1 != 1 || variant->depth > 3))
         return ACC_ERR_UNSUPPORTED;
-    if (p.n <= acc_tf32_narrow_max() && p.csr_lanes > 0) return dispatch_csr_narrow(p, stream);
+    if (p.n <= acc_tf32_narrow_max() && p.csr.lanes > 0) return dispatch_csr_narrow(p, stream);
     if (p.n <= acc_tf32_narrow_max()) /* CUDA cores (narrow_kernel); the variant has no part in it */
         return p.elem == ACC_TF32_ELEM_TF32   ? dispatch_narrow<ACC_TF32_ELEM_TF32>(p, stream)
                : p.elem == ACC_TF32_ELEM_FP16 ? dispatch_narrow<ACC_TF32_ELEM_FP16>(p, stream)

@@ -15,7 +15,7 @@ extern "C" {
 /* Warps per thread block; a task row of the schedule has ACC_TF32_TASK_WORDS int32 entries. */
 #define ACC_TF32_WARPS 2 /* 2 rather than 8: see benchmarks/NOTES.md, v4 -> v5 */
 #define ACC_TF32_TASK_WORDS (1 + 2 * ACC_TF32_WARPS)
-/* The narrow CSR kernel's long rows: more entries than this go to a thread block each (csr_long_rows). */
+/* The narrow CSR kernel's long rows: more entries than this go to a thread block each (acc_tf32_csr). */
 #define ACC_TF32_CSR_LONG 1024
 /* Widths up to this run on CUDA cores (tf32_spmm.cu, narrow_kernel): the same tasks, slice 0 only.
  * H100, TF32, the 24 real matrices, kernel time Tensor Cores / CUDA cores (geomean, min): n = 1 1.50x,
@@ -37,6 +37,35 @@ typedef struct acc_tf32_variant {
     int slice_major;
     int staged;
 } acc_tf32_variant;
+
+/* Narrow widths (n <= acc_tf32_narrow_max()) on A's CSR instead of BitTCF, when lanes > 0
+ * (tf32_spmm.cu, csr_narrow_kernel; TF32 only): row i's entries offsets[i] .. [i + 1] - 1 in original
+ * row order (no perm), columns cols, float32 values (rounded to TF32 there, as the BitTCF build rounds
+ * them; duplicates summed), lanes (1, 2, 4, 8, 16 or 32) lanes per row; the rows of more than
+ * ACC_TF32_CSR_LONG entries, long_rows[num_long] (ascending), a thread block each instead.  The tasks,
+ * workspace and counters are not read then. */
+typedef struct acc_tf32_csr {
+    const int64_t *offsets;
+    const int32_t *cols;
+    const float *values;
+    const int64_t *long_rows;
+    int64_t num_long;
+    int lanes;
+} acc_tf32_csr;
+
+/* An acc_tf32_csr from device addresses as integers (0 = NULL), as the Python layer passes them. */
+static inline acc_tf32_csr acc_tf32_csr_of(unsigned long long offsets, unsigned long long cols,
+                                           unsigned long long values, int lanes, unsigned long long long_rows,
+                                           long long num_long) {
+    acc_tf32_csr c;
+    c.offsets = (const int64_t *)(uintptr_t)offsets;
+    c.cols = (const int32_t *)(uintptr_t)cols;
+    c.values = (const float *)(uintptr_t)values;
+    c.long_rows = (const int64_t *)(uintptr_t)long_rows;
+    c.num_long = num_long;
+    c.lanes = lanes;
+    return c;
+}
 
 typedef struct acc_tf32_args {
     int64_t m, k, n;               /* A is m x k, B k x n, C m x n (row-major) */
@@ -84,18 +113,7 @@ typedef struct acc_tf32_args {
      * Tensor-Core kernel's on data that is not exact, the same error bound). */
     int elem;
     int out_f32;
-    /* Narrow widths (n <= acc_tf32_narrow_max()) on A's CSR instead of BitTCF, when csr_lanes > 0
-     * (tf32_spmm.cu, csr_narrow_kernel; TF32 only): row i's entries csr_offsets[i] .. [i + 1] - 1 in
-     * original row order (no perm), columns csr_cols, float32 values csr_values (rounded to TF32 there,
-     * as the BitTCF build rounds them; duplicates summed), csr_lanes (1, 2, 4, 8, 16 or 32) lanes per
-     * row; the rows of more than ACC_TF32_CSR_LONG entries, csr_long_rows[csr_num_long] (ascending),
-     * a thread block each instead.  The tasks, workspace and counters are not read then. */
-    const int64_t *csr_offsets;
-    const int32_t *csr_cols;
-    const float *csr_values;
-    const int64_t *csr_long_rows;
-    int64_t csr_num_long;
-    int csr_lanes;
+    acc_tf32_csr csr; /* narrow widths on A's CSR (csr.lanes > 0), else zeros */
 } acc_tf32_args;
 
 #define ACC_TF32_ELEM_TF32 0
