@@ -410,11 +410,14 @@ class HalfPlan:
             raise TypeError(f"dtype must be float32 or float64, got {np.dtype(dtype)}")
         kernel = "auto"
         autotune = None  # BitTCF's first-call variant timing: tuning["autotune"], else by calls (below)
+        narrow = {}  # BitTCF's narrow widths: tuning["narrow"] and ["csr_lanes"], as TF32 plans take them
         if tuning is not None:
-            if not isinstance(tuning, dict) or set(tuning) - {"kernel", "autotune"}:
+            if not isinstance(tuning, dict) or set(tuning) - {"kernel", "autotune", "narrow", "csr_lanes"}:
                 raise ValueError("tuning of an FP16/BF16 plan takes only "
-                                 "{'kernel': 'auto' | 'pairs' | 'rows' | 'quads'} (BSR16's kernel on the GPU) "
-                                 f"and {{'autotune': bool}} (BitTCF's first-call variant timing), got {tuning!r}")
+                                 "{'kernel': 'auto' | 'pairs' | 'rows' | 'quads'} (BSR16's kernel on the GPU), "
+                                 "{'autotune': bool} (BitTCF's first-call variant timing) and 'narrow' / "
+                                 f"'csr_lanes' (BitTCF's kernel for n <= 4, as TF32 plans), got {tuning!r}")
+            narrow = {key: tuning[key] for key in ("narrow", "csr_lanes") if key in tuning}
             if not isinstance(tuning.get("autotune", False), bool):
                 raise ValueError(f"tuning['autotune'] must be True or False, got {tuning['autotune']!r}")
             autotune = tuning.get("autotune")
@@ -433,6 +436,10 @@ class HalfPlan:
             raise ValueError(f"precision={precision!r} on device={self.device!r} takes format 'auto' or one of "
                              f"{allowed}, not {format!r}")
         self.format = allowed[0] if format == "auto" else format
+        if narrow and (self.device != "gpu" or format == "bsr16"):
+            raise ValueError(f"tuning['narrow'] and ['csr_lanes'] choose the narrow widths' kernel of a GPU BitTCF "
+                             f"plan (device='gpu', format 'bittcf' or 'auto'), got device={self.device!r}, "
+                             f"format={format!r}")
         if kernel != "auto" and format != "bsr16":
             raise ValueError(f"tuning['kernel'] chooses BSR16's kernel: plan with device='gpu' and format='bsr16', "
                              f"got device={self.device!r}, format={format!r}")
@@ -562,8 +569,10 @@ class HalfPlan:
             put = functools.partial(_put, self._dev, self._device_id)
             # the first call for each width times the variants only where many calls follow (as TF32 plans;
             # choose_variant's guess for the half formats: 2-4% above the fastest variant, variant_guess.py)
+            # narrow widths (n <= 4) may run on A's CSR: the exact half values as float32, as the build has them
             self._runner = TF32Runner(fmt, put, self._dev, self._device_id, self.stats, balance,
-                                      {"autotune": autotune}, ELEM[precision])
+                                      {"autotune": autotune, **narrow}, ELEM[precision], csr=exact)
+            self._runner.calls = calls
             self._fast = self._runner.launcher.call
             steps["schedule_upload"] = time.perf_counter() - t
         elif self.device == "gpu":

@@ -224,22 +224,28 @@ def lpt_order(task_cost: np.ndarray) -> np.ndarray:
     return _core.lpt_order(np.ascontiguousarray(task_cost, dtype=np.float64))
 
 
-#: Narrow widths (n <= 4) of TF32 plans run on A's CSR (cuda/tf32_spmm.cu csr_narrow_kernel: L lanes a row,
-#: a thread block of CSR_BLOCK threads for each row longer than CSR_LONG entries) or on BitTCF
-#: (narrow_kernel), whichever of two time models (µs at n = 1) predicts faster:
-#:   CSR:    c0 + c1 m L / 1e6 + c2 ceil(short / L) / 4 + c3 nnz / 1e6 + c4 ceil(longest / CSR_BLOCK) / 4
+#: Narrow widths (n <= 4) of BitTCF plans (TF32, FP16, BF16) run on A's CSR (cuda/tf32_spmm.cu
+#: csr_narrow_kernel: L lanes a row, the rows longer than CSR_LONG entries cut into parts of at most CSR_PART
+#: entries, a thread block of CSR_BLOCK threads each) or on BitTCF (narrow_kernel), whichever of two time
+#: models (µs at n = 1) predicts faster:
+#:   CSR:    c0 + c1 m L / 1e6 + c2 ceil(short / L) / 4 + c3 nnz / 1e6 + c4 ceil(part / CSR_BLOCK) / 4
 #:           (the lanes' work; the longest short row's turns, four a latency, as a row's L lanes walk it
-#:           alone; the entries; the longest long row's turns, where there is one), at the L in 1..32 that
-#:           minimises it;
+#:           alone; the entries; the longest part's turns, where there is a long row), at the L in 1..32
+#:           that minimises it;
 #:   BitTCF: b0 + b1 blocks / 1e6 + b2 windows / 1e6.
 #: Least squares in relative error on H100 kernel times (24 real matrices, 8 adversarial shapes, every L;
 #: benchmarks/NOTES.md, "narrow widths on A's CSR").  The constants are fixed (not the device's), so a
 #: matrix always gets the same kernel and the same bits.
 CSR_NARROW_MODEL = (4.70, 4.50, 0.454, 1.81, 0.391)
 BITTCF_NARROW_MODEL = (6.52, 86.2, 133.7)
+#: The BitTCF narrow kernel on FP16/BF16 tiles (the CSR kernel runs as fast on half operands as on TF32 ones,
+#: within 3% on the same 30 matrices): the same least squares on its FP16 times at n = 1 (24 real matrices
+#: and 6 adversarial shapes, H100; benchmarks/NOTES.md, "long rows in parts"), which also scores it.
+BITTCF_NARROW_MODEL_HALF = (6.66, 60.6, 172.6)
 CSR_LANES = (1, 2, 4, 8, 16, 32)
 CSR_BLOCK = 256
 CSR_LONG = 1024  # cuda/tf32_spmm.h ACC_TF32_CSR_LONG (checked against the extension's at a runner's start)
+CSR_PART = 4096  # a long row's entries per part, at most (a thread block each)
 #: Host-to-device bytes per µs assumed for the CSR upload where the plan knows its call count (``calls``):
 #: the CSR kernel is then taken only if the predicted saving over those calls pays for its upload.
 CSR_UPLOAD_BYTES_PER_US = 10_000
@@ -247,46 +253,69 @@ CSR_UPLOAD_BYTES_PER_US = 10_000
 
 def csr_narrow_time(m: int, nnz: int, short: int, lanes: int, longest: int = 0) -> float:
     """The CSR narrow kernel's modelled time (µs, n = 1) with ``lanes`` lanes a row, ``short`` entries
-    in its longest row of at most CSR_LONG and ``longest`` in its longest row (a thread block's where
-    longer than CSR_LONG)."""
+    in its longest row of at most CSR_LONG and ``longest`` in its longest row (cut into parts of at most
+    CSR_PART entries, a thread block's each, where longer than CSR_LONG)."""
     c0, c1, c2, c3, c4 = CSR_NARROW_MODEL
     t = c0 + c1 * m * lanes / 1e6 + c2 * -(-short // lanes) / 4 + c3 * nnz / 1e6
-    return t + c4 * -(-longest // CSR_BLOCK) / 4 if longest > CSR_LONG else t
+    if longest <= CSR_LONG:
+        return t
+    part = -(-longest // -(-longest // CSR_PART))  # the longest part of the longest row
+    return t + c4 * -(-part // CSR_BLOCK) / 4
 
 
-def csr_long_rows(lengths: np.ndarray) -> np.ndarray:
-    """The rows of more than CSR_LONG entries (int64, ascending): a thread block's each in the CSR kernel,
-    which skips them in its rows' lanes by the same test."""
-    return np.flatnonzero(lengths > CSR_LONG).astype(np.int64)
+def csr_long_parts(indptr: np.ndarray) -> np.ndarray:
+    """The CSR kernel's thread-block parts of the rows of more than CSR_LONG entries (which its rows' lanes
+    skip by the same test), from A's offsets: int64 [4 P], part q's row, its first entry, its end (CSR
+    positions) and (its index j in the row) | (the row's parts << 32) at 4 q .. 4 q + 3; a row's
+    ceil(length / CSR_PART) parts cut it into equal ranges (j * length // parts ..), consecutive, rows
+    ascending (cuda/tf32_spmm.h, acc_tf32_csr)."""
+    indptr = np.asarray(indptr, np.int64)
+    lengths = np.diff(indptr)
+    rows = np.flatnonzero(lengths > CSR_LONG).astype(np.int64)
+    if rows.size == 0:
+        return np.zeros(0, np.int64)
+    length = lengths[rows]
+    parts = -(-length // CSR_PART)
+    first = np.cumsum(parts) - parts
+    j = np.arange(int(parts.sum()), dtype=np.int64) - np.repeat(first, parts)
+    P, n, start = np.repeat(parts, parts), np.repeat(length, parts), np.repeat(indptr[rows], parts)
+    out = np.empty((j.size, 4), np.int64)
+    out[:, 0] = np.repeat(rows, parts)
+    out[:, 1] = start + j * n // P
+    out[:, 2] = start + (j + 1) * n // P
+    out[:, 3] = j | (P << 32)
+    return out.reshape(-1)
 
 
 def narrow_csr(indptr: np.ndarray, num_blocks: int, num_windows: int, force: bool = False,
-               calls: int | None = None) -> tuple:
-    """(lanes, long rows, reason): whether a TF32 plan runs its narrow widths (n <= 4) on A's CSR
-    (lanes > 0 lanes a row, the rows of more than CSR_LONG entries a thread block each: their indices,
-    int64) or on BitTCF (lanes 0), by ``CSR_NARROW_MODEL`` and
-    ``BITTCF_NARROW_MODEL`` (host passes over the offsets, at the first narrow call); ``force``: the CSR
-    kernel at the model's lanes.  ``calls``: the products the plan expects (None: many); the CSR kernel
-    then also needs ``calls`` x the predicted saving to exceed its upload (``CSR_UPLOAD_BYTES_PER_US``)."""
+               calls: int | None = None, bittcf_model: tuple = BITTCF_NARROW_MODEL) -> tuple:
+    """(lanes, long parts, reason): whether a BitTCF plan runs its narrow widths (n <= 4) on A's CSR
+    (lanes > 0 lanes a row; the rows of more than CSR_LONG entries in thread-block parts:
+    ``csr_long_parts``) or on BitTCF (lanes 0), by ``CSR_NARROW_MODEL`` and ``BITTCF_NARROW_MODEL`` (host
+    passes over the offsets, at the first narrow call); ``force``: the CSR kernel at the model's lanes.
+    ``calls``: the products the plan expects (None: many); the CSR kernel then also needs ``calls`` x the
+    predicted saving to exceed its upload (``CSR_UPLOAD_BYTES_PER_US``).  ``bittcf_model``: the BitTCF side's
+    constants (``BITTCF_NARROW_MODEL_HALF`` for half operands)."""
     m = indptr.shape[0] - 1
     nnz = int(indptr[-1] - indptr[0]) if m else 0
     lengths = np.diff(indptr)
     longest = int(lengths.max()) if m else 0
-    rows = csr_long_rows(lengths) if longest > CSR_LONG else np.zeros(0, np.int64)
-    short = int(lengths[lengths <= CSR_LONG].max()) if 0 < rows.size < m else (0 if rows.size else longest)
+    parts = csr_long_parts(indptr) if longest > CSR_LONG else np.zeros(0, np.int64)
+    nlong = int((lengths > CSR_LONG).sum()) if parts.size else 0
+    short = int(lengths[lengths <= CSR_LONG].max()) if 0 < nlong < m else (0 if nlong else longest)
     lanes = min(CSR_LANES, key=lambda L: (csr_narrow_time(m, nnz, short, L, longest), L))
     csr = csr_narrow_time(m, nnz, short, lanes, longest)
-    b0, b1, b2 = BITTCF_NARROW_MODEL
+    b0, b1, b2 = bittcf_model
     bit = b0 + b1 * num_blocks / 1e6 + b2 * num_windows / 1e6
-    why = (f"CSR at {lanes} lanes a row and {rows.size} long rows predicts {csr:.1f} units, BitTCF {bit:.1f} "
-           f"(longest row {longest})")
+    why = (f"CSR at {lanes} lanes a row and {nlong} long rows in {parts.size // 4} parts predicts {csr:.1f} "
+           f"units, BitTCF {bit:.1f} (longest row {longest})")
     if force:
-        return lanes, rows, f"CSR kernel (forced): {why}"
+        return lanes, parts, f"CSR kernel (forced): {why}"
     if csr < bit and calls is not None:
-        upload = (8 * (m + 1) + 8 * nnz + 8 * rows.size) / CSR_UPLOAD_BYTES_PER_US
+        upload = (8 * (m + 1) + 8 * nnz + 8 * parts.size) / CSR_UPLOAD_BYTES_PER_US
         if calls * (bit - csr) < upload:
-            return 0, rows, f"BitTCF narrow kernel: {why}; {calls} calls save less than the CSR upload ({upload:.0f})"
-    return (lanes, rows, f"CSR kernel: {why}") if csr < bit else (0, rows, f"BitTCF narrow kernel: {why}")
+            return 0, parts, f"BitTCF narrow kernel: {why}; {calls} calls save less than the CSR upload ({upload:.0f})"
+    return (lanes, parts, f"CSR kernel: {why}") if csr < bit else (0, parts, f"BitTCF narrow kernel: {why}")
 
 
 def packing_caps(caps, mean_blocks: float, longest: int = 0, parts_max: int = SPLIT_PARTS_MAX) -> tuple:
@@ -444,7 +473,8 @@ class TF32Runner:
         tuning: optional {"cap": int, plus VARIANT_KEYS} for experiments and tests; "narrow": "auto",
         "csr" or "bittcf" and "csr_lanes" pick the narrow widths' kernel (``narrow_csr``).
         csr: A's host CSR (accspmm._validate.CSR, original row order) for narrow widths on the CSR
-        kernel (TF32 only), uploaded at the first such call; None: never.  ``calls`` (attribute): the
+        kernel, uploaded at the first such call (a half format's: its exact half values as float32);
+        None: never.  ``calls`` (attribute): the
         products expected (the plan's hint; None: many), which the CSR kernel's upload must pay for.
         elem: the operand format (``ELEM``); a half format needs dev["values"] to hold the dense
         tiles of ``_cuda.half_tiles`` (and block_meta their offsets), accspmm._half builds them."""
@@ -516,9 +546,9 @@ class TF32Runner:
         self._narrow = _cuda.tf32_narrow_max()
         if self.tuning.get("narrow", "auto") not in ("auto", "csr", "bittcf"):
             raise ValueError(f"tuning['narrow'] must be 'auto', 'csr' or 'bittcf', not {self.tuning['narrow']!r}")
-        self._csr = csr if self.elem == 0 else None  # the CSR kernel takes TF32 plans only
+        self._csr = csr  # the CSR kernel of narrow widths (None: never)
         self._csr_choice = None  # (lanes, reason): lanes 0 = the BitTCF narrow kernel
-        self._csr_long_rows = None  # the CSR kernel's rows of a thread block each (int64)
+        self._csr_parts = None  # the CSR kernel's long rows' parts (csr_long_parts)
         self.calls = None
         self._stats = stats
         # a format the GPU is still building (accspmm._device_format, defer=True): waited for
@@ -672,19 +702,21 @@ class TF32Runner:
                 why = "BitTCF narrow kernel" + (" (forced)" if mode == "bittcf" else "")
                 self._csr_choice = (0, why)
             else:
-                lanes, rows, why = narrow_csr(src.indptr[: src.shape[0] + 1], int(self._window_offsets[-1]),
-                                              self.num_windows, mode == "csr", self.calls)
+                lanes, parts, why = narrow_csr(src.indptr[: src.shape[0] + 1], int(self._window_offsets[-1]),
+                                              self.num_windows, mode == "csr", self.calls,
+                                              BITTCF_NARROW_MODEL_HALF if self.elem else BITTCF_NARROW_MODEL)
                 if "csr_lanes" in self.tuning:
                     lanes, why = int(self.tuning["csr_lanes"]), "CSR kernel, lanes forced by tuning['csr_lanes']"
                     if lanes not in CSR_LANES:
                         raise ValueError("tuning['csr_lanes'] must be 1, 2, 4, 8, 16 or 32")
-                self._csr_long_rows = rows
+                self._csr_parts = parts
                 self._csr_choice = (lanes, why)
         return self._csr_choice
 
     def _csr_args(self, n: int) -> tuple:
-        """(offsets, columns, values, lanes, long rows, long row count) device pointers and counts of the
-        CSR kernel for width n, uploaded at the first use ((0,) * 6: the BitTCF kernels)."""
+        """(offsets, columns, values, lanes, long parts, part count) device pointers and counts of the
+        CSR kernel for width n, uploaded at the first use, the values then rounded to TF32 on the device
+        ((0,) * 6: the BitTCF kernels)."""
         if n > self._narrow or not self._narrow_choice()[0]:
             return (0,) * 6
         if "csr_values" not in self.dev:
@@ -692,16 +724,18 @@ class TF32Runner:
             src = self._csr
             if not src.canonical:  # duplicates summed, as the format's (their rows' lengths can only shrink)
                 src = src.canonicalized()
-                self._csr_long_rows = csr_long_rows(np.diff(src.indptr[: src.shape[0] + 1]))
+                self._csr_parts = csr_long_parts(src.indptr[: src.shape[0] + 1])
             side = self._side_stream()
             m, nnz = src.shape[0], src.nnz
             put = {"csr_offsets": np.ascontiguousarray(src.indptr[: m + 1], np.int64),
                    "csr_cols": np.ascontiguousarray(src.indices[:nnz] if nnz else np.zeros(1), np.int32),
                    "csr_values": np.ascontiguousarray(src.data[:nnz] if nnz else np.zeros(1), np.float32),
-                   "csr_long_rows": self._csr_long_rows if self._csr_long_rows.size else np.zeros(1, np.int64)}
+                   "csr_long_parts": self._csr_parts if self._csr_parts.size else np.zeros(1, np.int64)}
             try:
                 for name, arr in put.items():
                     self.dev[name] = DeviceArray.upload(arr, self._device, side)
+                if self.elem == ELEM["tf32"]:  # as the BitTCF build rounds A (half values are exact already)
+                    self._cuda.tf32_round_values(self.dev["csr_values"].ptr, nnz, side)
             except MemoryError as exc:  # no room for A's CSR beside its BitTCF: the BitTCF narrow kernel
                 for name in put:
                     if name in self.dev:
@@ -714,10 +748,11 @@ class TF32Runner:
                 return (0,) * 6
             self._stats.setdefault("seconds", {})["narrow_csr_upload"] = time.perf_counter() - t
             self._stats["narrow_csr_bytes"] = sum(self.dev[k].nbytes for k in put)
-            self._stats["narrow_csr_long_rows"] = int(self._csr_long_rows.size)
+            self._stats["narrow_csr_long_rows"] = int(((self._csr_parts[3::4] & 0xFFFFFFFF) == 0).sum())
+            self._stats["narrow_csr_long_parts"] = self._csr_parts.size // 4
         d = self.dev
         return (d["csr_offsets"].ptr, d["csr_cols"].ptr, d["csr_values"].ptr, self._narrow_choice()[0],
-                d["csr_long_rows"].ptr, int(self._csr_long_rows.size))
+                d["csr_long_parts"].ptr, self._csr_parts.size // 4)
 
     def _side_stream(self) -> int:
         """The library's side stream, where a call's uploads go (``_settle`` waits for them)."""
@@ -762,6 +797,9 @@ class TF32Runner:
         slices of ``unit`` slice_s columns; (0, 0) when it has none.  The counters are sized for
         slices of ``unit`` columns, the most any variant uses (a half launch whose slice is not full
         runs S = 1, see cuda/tf32_spmm.cu); the workspace of slice_s slices covers S = 1 too."""
+        if n <= self._narrow and self._csr_choice is not None and self._csr_choice[0]:
+            parts = self._csr_parts.size // 4  # the CSR kernel's long parts: 4 floats and a counter each
+            return 4 * parts, parts
         slots, splits, _ = self._counts(cap)
         u = self.unit
         return slots * 8 * (-(-n // (u * slice_s)) * u * slice_s), splits * -(-n // u)
@@ -814,9 +852,10 @@ class TF32Runner:
             self._stats.setdefault("seconds", {})["build_gpu_wait"] = time.perf_counter() - t
         cap = best if cap is None else cap
         v = v if variant is None else variant
-        d_tasks, ntasks = self._device_tasks(cap, v.get("order", 0))
+        csr = self._csr_args(n)  # first: a failed upload leaves the BitTCF kernel
+        # the CSR kernel reads no task rows (and the split workspace holds its long rows' parts)
+        d_tasks, ntasks = (0, 0) if csr[3] else self._device_tasks(cap, v.get("order", 0))
         ws, cnt = workspace or self._workspace(cap, n, v["slice_s"], stream)
-        csr = self._csr_args(n)
         self._settle()
         d = self.dev
         a = (m, k, n, self.num_windows, d["perm"].ptr, d["window_offsets"].ptr, d["block_meta"].ptr,

@@ -356,7 +356,7 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds
 }
 
 /* register(n, stream, tasks, num_tasks, workspace, counters, variant5[, csr_offsets, csr_cols, csr_values,
- * csr_lanes, csr_long_rows, csr_num_long]): the launch for (n, stream). */
+ * csr_lanes, csr_long_parts, csr_num_parts]): the launch for (n, stream). */
 static PyObject *launcher_register(LauncherObject *self, PyObject *args) {
     long long n, ntasks;
     unsigned long long stream, tasks, ws, cnt, csr_o = 0, csr_c = 0, csr_v = 0, csr_l = 0;
@@ -367,13 +367,13 @@ static PyObject *launcher_register(LauncherObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(
             args,
             "LKKLKK(iiiii)|KKKiKL;register(n, stream, tasks, num_tasks, workspace, counters, "
-            "variant[, csr_offsets, csr_cols, csr_values, csr_lanes, csr_long_rows, csr_num_long])",
+            "variant[, csr_offsets, csr_cols, csr_values, csr_lanes, csr_long_parts, csr_num_parts])",
             &n, &stream, &tasks, &ntasks, &ws, &cnt, &e.variant.slice_s, &e.variant.depth,
             &e.variant.cache_l1, &e.variant.slice_major, &e.variant.staged, &csr_o, &csr_c, &csr_v,
             &csr_lanes, &csr_l, &csr_nl))
         return NULL;
     e.csr = acc_tf32_csr_of(csr_o, csr_c, csr_v, csr_lanes, csr_l, csr_nl);
-    if (n <= 0 || ntasks <= 0 || !tasks) {
+    if (n <= 0 || (e.csr.lanes <= 0 && (ntasks <= 0 || !tasks))) { /* the CSR kernel reads no tasks */
         PyErr_SetString(PyExc_ValueError, "register: n and num_tasks must be positive");
         return NULL;
     }
@@ -482,7 +482,7 @@ static PyMethodDef launcher_methods[] = {
      "call(B, out, raw) -> C, or None where the Python layer must take the call"},
     {"register", (PyCFunction)launcher_register, METH_VARARGS,
      "register(n, stream, tasks, num_tasks, workspace, counters, variant5[, csr_offsets, csr_cols, "
-     "csr_values, csr_lanes, csr_long_rows, csr_num_long])"},
+     "csr_values, csr_lanes, csr_long_parts, csr_num_parts])"},
     {"clear", (PyCFunction)launcher_clear, METH_NOARGS, "clear(): forget every registered launch"},
     {NULL, NULL, 0, NULL}};
 

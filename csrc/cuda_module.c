@@ -341,7 +341,7 @@ static PyObject *py_cusparse_run(PyObject *self, PyObject *args) {
 }
 
 /* Parses the 16- to 22-tuple of acc_tf32_args (sizes as ints, device pointers as ints, 0 = NULL; the
- * last six, optional: csr_offsets, csr_cols, csr_values, csr_lanes, csr_long_rows, csr_num_long) and the
+ * last six, optional: csr_offsets, csr_cols, csr_values, csr_lanes, csr_long_parts, csr_num_parts) and the
  * 5-tuple of acc_tf32_variant. */
 typedef struct tf32_call {
     acc_tf32_args args;
@@ -523,6 +523,23 @@ static PyObject *py_half_round(PyObject *self, PyObject *args) {
     st = acc_half_round_device(d_src, d_dst, count, fmt, stream);
     Py_END_ALLOW_THREADS
     if (st) return acc_py_cuda_raise(st, "rounding B to half precision failed", 0);
+    Py_RETURN_NONE;
+}
+
+/* tf32_round_values(values, count, stream): float32 values rounded to TF32 in place (acc_tf32_round_values).
+ */
+static PyObject *py_tf32_round_values(PyObject *self, PyObject *args) {
+    PyObject *v, *s;
+    long long count;
+    int st;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OLO", &v, &count, &s)) return NULL;
+    void *d_v = as_ptr(v), *stream = s == Py_None ? NULL : as_ptr(s);
+    if (PyErr_Occurred()) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_tf32_round_values((float *)d_v, count, stream);
+    Py_END_ALLOW_THREADS
+    if (st) return acc_py_cuda_raise(st, "rounding values to TF32 failed", 0);
     Py_RETURN_NONE;
 }
 
@@ -892,6 +909,8 @@ static PyMethodDef cuda_methods[] = {
      "values"},
     {"half_round", py_half_round, METH_VARARGS,
      "half_round(src, dst, count, fmt, stream): float32 -> half bits"},
+    {"tf32_round_values", py_tf32_round_values, METH_VARARGS,
+     "tf32_round_values(values, count, stream): float32 values rounded to TF32 in place"},
     {"tf32_spmm", py_tf32_spmm, METH_VARARGS,
      "tf32_spmm(args14, variant5, stream[, workspace_floats, counters]): launch the TF32 BitTCF kernel"},
     {"tf32_schedule_price", py_tf32_schedule_price, METH_VARARGS,

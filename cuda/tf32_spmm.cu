@@ -1285,32 +1285,42 @@ template <int E> int dispatch_narrow(const acc_tf32_args &p, cudaStream_t s) {
                       : launch_narrow<E, 4>(p, s);
 }
 
-/* ---- Narrow widths on A's CSR (acc_tf32_args.csr.lanes > 0, TF32) -------------------------------------
+/* ---- Narrow widths on A's CSR (acc_tf32_args.csr.lanes > 0) -------------------------------------------
  * Where BitTCF's blocks are sparse and its windows short (G3_circuit: 3.8 blocks of 10 entries a window),
  * the narrow kernel spends a shuffle and a test on each of a block row's 8 slots for about one entry, and
  * a warp walks one window's chain of dependent loads at a time.  Here L = csr.lanes lanes take a row: lane
- * j adds entries j, j + L, ... of the row in CSR order (a x B, both rounded to TF32 as the BitTCF path
- * rounds them, the product exact), four entries' loads before their products, and the L sums are added
- * by xor shuffles (L/2, ..., 1), a fixed tree.  A row of more than ACC_TF32_CSR_LONG entries is a thread
- * block's instead (the blocks after the rows' blocks): thread j adds entries j, j + kCsrThreads, ...,
- * each warp's sums by xor shuffles, the warps' in warp order.  Deterministic, with the same error bound
- * and integer exactness; only stored entries are multiplied, so a non-finite B value reaches exactly the
- * entries that meet it, with no recomputation. */
+ * j adds entries j, j + L, ... of the row in CSR order, a x B with the operands the BitTCF path has (A's
+ * values rounded to TF32 at upload, B here; or A's half values as floats and B's half values), the product
+ * exact, four entries' loads before their products, and the L sums are added by xor shuffles
+ * (L/2, ..., 1), a fixed tree.  A row of more than ACC_TF32_CSR_LONG entries goes to thread blocks
+ * instead, one per part (acc_tf32_csr; the blocks after the rows' blocks: launched first, ogbl-ddi's rows
+ * of 1-4 thousand entries ran 5-11% slower at n = 1-4): thread t adds entries t, t + kCsrThreads, ... of
+ * its part, the block's sums by a fixed tree (block_sum); a row of several parts leaves each part's sums
+ * in the workspace and the part that finishes last adds them in part order, by the same tree.  C is
+ * written in the output format (store_c).  Deterministic, with the same error bound and integer
+ * exactness; only stored entries are multiplied, so a non-finite B value reaches exactly the entries that
+ * meet it, with no recomputation. */
 constexpr int kCsrThreads = 256;
 
+/* B[row, c] as an exact float operand: TF32-rounded, or the half format E's value */
+template <int E> __device__ __forceinline__ float csr_b(const acc_tf32_args &p, int64_t row, int c) {
+    if (E == ACC_TF32_ELEM_TF32) return __uint_as_float(to_tf32(__ldg(p.B + row * p.n + c)));
+    return half_to_f32<E>(__ldg(reinterpret_cast<const unsigned short *>(p.B) + row * p.n + c));
+}
+
 /* acc += entries e, e + L, ... < e1 of A's CSR times B (n <= N columns) */
-template <int N>
+template <int E, int N>
 __device__ __forceinline__ void csr_walk(const acc_tf32_args &p, int64_t e, int64_t e1, int L,
                                          float (&acc)[N]) {
     for (; e + 3 * L < e1; e += 4 * L) { /* four entries' loads before their products (a long row) */
         float a[4], x[4][N];
 #pragma unroll
         for (int u = 0; u < 4; u++) {
-            a[u] = round_tf32(__ldg(p.csr.values + e + u * L));
-            const float *b = p.B + (int64_t)__ldg(p.csr.cols + e + u * L) * p.n;
+            a[u] = __ldg(p.csr.values + e + u * L);
+            const int64_t col = __ldg(p.csr.cols + e + u * L);
 #pragma unroll
             for (int c = 0; c < N; c++)
-                x[u][c] = c < p.n ? __uint_as_float(to_tf32(__ldg(b + c))) : 0.f;
+                x[u][c] = c < p.n ? csr_b<E>(p, col, c) : 0.f;
         }
 #pragma unroll
         for (int u = 0; u < 4; u++)
@@ -1319,44 +1329,86 @@ __device__ __forceinline__ void csr_walk(const acc_tf32_args &p, int64_t e, int6
                 acc[c] = __fmaf_rn(a[u], x[u][c], acc[c]);
     }
     for (; e < e1; e += L) {
-        const float a = round_tf32(__ldg(p.csr.values + e));
-        const float *b = p.B + (int64_t)__ldg(p.csr.cols + e) * p.n;
+        const float a = __ldg(p.csr.values + e);
+        const int64_t col = __ldg(p.csr.cols + e);
 #pragma unroll
         for (int c = 0; c < N; c++)
-            if (c < p.n) acc[c] = __fmaf_rn(a, __uint_as_float(to_tf32(__ldg(b + c))), acc[c]);
+            if (c < p.n) acc[c] = __fmaf_rn(a, csr_b<E>(p, col, c), acc[c]);
     }
 }
 
-template <int N>
-__global__ void __launch_bounds__(kCsrThreads)
-    csr_narrow_kernel(const acc_tf32_args p, int shift, int64_t row_blocks) {
+/* The thread block's sums of acc (every thread's), a fixed tree: each warp's by xor shuffles, then the
+ * warps' in warp order; thread c < N returns column c's total (the others, garbage). */
+template <int N> __device__ __forceinline__ float block_sum(float (&acc)[N]) {
+    __shared__ float part[kCsrThreads / 32][N];
+#pragma unroll
+    for (int c = 0; c < N; c++)
+        for (int o = 16; o > 0; o >>= 1)
+            acc[c] += __shfl_xor_sync(0xffffffffu, acc[c], o);
+    if ((threadIdx.x & 31) == 0)
+#pragma unroll
+        for (int c = 0; c < N; c++)
+            part[threadIdx.x >> 5][c] = acc[c];
+    __syncthreads();
+    float sum = 0.f;
+    if (threadIdx.x < N) {
+        sum = part[0][threadIdx.x];
+        for (int w = 1; w < kCsrThreads / 32; w++)
+            sum += part[w][threadIdx.x];
+    }
+    return sum;
+}
+
+/* Part q of a long row (acc_tf32_csr.long_parts): its sums to C, or with several parts to the workspace,
+ * the last part to arrive adding them all. */
+template <int E, int N> __device__ __forceinline__ void csr_long_part(const acc_tf32_args &p, int64_t q) {
+    __shared__ int last;
     float acc[N];
 #pragma unroll
     for (int c = 0; c < N; c++)
         acc[c] = 0.f;
-    if (blockIdx.x >= row_blocks) { /* a long row: the whole thread block */
-        __shared__ float part[kCsrThreads / 32][N];
-        const int64_t row = ldg64(p.csr.long_rows + (blockIdx.x - row_blocks));
-        pdl_wait();
-        csr_walk<N>(p, ldg64(p.csr.offsets + row) + threadIdx.x, ldg64(p.csr.offsets + row + 1), kCsrThreads,
-                    acc);
-#pragma unroll
-        for (int c = 0; c < N; c++)
-            for (int o = 16; o > 0; o >>= 1)
-                acc[c] += __shfl_xor_sync(0xffffffffu, acc[c], o);
-        if ((threadIdx.x & 31) == 0)
-#pragma unroll
-            for (int c = 0; c < N; c++)
-                part[threadIdx.x >> 5][c] = acc[c];
-        __syncthreads();
-        if (threadIdx.x < N && threadIdx.x < p.n) {
-            float sum = part[0][threadIdx.x];
-            for (int w = 1; w < kCsrThreads / 32; w++)
-                sum += part[w][threadIdx.x];
-            __stcs(p.C + row * p.n + threadIdx.x, sum);
-        }
+    const int64_t *rec = p.csr.long_parts + 4 * q;
+    const int64_t row = ldg64(rec), e0 = ldg64(rec + 1), e1 = ldg64(rec + 2), info = ldg64(rec + 3);
+    const int64_t j = info & 0xffffffffLL, parts = info >> 32;
+    pdl_wait(); /* B, C and the workspace only after the kernels before this one */
+    csr_walk<E, N>(p, e0 + threadIdx.x, e1, kCsrThreads, acc);
+    float sum = block_sum<N>(acc);
+    const bool col = threadIdx.x < N && threadIdx.x < p.n;
+    if (parts == 1) {
+        if (col) store_c<E>(p.C, p.out_f32, row * p.n + threadIdx.x, sum);
         return;
     }
+    if (col) __stcg(p.workspace + 4 * q + threadIdx.x, sum);
+    __threadfence(); /* this part's sums visible before its arrival is counted */
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(p.counters + (q - j), 1) == (int)parts - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence(); /* every part's sums, as they were before their arrivals */
+#pragma unroll
+    for (int c = 0; c < N; c++)
+        acc[c] = 0.f;
+    for (int64_t i = threadIdx.x; i < parts; i += kCsrThreads) /* part i's sums, parts in a fixed tree */
+#pragma unroll
+        for (int c = 0; c < N; c++)
+            if (c < p.n) acc[c] += __ldcg(p.workspace + 4 * (q - j + i) + c);
+    __syncthreads(); /* block_sum's shared memory, read above, is written again */
+    sum = block_sum<N>(acc);
+    if (col) store_c<E>(p.C, p.out_f32, row * p.n + threadIdx.x, sum);
+    if (threadIdx.x == 0) p.counters[q - j] = 0; /* for the next launch */
+}
+
+template <int E, int N>
+__global__ void __launch_bounds__(kCsrThreads)
+    csr_narrow_kernel(const acc_tf32_args p, int shift, int64_t row_blocks) {
+    if (blockIdx.x >= row_blocks) { /* a long row's part: the whole thread block */
+        csr_long_part<E, N>(p, blockIdx.x - row_blocks);
+        return;
+    }
+    float acc[N];
+#pragma unroll
+    for (int c = 0; c < N; c++)
+        acc[c] = 0.f;
     const int L = 1 << shift;
     const int64_t row = ((int64_t)blockIdx.x * kCsrThreads + threadIdx.x) >> shift;
     const int j = threadIdx.x & (L - 1);
@@ -1364,8 +1416,8 @@ __global__ void __launch_bounds__(kCsrThreads)
     bool mine = false;
     if (row < p.m) {
         const int64_t e0 = ldg64(p.csr.offsets + row), e1 = ldg64(p.csr.offsets + row + 1);
-        mine = e1 - e0 <= ACC_TF32_CSR_LONG; /* else a long row's thread block writes it */
-        if (mine) csr_walk<N>(p, e0 + j, e1, L, acc);
+        mine = e1 - e0 <= ACC_TF32_CSR_LONG; /* else a long row's parts write it */
+        if (mine) csr_walk<E, N>(p, e0 + j, e1, L, acc);
     }
     for (int o = L >> 1; o > 0; o >>= 1) /* every lane of the warp: the rows past m add zeros */
 #pragma unroll
@@ -1374,28 +1426,40 @@ __global__ void __launch_bounds__(kCsrThreads)
     if (mine && j == 0)
 #pragma unroll
         for (int c = 0; c < N; c++)
-            if (c < p.n) __stcs(p.C + row * p.n + c, acc[c]);
+            if (c < p.n) store_c<E>(p.C, p.out_f32, row * p.n + c, acc[c]);
 }
 
-template <int N> int launch_csr_narrow(const acc_tf32_args &p, cudaStream_t stream) {
+template <int E, int N> int launch_csr_narrow(const acc_tf32_args &p, cudaStream_t stream) {
     static unsigned char pdl[kMaxDevices];
-    void (*fn)(const acc_tf32_args, int, int64_t) = csr_narrow_kernel<N>;
+    void (*fn)(const acc_tf32_args, int, int64_t) = csr_narrow_kernel<E, N>;
     const int shift = __builtin_ctz((unsigned)p.csr.lanes);
     const int64_t row_blocks = ((p.m << shift) + kCsrThreads - 1) / kCsrThreads;
-    if (row_blocks + p.csr.num_long > 0x7fffffffLL) return ACC_ERR_TOO_LARGE;
-    ACC_CUDA_TRY(launch_ex(fn, dim3((unsigned)(row_blocks + p.csr.num_long)), dim3(kCsrThreads), 0, stream,
+    if (row_blocks + p.csr.num_parts > 0x7fffffffLL) return ACC_ERR_TOO_LARGE;
+    ACC_CUDA_TRY(launch_ex(fn, dim3((unsigned)(row_blocks + p.csr.num_parts)), dim3(kCsrThreads), 0, stream,
                            pdl_usable(reinterpret_cast<const void *>(fn), pdl), p, shift, row_blocks));
     return ACC_SUCCESS;
 }
 
+template <int E> int csr_narrow_for(const acc_tf32_args &p, cudaStream_t s) {
+    return p.n == 1   ? launch_csr_narrow<E, 1>(p, s)
+           : p.n == 2 ? launch_csr_narrow<E, 2>(p, s)
+                      : launch_csr_narrow<E, 4>(p, s);
+}
+
 int dispatch_csr_narrow(const acc_tf32_args &p, cudaStream_t s) {
     const int L = p.csr.lanes;
-    if (p.elem != ACC_TF32_ELEM_TF32 || L > 32 || (L & (L - 1)) || !p.csr.offsets || !p.csr.cols ||
-        !p.csr.values || p.csr.num_long < 0 || (p.csr.num_long > 0 && !p.csr.long_rows))
+    if (L > 32 || (L & (L - 1)) || !p.csr.offsets || !p.csr.cols || !p.csr.values || p.csr.num_parts < 0 ||
+        (p.csr.num_parts > 0 && !p.csr.long_parts))
         return ACC_ERR_INVALID_ARGUMENT;
-    return p.n == 1   ? launch_csr_narrow<1>(p, s)
-           : p.n == 2 ? launch_csr_narrow<2>(p, s)
-                      : launch_csr_narrow<4>(p, s);
+    return p.elem == ACC_TF32_ELEM_TF32   ? csr_narrow_for<ACC_TF32_ELEM_TF32>(p, s)
+           : p.elem == ACC_TF32_ELEM_FP16 ? csr_narrow_for<ACC_TF32_ELEM_FP16>(p, s)
+                                          : csr_narrow_for<ACC_TF32_ELEM_BF16>(p, s);
+}
+
+__global__ void round_values_kernel(float *v, int64_t count) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < count;
+         i += (int64_t)gridDim.x * blockDim.x)
+        v[i] = round_tf32(v[i]);
 }
 
 typedef void (*kernel_fn)(const acc_tf32_args, int, int);
@@ -1521,6 +1585,14 @@ extern "C" int acc_tf32_shared_bytes(const acc_tf32_variant *v) {
     return v->staged ? shared_bytes<true>(v->slice_s, v->depth) : shared_bytes<false>(v->slice_s, v->depth);
 }
 
+extern "C" int acc_tf32_round_values(float *values, int64_t count, void *stream) {
+    if (count < 0 || (count > 0 && !values)) return ACC_ERR_INVALID_ARGUMENT;
+    if (count == 0) return ACC_SUCCESS;
+    const int64_t blocks = std::min<int64_t>((count + 255) / 256, 4096);
+    round_values_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(values, count);
+    return acc_cuda_status(cudaGetLastError(), "round_values_kernel");
+}
+
 extern "C" int acc_tf32_narrow_max(void) {
     static const int max = [] {
         const char *e = std::getenv("ACCSPMM_NARROW_MAX");
@@ -1540,15 +1612,18 @@ extern "C" int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *
         return ACC_ERR_INVALID_ARGUMENT;
     if (p.num_windows > 0x7fffffffLL || p.n >= (1LL << 30)) return ACC_ERR_TOO_LARGE;
     if (p.m == 0 || p.n == 0) return ACC_SUCCESS;
-    if (!p.C || !p.B || !p.perm || !p.window_offsets || !p.block_meta || !p.tasks || !p.values ||
-        p.num_tasks == 0)
-        return ACC_ERR_INVALID_ARGUMENT;
     if ((p.workspace == NULL) != (p.counters == NULL)) return ACC_ERR_INVALID_ARGUMENT;
     if (p.elem < ACC_TF32_ELEM_TF32 || p.elem > ACC_TF32_ELEM_BF16 || (p.out_f32 != 0 && p.out_f32 != 1))
         return ACC_ERR_INVALID_ARGUMENT;
+    if (p.n <= acc_tf32_narrow_max() && p.csr.lanes > 0) { /* A's CSR: no tasks; the long parts' workspace */
+        if (!p.C || !p.B || (p.csr.num_parts > 0 && !p.workspace)) return ACC_ERR_INVALID_ARGUMENT;
+        return dispatch_csr_narrow(p, stream);
+    }
+    if (!p.C || !p.B || !p.perm || !p.window_offsets || !p.block_meta || !p.tasks || !p.values ||
+        p.num_tasks == 0)
+        return ACC_ERR_INVALID_ARGUMENT;
     if (p.elem != ACC_TF32_ELEM_TF32 && (variant->cache_l1 != 1 || variant->depth > 3))
         return ACC_ERR_UNSUPPORTED;
-    if (p.n <= acc_tf32_narrow_max() && p.csr.lanes > 0) return dispatch_csr_narrow(p, stream);
     if (p.n <= acc_tf32_narrow_max()) /* CUDA cores (narrow_kernel); the variant has no part in it */
         return p.elem == ACC_TF32_ELEM_TF32   ? dispatch_narrow<ACC_TF32_ELEM_TF32>(p, stream)
                : p.elem == ACC_TF32_ELEM_FP16 ? dispatch_narrow<ACC_TF32_ELEM_FP16>(p, stream)

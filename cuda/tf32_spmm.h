@@ -15,7 +15,7 @@ extern "C" {
 /* Warps per thread block; a task row of the schedule has ACC_TF32_TASK_WORDS int32 entries. */
 #define ACC_TF32_WARPS 2 /* 2 rather than 8: see benchmarks/NOTES.md, v4 -> v5 */
 #define ACC_TF32_TASK_WORDS (1 + 2 * ACC_TF32_WARPS)
-/* The narrow CSR kernel's long rows: more entries than this go to a thread block each (acc_tf32_csr). */
+/* The narrow CSR kernel's long rows: more entries than this go to thread blocks (acc_tf32_csr). */
 #define ACC_TF32_CSR_LONG 1024
 /* Widths up to this run on CUDA cores (tf32_spmm.cu, narrow_kernel): the same tasks, slice 0 only.
  * H100, TF32, the 24 real matrices, kernel time Tensor Cores / CUDA cores (geomean, min): n = 1 1.50x,
@@ -39,30 +39,35 @@ typedef struct acc_tf32_variant {
 } acc_tf32_variant;
 
 /* Narrow widths (n <= acc_tf32_narrow_max()) on A's CSR instead of BitTCF, when lanes > 0
- * (tf32_spmm.cu, csr_narrow_kernel; TF32 only): row i's entries offsets[i] .. [i + 1] - 1 in original
- * row order (no perm), columns cols, float32 values (rounded to TF32 there, as the BitTCF build rounds
- * them; duplicates summed), lanes (1, 2, 4, 8, 16 or 32) lanes per row; the rows of more than
- * ACC_TF32_CSR_LONG entries, long_rows[num_long] (ascending), a thread block each instead.  The tasks,
- * workspace and counters are not read then. */
+ * (tf32_spmm.cu, csr_narrow_kernel; every elem): row i's entries offsets[i] .. [i + 1] - 1 in original
+ * row order (no perm), columns cols, float32 values as the BitTCF path has them (TF32-rounded:
+ * acc_tf32_round_values, as the BitTCF build rounds them; a half format's values, widened; duplicates
+ * summed), lanes (1, 2, 4, 8, 16 or 32) lanes per row.  The
+ * rows of more than ACC_TF32_CSR_LONG entries go to thread blocks instead, one per part:
+ * long_parts[4 q .. 4 q + 3] is part q's row, its entries e0 .. e1 - 1 (CSR positions) and (part
+ * index j) | (parts P << 32), a row's parts consecutive (q - j is the first).  With P > 1 each part's sums go
+ * to workspace[4 q ..] and the part that arrives last (counters[q - j]) adds the P in part order and
+ * leaves the counter at zero: the workspace holds 4 * num_parts floats and the counters num_parts
+ * int32 (zero before the first launch).  The tasks are not read then. */
 typedef struct acc_tf32_csr {
     const int64_t *offsets;
     const int32_t *cols;
     const float *values;
-    const int64_t *long_rows;
-    int64_t num_long;
+    const int64_t *long_parts;
+    int64_t num_parts;
     int lanes;
 } acc_tf32_csr;
 
 /* An acc_tf32_csr from device addresses as integers (0 = NULL), as the Python layer passes them. */
 static inline acc_tf32_csr acc_tf32_csr_of(unsigned long long offsets, unsigned long long cols,
-                                           unsigned long long values, int lanes, unsigned long long long_rows,
-                                           long long num_long) {
+                                           unsigned long long values, int lanes,
+                                           unsigned long long long_parts, long long num_parts) {
     acc_tf32_csr c;
     c.offsets = (const int64_t *)(uintptr_t)offsets;
     c.cols = (const int32_t *)(uintptr_t)cols;
     c.values = (const float *)(uintptr_t)values;
-    c.long_rows = (const int64_t *)(uintptr_t)long_rows;
-    c.num_long = num_long;
+    c.long_parts = (const int64_t *)(uintptr_t)long_parts;
+    c.num_parts = num_parts;
     c.lanes = lanes;
     return c;
 }
@@ -93,7 +98,9 @@ typedef struct acc_tf32_args {
      * Every window is in exactly one PACK warp, one GROUP or all parts of one SPLIT. */
     const int32_t *tasks;
     int64_t num_tasks;
-    float *workspace;  /* [slots * slices * 8 * 32 * slice_s], NULL when no split has parts > 1 */
+    /* [slots * slices * 8 * 32 * slice_s], NULL when no split has parts > 1 (the CSR kernel: see
+     * acc_tf32_csr) */
+    float *workspace;
     int32_t *counters; /* [splits * slices], zero before the first launch; left zero by every launch */
     const float *B;    /* [k * n] (elem > 0: half bits of that format, read through this pointer's bytes) */
     float *C;          /* [m * n] (elem > 0: half bits, or float32 when out_f32) */
@@ -130,6 +137,10 @@ int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *variant, vo
  * become the graph's own memory nodes, so each graph owns its workspace. */
 int acc_tf32_spmm_ordered(const acc_tf32_args *args, const acc_tf32_variant *variant, void *stream,
                           size_t workspace_floats, size_t counters);
+
+/* values[0 .. count - 1] rounded to TF32 in place on `stream` (the narrow CSR kernel's values), as the
+ * BitTCF build rounds A: nearest, ties away from zero; inf and NaN unchanged. */
+int acc_tf32_round_values(float *values, int64_t count, void *stream);
 
 /* The widest n that runs on CUDA cores: ACC_TF32_NARROW_MAX, or ACCSPMM_NARROW_MAX from the environment
  * (0 .. ACC_TF32_NARROW_MAX, read once; 0 keeps every width on the Tensor Cores, for comparisons). */

@@ -437,6 +437,21 @@ def test_narrow_widths_adversarial_and_vector(kind):
         p.close()
 
 
+def _long_parts_matrix(rng):
+    """Rows the CSR kernel cuts into thread-block parts (CSR_PART entries at most): 4 parts (uneven), exactly
+    one part, two parts of one entry more than a part, one part of CSR_LONG + 1; short and empty rows between,
+    and the last row long."""
+    from accspmm._tf32 import CSR_LONG, CSR_PART
+
+    k = 4 * CSR_PART
+    lengths = np.zeros(301, np.int64)
+    lengths[::3] = rng.integers(1, 40, 101)
+    lengths[[10, 50, 51, 200, 300]] = [3 * CSR_PART + 7, CSR_PART, CSR_PART + 1, CSR_LONG + 1, 4 * CSR_PART]
+    cols = np.concatenate([np.sort(rng.choice(k, n, replace=False)) for n in lengths])
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    return sp.csr_matrix((np.ones(cols.size, np.float32), cols, indptr), shape=(301, k))
+
+
 def _narrow_csr_matrices():
     """Shapes for the narrow CSR kernel: windows of 0-375 blocks with a dense row, empty rows and a
     tail (m not a multiple of 8), a rectangular tall matrix, one column, a star's hub, 1 x 1."""
@@ -447,10 +462,12 @@ def _narrow_csr_matrices():
     out = {"long_window": long_window_matrix(), "empty_tail": tail,
            "tall": sp.random(4099, 3, density=0.6, format="csr", random_state=rng),
            "one_col": sp.csr_matrix(np.ones((77, 1), np.float32)), "star": star,
-           "one": sp.csr_matrix(np.full((1, 1), 3.0, np.float32))}
+           "one": sp.csr_matrix(np.full((1, 1), 3.0, np.float32)), "parts": _long_parts_matrix(rng)}
     for name, A in out.items():
         A = sp.csr_matrix(A, dtype=np.float32)
         A.data = rng.integers(-8, 9, A.nnz).astype(np.float32)
+        if name == "parts":  # the rows' lengths as drawn (at and just past a part's)
+            A.data[A.data == 0] = 1
         A.eliminate_zeros()
         out[name] = A
     return out
@@ -476,16 +493,22 @@ def test_narrow_csr_exact_every_lane_count(lanes):
                         assert np.array_equal(out.cpu().numpy(), scipy_ref(A, B)), (name, reorder, n)
                     want = f"cuda_cores_csr{lanes}" if n <= 4 else "tensor_cores"
                     assert p.stats["schedule_by_n"][n]["kernel"] == want
-                before = p._tf32.launcher.fast_calls
                 v = int_dense(A.shape[1], 1, seed=9)[:, 0]
+                p(torch.from_numpy(v).cuda())  # registers n = 1 again where n = 5's split workspace regrew
+                before = p._tf32.launcher.fast_calls
                 got = p(torch.from_numpy(v).cuda()).cpu().numpy()
                 assert got.shape == (A.shape[0],) and np.array_equal(got, scipy_ref(A, v[:, None])[:, 0])
                 assert p._tf32.launcher.fast_calls == before + 1
                 assert p.stats["narrow_csr_bytes"] >= 8 * (A.shape[0] + 1)
-                long_rows = int((np.diff(A.indptr) > accspmm._cuda.TF32_CSR_LONG).sum())
+                lengths = np.diff(A.indptr)
+                long_rows = int((lengths > accspmm._cuda.TF32_CSR_LONG).sum())
                 assert p.stats["narrow_csr_long_rows"] == long_rows
-                if name in ("long_window", "star"):
+                parts = -(-lengths[lengths > accspmm._cuda.TF32_CSR_LONG] // accspmm._tf32.CSR_PART)
+                assert p.stats["narrow_csr_long_parts"] == parts.sum()
+                if name in ("long_window", "star", "parts"):
                     assert long_rows > 0  # the thread-block rows are covered
+                if name in ("star", "parts"):
+                    assert parts.max() > 1  # rows of several parts, summed by the last to finish
 
 
 def test_narrow_csr_duplicates_unsorted_int64_nonfinite_bound():
@@ -554,6 +577,81 @@ def test_narrow_csr_nonfinite_values_of_a():
                 assert np.array_equal(p(B), A @ B, equal_nan=True), (narrow, n)
 
 
+def test_narrow_csr_long_parts_nonfinite_bound_deterministic():
+    """Rows cut into thread-block parts: inf in one part and -inf in another give scipy's NaN, inf alone its
+    inf; random values meet the TF32 bound and give the same bits on every call, on two streams and in
+    another plan (the parts are summed in part order, whichever finishes last)."""
+    import torch
+
+    from accspmm._tf32 import CSR_PART
+
+    rng = np.random.default_rng(21)
+    A = _long_parts_matrix(rng)
+    row10 = A.indices[A.indptr[10]:A.indptr[11]]  # 4 parts of about 3,073 entries
+    with accspmm.plan(A, device="gpu", tuning={"narrow": "csr"}) as p:
+        for n in (1, 4):
+            B = int_dense(A.shape[1], n, seed=n)
+            B[row10[5], 0] = np.inf  # part 0
+            B[row10[-5], 0] = -np.inf  # part 3
+            B[A.indices[A.indptr[300] + CSR_PART // 2], n - 1] = np.inf  # row 300's part 0 only (where n > 1)
+            got, want = p(B), A @ B
+            assert np.isnan(got[10, 0]) and np.array_equal(got, want, equal_nan=True), n
+    A.data = rng.standard_normal(A.nnz).astype(np.float32)
+    B = rng.standard_normal((A.shape[1], 3)).astype(np.float32)
+    with accspmm.plan(A, device="gpu", tuning={"narrow": "csr"}) as p, \
+            accspmm.plan(A, device="gpu", tuning={"narrow": "csr"}) as q:
+        C = p(B)
+        assert error_bound_check(A, B, C, u=2.0**-11) < 1e-3
+        assert np.array_equal(p(B), C) and np.array_equal(q(B), C)
+        Bt = torch.from_numpy(B).cuda()
+        outs = []
+        for _ in range(2):
+            st = torch.cuda.Stream()
+            with torch.cuda.stream(st):
+                outs.append(p(Bt))
+        torch.cuda.synchronize()
+        assert all(np.array_equal(o.cpu().numpy(), C) for o in outs)
+
+
+@pytest.mark.parametrize("prec", ["fp16", "bf16"])
+def test_narrow_csr_half_plans(prec):
+    """BitTCF FP16/BF16 plans run narrow widths on the CSR kernel too: lanes 1 and 8 on every shape (rows in
+    parts included), n = 1..4, exact on integer data against scipy's product of the format's operands rounded
+    once to the output (half C) and as float32 C, in poisoned outputs; inf and NaN in B as scipy; the default
+    choice on a tall matrix takes the CSR kernel with the bits of the BitTCF narrow kernel."""
+    import torch
+
+    dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[prec]
+    for name, A in _narrow_csr_matrices().items():
+        for lanes in (1, 8):
+            with accspmm.plan(A, device="gpu", precision=prec, format="bittcf",
+                              tuning={"narrow": "csr", "csr_lanes": lanes}) as p:
+                for n in (1, 2, 3, 4):
+                    B = int_dense(A.shape[1], n, seed=n)
+                    Bt = torch.from_numpy(B).to(dt).cuda()
+                    for out_dtype, tdt in (("half", dt), ("float32", torch.float32)):
+                        out = torch.full((A.shape[0], n), float("nan"), dtype=tdt, device="cuda")
+                        p(Bt, out=out)
+                        want = half_ref(A, B, prec, out_dtype)
+                        assert np.array_equal(out.float().cpu().numpy(), want), (name, lanes, n, out_dtype)
+                    assert p.stats["schedule_by_n"][n]["kernel"] == f"cuda_cores_csr{lanes}"
+                if name == "parts":
+                    B = int_dense(A.shape[1], 2, seed=5)
+                    B[A.indices[A.indptr[10] + 5], 0] = np.inf  # row 10's first part
+                    B[A.indices[A.indptr[11] - 5], 0] = -np.inf  # its last: NaN, as scipy's sum
+                    got = p(torch.from_numpy(B).to(dt).cuda(), out=torch.empty(A.shape[0], 2, device="cuda"))
+                    assert np.array_equal(got.cpu().numpy(), (A @ B).astype(np.float32), equal_nan=True)
+    A = sp.random(200_000, 1, density=0.9, format="csr", random_state=np.random.default_rng(2), dtype=np.float32)
+    A.data = np.random.default_rng(3).integers(-8, 9, A.nnz).astype(np.float32)
+    B = torch.from_numpy(int_dense(1, 3, seed=4)).to(dt).cuda()
+    with accspmm.plan(A, device="gpu", precision=prec, format="bittcf") as p, \
+            accspmm.plan(A, device="gpu", precision=prec, format="bittcf", tuning={"narrow": "bittcf"}) as q:
+        C = p(B)
+        assert p.stats["schedule_by_n"][3]["kernel"].startswith("cuda_cores_csr")
+        assert q.stats is not p.stats and torch.equal(C, q(B))
+        assert q.stats["schedule_by_n"][3]["kernel"] == "cuda_cores"
+
+
 def test_narrow_csr_upload_out_of_memory_keeps_bittcf(monkeypatch):
     """Where A's CSR finds no GPU memory at the first narrow call (MemoryError from the upload), the plan
     frees what it uploaded, runs the BitTCF narrow kernel instead, says so, and stays exact."""
@@ -582,23 +680,25 @@ def test_narrow_csr_cuda_graph():
     """A CUDA graph captured after the warm-up call replays the CSR kernel (no allocation in it)."""
     import torch
 
-    A = _narrow_csr_matrices()["empty_tail"]
-    p = accspmm.plan(A, device="gpu", tuning={"narrow": "csr"})
-    B = torch.from_numpy(int_dense(A.shape[1], 2, seed=1)).cuda()
-    out = torch.empty(A.shape[0], 2, device="cuda")
-    s = torch.cuda.Stream()
-    with torch.cuda.stream(s):
-        p(B, out=out)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s):
-        p(B, out=out)
-    out.fill_(float("nan"))
-    B.copy_(torch.from_numpy(int_dense(A.shape[1], 2, seed=2)))
-    g.replay()
-    torch.cuda.synchronize()
-    assert np.array_equal(out.cpu().numpy(), scipy_ref(A, int_dense(A.shape[1], 2, seed=2)))
-    p.close()
+    for name in ("empty_tail", "parts"):  # parts: the long rows' workspace is the graph's own
+        A = _narrow_csr_matrices()[name]
+        p = accspmm.plan(A, device="gpu", tuning={"narrow": "csr"})
+        B = torch.from_numpy(int_dense(A.shape[1], 2, seed=1)).cuda()
+        out = torch.empty(A.shape[0], 2, device="cuda")
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            p(B, out=out)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            p(B, out=out)
+        for seed in (2, 3):  # twice: a replay leaves its counters as it found them
+            out.fill_(float("nan"))
+            B.copy_(torch.from_numpy(int_dense(A.shape[1], 2, seed=seed)))
+            g.replay()
+            torch.cuda.synchronize()
+            assert np.array_equal(out.cpu().numpy(), scipy_ref(A, int_dense(A.shape[1], 2, seed=seed))), name
+        p.close()
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 8])

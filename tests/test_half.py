@@ -381,7 +381,8 @@ def test_pair_index_of_no_blocks():
     assert offsets.tolist() == [0, 0, 0, 0] and pcols.size == 0 and blocks.shape == (0, 2)
 
 
-@pytest.mark.parametrize("tuning", [{"kernel": "fast"}, {"cap": 4}, "pairs", {"autotune": "yes"}, {"autotune": 1}])
+@pytest.mark.parametrize("tuning", [{"kernel": "fast"}, {"cap": 4}, "pairs", {"autotune": "yes"}, {"autotune": 1},
+                                    {"narrow": "csr"}, {"csr_lanes": 4}])
 def test_half_tuning_is_checked(tuning):
     with pytest.raises(ValueError, match="tuning"):
         accspmm.plan(odd_matrix(), device="cpu", precision="fp16", tuning=tuning)

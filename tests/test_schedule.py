@@ -456,11 +456,12 @@ def test_decision_terms_apply_only_where_the_identity_fills_a_wave():
 
 def test_narrow_csr_rule():
     """The narrow widths' kernel of TF32 plans: the CSR kernel at the lanes that minimise its model where it
-    predicts less than the BitTCF model, else BitTCF; rows of more than CSR_LONG entries listed for a thread
-    block each (their turns a term of their own); short rows over many windows take one lane; forced, the
-    CSR kernel."""
+    predicts less than the BitTCF model, else BitTCF; rows of more than CSR_LONG entries cut into thread-block
+    parts (the longest part's turns a term of its own); short rows over many windows take one lane; forced,
+    the CSR kernel."""
     from accspmm import datasets
-    from accspmm._tf32 import BITTCF_NARROW_MODEL, CSR_BLOCK, CSR_LANES, CSR_LONG, csr_narrow_time, narrow_csr
+    from accspmm._tf32 import (BITTCF_NARROW_MODEL, CSR_BLOCK, CSR_LANES, CSR_LONG, CSR_PART, csr_narrow_time,
+                               narrow_csr)
 
     # G3_circuit's shape: 1.58M rows of <= 6 entries, 754k blocks over 198k windows
     road = np.concatenate([[0], np.cumsum(np.tile([4, 5, 6, 4], 396370))]).astype(np.int64)
@@ -472,23 +473,65 @@ def test_narrow_csr_rule():
     lengths = np.full(5000, 3)
     lengths[[7, 4000]] = [10_000, CSR_LONG + 1]
     hub = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-    lanes, rows, why = narrow_csr(hub, 5000 * 3 // 8, 625, force=True)
-    assert rows.tolist() == [7, 4000] and rows.dtype == np.int64 and "2 long rows" in why
+    lanes, parts, why = narrow_csr(hub, 5000 * 3 // 8, 625, force=True)
+    three, r7, r4000 = 3 << 32, int(hub[7]), int(hub[4000])  # row 7's 10,000 entries in 3 parts, 4000's 1,025 in one
+    assert parts.tolist() == [7, r7, r7 + 3333, three, 7, r7 + 3333, r7 + 6666, three | 1,
+                              7, r7 + 6666, r7 + 10_000, three | 2, 4000, r4000, r4000 + CSR_LONG + 1, 1 << 32]
+    assert parts.dtype == np.int64 and "2 long rows in 4 parts" in why
     assert csr_narrow_time(5000, int(hub[-1]), 3, lanes, 10_000) == pytest.approx(
         csr_narrow_time(5000, int(hub[-1]), 3, lanes) + csr_narrow_time(0, 0, 0, 1, 10_000) -
         csr_narrow_time(0, 0, 0, 1))
     assert csr_narrow_time(0, 0, 0, 1, 10_000) > csr_narrow_time(0, 0, 0, 1, CSR_BLOCK * 8)
-    # a star's hub of 500,000 entries: BitTCF, whose SPLIT tasks spread it over many warps
+    # the parts bound a long row's turns: a row of a million entries costs no more turns than one part
+    assert csr_narrow_time(0, 0, 0, 1, 1_000_000) <= csr_narrow_time(0, 0, 0, 1, CSR_PART)
+    # a star's hub of 500,000 entries: 123 parts over as many thread blocks, the CSR kernel
     star = datasets.adversarial("star", 1_000_000)
     W = -(-star.shape[0] // 8)
-    lanes, rows, why = narrow_csr(star.indptr, W + 1_000_000 // 64, W)
-    assert lanes == 0 and rows.size == 1 and why.startswith("BitTCF narrow kernel:")
-    lanes, rows, why = narrow_csr(star.indptr, W + 1_000_000 // 64, W, force=True)
-    assert lanes > 0 and why.startswith("CSR kernel (forced):")
+    lanes, parts, why = narrow_csr(star.indptr, W + 1_000_000 // 64, W)
+    assert lanes == 1 and parts.size == 4 * 123 and why.startswith("CSR kernel:")
+    # where BitTCF's blocks are full (8,000 rows of 1,000 entries in dense 8 x 8 blocks), BitTCF
+    dense = np.arange(0, 1000 * 8001, 1000, dtype=np.int64)
+    assert narrow_csr(dense, 125_000, 1000)[0] == 0
+    assert narrow_csr(dense, 125_000, 1000, force=True)[2].startswith("CSR kernel (forced):")
     b0 = BITTCF_NARROW_MODEL[0]
     assert narrow_csr(np.zeros(1, np.int64), 0, 0)[2].endswith(f"BitTCF {b0:.1f} (longest row 0)")
+    # half operands: the BitTCF side priced by its own constants
+    from accspmm._tf32 import BITTCF_NARROW_MODEL_HALF
+
+    h0, h1, h2 = BITTCF_NARROW_MODEL_HALF
+    why = narrow_csr(road, 754_366, 198_185, bittcf_model=BITTCF_NARROW_MODEL_HALF)[2]
+    assert why.endswith(f"BitTCF {h0 + h1 * 0.754366 + h2 * 0.198185:.1f} (longest row 6)")
     # a known call count must pay for the CSR upload: G3_circuit's 61 MB against ~70 us a call
     assert narrow_csr(road, 754_366, 198_185, calls=10_000)[0] == 1
     lanes, rows, why = narrow_csr(road, 754_366, 198_185, calls=1)
     assert lanes == 0 and "1 calls save less than the CSR upload" in why
     assert narrow_csr(road, 754_366, 198_185, force=True, calls=1)[0] == 1
+
+
+def test_csr_long_parts_cover_each_long_row_once():
+    """The CSR kernel's long-row parts (csr_long_parts): every entry of every row longer than CSR_LONG in
+    exactly one part, in order, each part of at most CSR_PART entries and at least one, the row's parts
+    equal to a part or one entry apart, consecutive with the first at q - j; nothing for the other rows;
+    offsets that do not start at zero move the parts with them."""
+    from accspmm._tf32 import CSR_LONG, CSR_PART, csr_long_parts
+
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(0, 3 * CSR_LONG, 500)
+    lengths[[0, 99, 100, 499]] = [CSR_LONG + 1, CSR_PART, CSR_PART + 1, 37 * CSR_PART - 1]
+    lengths[[5, 6]] = [CSR_LONG, 0]
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    parts = csr_long_parts(indptr).reshape(-1, 4)
+    assert parts.dtype == np.int64 and csr_long_parts(np.arange(0, 9 * CSR_LONG + 1, CSR_LONG)).size == 0
+    covered = {}
+    for q, (row, e0, e1, info) in enumerate(parts):
+        j, P = int(info & 0xFFFFFFFF), int(info >> 32)
+        assert P == -(-lengths[row] // CSR_PART) and 0 <= j < P
+        assert parts[q - j][0] == row and parts[q - j][3] == P << 32  # the row's first part
+        assert 1 <= e1 - e0 <= CSR_PART and e1 - e0 in (lengths[row] // P, -(-lengths[row] // P))
+        covered.setdefault(int(row), []).append((int(e0), int(e1)))
+    assert sorted(covered) == np.flatnonzero(lengths > CSR_LONG).tolist()
+    for row, ranges in covered.items():
+        assert ranges[0][0] == indptr[row] and ranges[-1][1] == indptr[row + 1]
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    shifted = csr_long_parts(indptr.astype(np.int64) + 5).reshape(-1, 4)
+    assert np.array_equal(shifted[:, 1:3], parts[:, 1:3] + 5) and np.array_equal(shifted[:, [0, 3]], parts[:, [0, 3]])
