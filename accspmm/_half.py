@@ -29,7 +29,8 @@ in parts: QUAD_MIN_N, quad_schedule; ``stats["schedule"]``, ``tuning={"kernel": 
 "quads"}`` forces one), or
 BitTCF's 8 x 8 blocks on the TF32 kernel's pipeline with half operands
 (cuda/tf32_spmm.cu, ``mma.m16n8k8``; accspmm._tf32.TF32Runner: the same schedule, cost model,
-variant timing and C call as TF32 plans); on the CPU, the reference: the C core's FP32 CSR product of
+variant timing and C call as TF32 plans, and for n <= 4 the same choice of a CUDA-core kernel on
+BitTCF or on A's CSR, ``accspmm._tf32.narrow_csr``); on the CPU, the reference: the C core's FP32 CSR product of
 the rounded operands (exact products, FP32 sums in ascending column order), then the output
 rounding.  The GPU sums in another order, so on non-integer data the two agree within the bound,
 not bit for bit.

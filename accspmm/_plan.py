@@ -156,9 +156,12 @@ class Plan:
         ``calls >= AUTOTUNE_MIN_CALLS`` and no variant field is forced): a few candidate variants of
         the same schedule are timed on the caller's B, C and stream, synchronously, and the fastest
         is kept for later calls; the result bits are the same whichever wins; the times are in
-        ``plan.stats["schedule_by_n"][n]["tuned_ms"]``.  FP16/BF16 plans take only ``{"autotune": bool}``
-        (BitTCF: the same rule and timing) and ``{"kernel": "rows" | "pairs" | "quads" | "auto"}`` (BSR16: a
-        warp per block row, or per pair of block rows (accspmm._half.PAIR_MIN_N), or a warpgroup per quad).
+        ``plan.stats["schedule_by_n"][n]["tuned_ms"]``.  ``{"narrow": "auto" | "csr" | "bittcf",
+        "csr_lanes": 1 .. 32}`` picks the CUDA-core kernel of products of at most 4 columns (default "auto":
+        the time models of ``accspmm._tf32.narrow_csr``; "csr" at the model's lanes or ``csr_lanes``).
+        FP16/BF16 plans take only ``{"autotune": bool}`` and the narrow keys (BitTCF: the same rules and
+        timing) and ``{"kernel": "rows" | "pairs" | "quads" | "auto"}`` (BSR16: a warp per block row, or per
+        pair of block rows (accspmm._half.PAIR_MIN_N), or a warpgroup per quad).
     cusparse_alg : cuSPARSE CSR algorithm for "fp32"/"fp64" on the GPU: "default", "alg1", "alg2", "alg3".
 
     Statistics: ``plan.stats`` holds the format's metrics, ``seconds`` (every preprocessing step;
