@@ -648,7 +648,7 @@ def test_narrow_csr_half_plans(prec):
             accspmm.plan(A, device="gpu", precision=prec, format="bittcf", tuning={"narrow": "bittcf"}) as q:
         C = p(B)
         assert p.stats["schedule_by_n"][3]["kernel"].startswith("cuda_cores_csr")
-        assert q.stats is not p.stats and torch.equal(C, q(B))
+        assert torch.equal(C, q(B))
         assert q.stats["schedule_by_n"][3]["kernel"] == "cuda_cores"
 
 
