@@ -437,10 +437,9 @@ class HalfPlan:
             raise ValueError(f"precision={precision!r} on device={self.device!r} takes format 'auto' or one of "
                              f"{allowed}, not {format!r}")
         self.format = allowed[0] if format == "auto" else format
-        if narrow and (self.device != "gpu" or format == "bsr16"):
-            raise ValueError(f"tuning['narrow'] and ['csr_lanes'] choose the narrow widths' kernel of a GPU BitTCF "
-                             f"plan (device='gpu', format 'bittcf' or 'auto'), got device={self.device!r}, "
-                             f"format={format!r}")
+        if narrow and (self.device != "gpu" or kernel != "auto"):
+            raise ValueError(f"tuning['narrow'] and ['csr_lanes'] choose the narrow widths' kernel of a GPU plan whose "
+                             f"BSR16 kernel is not forced, got device={self.device!r}, tuning={tuning!r}")
         if kernel != "auto" and format != "bsr16":
             raise ValueError(f"tuning['kernel'] chooses BSR16's kernel: plan with device='gpu' and format='bsr16', "
                              f"got device={self.device!r}, format={format!r}")
@@ -452,6 +451,11 @@ class HalfPlan:
         self._closed = False
         self._fast = None  # the C call (csrc/cuda_launcher.c: HalfLauncher, or Launcher for BitTCF) of GPU plans
         self._runner = None  # BitTCF on the GPU: the TF32 kernel's runner with half operands (accspmm._tf32)
+        # BSR16 on the GPU: widths n <= _narrow_max on the TF32 kernel's CUDA-core paths (_narrow_runner, built at
+        # the first such call from _narrow_src into _narrow_dev)
+        self._narrow_src = self._narrow_runner = self._half_launcher = None
+        self._narrow_max = 0
+        self._narrow_dev = {}
         self._T = None
         self._pair_min_n = None  # BSR16 on the GPU: pairs of block rows from this width up (PAIR_MIN_N)
         self._quad_min_n = None  # ... quads of block rows on warpgroup MMA (half_wgmma.cu) from this width up
@@ -648,9 +652,18 @@ class HalfPlan:
             if wide is not None and wide != base:
                 launchers[base].set_wide(launchers[wide], wide_min)
             self._fast = launchers[base].call
+            self._half_launcher = launchers[base]
+            if kernel == "auto" and cu.tf32_narrow_max() > 0:
+                # BSR16's kernels compute 8 to 64 columns for each one at n <= 4 (ogbl-ddi n = 1: 39 us against 12 on
+                # the CSR kernel): those widths go to the TF32 kernel's CUDA-core paths (A's CSR or BitTCF, by
+                # accspmm._tf32.narrow_csr), built at the first such call (_make_narrow_runner); until then the C
+                # call leaves them to Python
+                self._narrow_max = cu.tf32_narrow_max()
+                self._narrow_src = (csr, None if identity else perm, balance, narrow, calls)
+                self._half_launcher.set_narrow(None, self._narrow_max)
             steps["schedule_upload"] = time.perf_counter() - t
         steps["total"] = time.perf_counter() - t0
-        self._finalizer = weakref.finalize(self, _free, self._dev)
+        self._finalizer = weakref.finalize(self, _free, self._dev, self._narrow_dev)
         _plan.register_torch_op()  # before any torch.compile traces a call
 
     def _pack_groups(self, cu, blocks: np.ndarray, nblocks: int) -> DeviceArray:
@@ -674,6 +687,8 @@ class HalfPlan:
         """Frees the plan's device memory now (also done on garbage collection)."""
         self._closed = True
         self._fast = None
+        if self._narrow_runner is not None:
+            self._narrow_runner.launcher.clear()
         if self._T is not None:
             self._T.close()
         self._finalizer()
@@ -805,10 +820,11 @@ class HalfPlan:
                 self._quad_makespan if layout == "quads" else 0)
 
     def kernel_for(self, n: int) -> str:
-        """BSR16 on the GPU: the kernel of width n: "quads" (warpgroups per quad of block rows; at widths
-        that are not a multiple of 8, for a B or C off a 16-byte boundary, and at other widths that are not a
-        multiple of 64 where the copies cost less than B's per-chunk requests, on copies padded to a multiple
-        of 64), "pairs" (a warp per pair of block rows) or "rows"."""
+        """BSR16 on the GPU: the BSR16 kernel of width n (a plan whose kernel is not forced runs n <= 4 on the
+        TF32 kernel's CUDA-core paths instead: ``stats["narrow"]``): "quads" (warpgroups per quad of block
+        rows; at widths that are not a multiple of 8, for a B or C off a 16-byte boundary, and at other widths
+        that are not a multiple of 64 where the copies cost less than B's per-chunk requests, on copies padded
+        to a multiple of 64), "pairs" (a warp per pair of block rows) or "rows"."""
         if self._quad_min_n is not None and n >= self._quad_min_n:
             return "quads"
         return "pairs" if self._pair_min_n is not None and n >= self._pair_min_n else "rows"
@@ -835,6 +851,11 @@ class HalfPlan:
         if self._runner is not None:
             self._runner.run(d_B, d_C, n, stream, out_f32)
             return
+        if self._narrow_src is not None and n <= self._narrow_max:
+            runner = self._narrow_runner or self._make_narrow_runner(stream)
+            if runner is not None:
+                runner.run(d_B, d_C, n, stream, out_f32)
+                return
         for layout in (self.kernel_for(n), "rows"):
             floats = self._workspace_floats(layout, n)
             ws = workspace.get(floats) if floats else 0
@@ -844,6 +865,45 @@ class HalfPlan:
             except NotImplementedError:  # quads the pool cannot pad (nothing launched): the row kernel
                 if layout != "quads":
                     raise
+
+    def _make_narrow_runner(self, stream):
+        """A BSR16 plan's runner of widths n <= 4 (the TF32 kernel's CUDA-core paths on half operands: A's CSR
+        or BitTCF, whichever ``accspmm._tf32.narrow_csr`` predicts faster), its BitTCF built on the device now;
+        the C call then hands those widths to its Launcher.  None (BSR16's own kernels from then on) where the
+        GPU has no memory for it.  ``stats["narrow"]`` reports it."""
+        from . import _cuda
+        from ._device_format import DeviceBitTCF
+        from ._plan import _put
+        from ._tf32 import ELEM, TF32Runner
+
+        if _cuda.stream_capturing(stream):
+            raise RuntimeError(f"the first call of this plan for a width n <= {self._narrow_max} builds that kernel's "
+                               "format and chooses its kernel (it synchronises), which a CUDA-graph capture does not "
+                               "allow: call the plan once with such a width before capturing (warm-up)")
+        csr, perm, balance, narrow, calls = self._narrow_src
+        t = time.perf_counter()
+        dev, stats = self._narrow_dev, self.stats.setdefault("narrow", {})
+        exact = CSR(csr.shape, csr.indptr, csr.indices, widen(self._bits, self.precision), True)
+        try:
+            fmt = DeviceBitTCF(exact, perm, dev, self._device_id)
+            nblocks = fmt.num_blocks
+            tiles = DeviceArray((max(nblocks, 1) * 64,), np.uint16, self._device_id)
+            _cuda.half_tiles(dev["block_meta"].ptr, dev["values"].ptr, nblocks, tiles.ptr, _FMT[self.precision], None)
+            dev.pop("values").free()
+            dev["values"] = tiles
+            runner = TF32Runner(fmt, functools.partial(_put, dev, self._device_id), dev, self._device_id, stats,
+                                balance, {"autotune": False, **narrow}, ELEM[self.precision], csr=exact)
+        except MemoryError as exc:
+            _free(dev)
+            self._narrow_src = None
+            self._half_launcher.set_narrow(None, 0)
+            stats["why"] = f"BSR16's own kernels: no GPU memory for the narrow widths' BitTCF ({exc})"
+            return None
+        runner.calls = calls
+        stats.update({"format": "bittcf", "tc_blocks": nblocks, "build_seconds": time.perf_counter() - t})
+        self._narrow_runner = runner
+        self._half_launcher.set_narrow(runner.launcher, self._narrow_max)
+        return runner
 
     def _gpu_plan(self, dev_index):
         if self.device != "gpu":
@@ -928,10 +988,11 @@ class HalfPlan:
         return C
 
 
-def _free(dev: dict):
-    for arr in dev.values():
-        arr.free()
-    dev.clear()
+def _free(*devs: dict):
+    for dev in devs:
+        for arr in dev.values():
+            arr.free()
+        dev.clear()
 
 
 def _check_host_out(out, shape, c_dtype, B):

@@ -516,6 +516,8 @@ typedef struct HalfLauncherObject {
     unsigned long long fast_calls;
     PyObject *wide; /* a HalfLauncher that takes the calls of n >= wide_min_n (set_wide), or NULL */
     int64_t wide_min_n;
+    PyObject *narrow; /* a Launcher that takes the calls of n <= narrow_max_n (set_narrow), or NULL: Python */
+    int64_t narrow_max_n;
 } HalfLauncherObject;
 
 static PyObject *half_launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
@@ -582,6 +584,9 @@ static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *a
         Py_RETURN_NONE;
     gview vb, vc;
     if (!(torch ? torch_half_view(B, &vb, &self->et) : cupy_view(B, &vb, &self->et))) Py_RETURN_NONE;
+    if (vb.cols <=
+        self->narrow_max_n) /* the narrow widths' Launcher (its own counts), or Python until it is made */
+        return self->narrow ? launcher_call((LauncherObject *)self->narrow, args, nargs) : Py_NewRef(Py_None);
     HalfLauncherObject *outer = self; /* counts the call */
     if (self->wide && vb.cols >= self->wide_min_n) self = (HalfLauncherObject *)self->wide;
     const acc_half_args *base = &self->base;
@@ -652,7 +657,24 @@ static PyObject *half_launcher_set_wide(HalfLauncherObject *self, PyObject *args
     Py_RETURN_NONE;
 }
 
+/* set_narrow(launcher, max_n): calls of n <= max_n go to `launcher` (a Launcher of the same matrix: the
+ * TF32 kernel's narrow widths on half operands), or with None to the Python layer (which makes that
+ * launcher at the first such call); max_n 0 keeps every width here. */
+static PyObject *half_launcher_set_narrow(HalfLauncherObject *self, PyObject *args) {
+    PyObject *narrow;
+    long long max_n;
+    if (!PyArg_ParseTuple(args, "OL", &narrow, &max_n)) return NULL;
+    if (narrow != Py_None && Py_TYPE(narrow) != &LauncherType) {
+        PyErr_SetString(PyExc_TypeError, "set_narrow takes a Launcher or None");
+        return NULL;
+    }
+    Py_XSETREF(self->narrow, narrow == Py_None ? NULL : Py_NewRef(narrow));
+    self->narrow_max_n = max_n;
+    Py_RETURN_NONE;
+}
+
 static void half_launcher_dealloc(HalfLauncherObject *self) {
+    Py_CLEAR(self->narrow);
     Py_CLEAR(self->wide);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -662,6 +684,8 @@ static PyMethodDef half_launcher_methods[] = {
      "call(B, out) -> C, or None where the Python layer must take the call"},
     {"set_wide", (PyCFunction)(void (*)(void))half_launcher_set_wide, METH_VARARGS,
      "set_wide(launcher, min_n): calls of n >= min_n go to launcher"},
+    {"set_narrow", (PyCFunction)(void (*)(void))half_launcher_set_narrow, METH_VARARGS,
+     "set_narrow(launcher, max_n): calls of n <= max_n go to a (TF32-kernel) Launcher"},
     {NULL, NULL, 0, NULL}};
 
 static PyMemberDef half_launcher_members[] = {

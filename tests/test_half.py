@@ -627,6 +627,60 @@ def test_gpu_bsr16_narrow_b_on_many_block_rows(prec, fmt):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("prec", PRECS)
+def test_gpu_bsr16_plan_narrow_widths_on_the_tf32_kernel(prec):
+    """A BSR16 plan whose kernel is not forced runs n <= 4 on the TF32 kernel's CUDA-core paths (A's CSR or
+    BitTCF), built at the first such call (stats["narrow"]), later calls through the C call; exact against scipy
+    (half and float32 C, a vector, poisoned outputs); n = 8 keeps BSR16; a forced BSR16 kernel keeps its own
+    narrow widths; a CUDA-graph capture of a first narrow call is a clear error; tuning["narrow"] reaches it."""
+    rng = np.random.default_rng(5)
+    A = sp.random(3000, 700, density=0.02, format="lil", random_state=rng)
+    A[17, :] = rng.integers(1, 9, 700)  # a dense row
+    A = with_int_values(sp.csr_matrix(A), seed=6)
+    dt = TORCH_DT[prec]
+    p = accspmm.plan(A, device="gpu", precision=prec, format="bsr16")
+    assert p.format == "bsr16" and p._narrow_runner is None and "narrow" not in p.stats
+    Bt = torch.from_numpy(int_dense(700, 1, seed=1)).cuda().to(dt)
+    g = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(g):
+            with pytest.raises(RuntimeError, match="warm-up"):
+                p(Bt)
+    except RuntimeError as exc:  # PyTorch may also report the abandoned capture when it ends
+        assert "capture" in str(exc)
+    for n in (1, 2, 3, 4, 8):
+        B = int_dense(700, n, seed=n)
+        Bt = torch.from_numpy(B).cuda().to(dt)
+        out = poisoned((3000, n), dt)
+        p(Bt, out=out)
+        assert np.array_equal(out.double().cpu().numpy(), half_ref(A, B, prec, "half")), n
+        out32 = poisoned((3000, n), torch.float32)
+        p(Bt, out=out32)
+        assert np.array_equal(out32.cpu().numpy(), (A @ B).astype(np.float32)), n
+    narrow = p.stats["narrow"]
+    assert narrow["format"] == "bittcf" and set(narrow["schedule_by_n"]) == {1, 2, 3, 4}
+    assert all(r["kernel"].startswith("cuda_cores") for r in narrow["schedule_by_n"].values())
+    before = p._narrow_runner.launcher.fast_calls
+    v = int_dense(700, 1, seed=9)[:, 0]
+    got = p(torch.from_numpy(v).cuda().to(dt))
+    want = half_ref(A, v[:, None], prec, "half")[:, 0]
+    assert got.shape == (3000,) and np.array_equal(got.double().cpu().numpy(), want)
+    assert p._narrow_runner.launcher.fast_calls == before + 1
+    p.close()
+    forced = accspmm.plan(A, device="gpu", precision=prec, format="bsr16", tuning={"kernel": "rows"})
+    B = int_dense(700, 2, seed=2)
+    got = forced(torch.from_numpy(B).cuda().to(dt))
+    assert np.array_equal(got.double().cpu().numpy(), half_ref(A, B, prec, "half"))
+    assert forced._narrow_runner is None and "narrow" not in forced.stats
+    forced.close()
+    with pytest.raises(ValueError, match="narrow"):
+        accspmm.plan(A, device="gpu", precision=prec, format="bsr16", tuning={"kernel": "rows", "narrow": "csr"})
+    with accspmm.plan(A, device="gpu", precision=prec, format="bsr16", tuning={"narrow": "csr", "csr_lanes": 4}) as q:
+        assert np.array_equal(q(torch.from_numpy(B).cuda().to(dt)).double().cpu().numpy(), half_ref(A, B, prec, "half"))
+        assert q.stats["narrow"]["schedule_by_n"][2]["kernel"] == "cuda_cores_csr4"
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("fmt", ["bsr16", "bsr16-pairs"])  # pairs: the switch must change nothing there
 @pytest.mark.parametrize("prec", PRECS)
 def test_gpu_bsr16_tma_path_same_bits(prec, fmt, monkeypatch):
@@ -947,10 +1001,11 @@ def test_gpu_quad_values_packed_on_device(prec):
 
 @pytest.mark.gpu
 def test_gpu_quad_kernel_model_and_fallbacks():
-    """Quads (wgmma, from QUAD_MIN_N columns) where dense 32 x 32 blocks give quads that share their
-    column blocks, through the C call too; widths that are not a multiple of 8 and a B off a 16-byte
-    boundary on padded copies (the same bits as the padded width); hub quads split in parts (non-finite
-    sums included).  Exact on integer data everywhere, and within the bound on random values."""
+    """Quads (wgmma, from QUAD_MIN_N columns; at n <= 4 the plan runs the TF32 kernel's narrow paths) where
+    dense 32 x 32 blocks give quads that share their column blocks, through the C call too; widths that are
+    not a multiple of 8 and a B off a 16-byte boundary on padded copies (the same bits as the padded width);
+    hub quads split in parts (non-finite sums included).  Exact on integer data everywhere, and within the bound
+    on random values."""
     if not quads_usable():
         pytest.skip("no warpgroup MMA on this GPU or build (sm_90a)")
     dense = blocky_matrix(2000, 1500, density=0.4, seed=4)
@@ -972,7 +1027,9 @@ def test_gpu_quad_kernel_model_and_fallbacks():
         Bm.copy_(Bt)
         C = p(Bm, out=poisoned((2000, n), torch.float16))
         assert np.array_equal(C.double().cpu().numpy(), half_ref(dense, B, "fp16", "half")), (n, "misaligned")
-    assert launcher.fast_calls == before + 8
+    # n = 1 ran on the TF32 kernel's narrow paths (their own Launcher: test_gpu_bsr16_plan_narrow_widths_on_the_
+    # tf32_kernel); forced quads at narrow widths: test_gpu_bsr16_narrow_b_on_many_block_rows
+    assert launcher.fast_calls == before + 6 and p._narrow_runner.launcher.fast_calls == 2
     Bf = np.random.default_rng(5).standard_normal((1500, 256)).astype(np.float32)
     A = blocky_matrix(2000, 1500, density=0.4, seed=4, values="normal")
     q = gpu_half_plan(A, "fp16", "bsr16-quads")
