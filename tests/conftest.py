@@ -190,3 +190,17 @@ if st is not None:
         index_dtype = draw(st.sampled_from([np.int32, np.int64]))
         dtype = draw(st.sampled_from([np.float32, np.float64]))
         return csr_raw(m, k, rows, cols, vals, dtype=dtype, index_dtype=index_dtype), seed
+
+
+def assert_capture_needs_warm_up(call):
+    """``call()``, a plan's first call of a width, inside a CUDA-graph capture raises the warm-up RuntimeError
+    (PyTorch may also report the abandoned capture when the capture ends)."""
+    import torch
+
+    g = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(g):
+            with pytest.raises(RuntimeError, match="warm-up"):
+                call()
+    except RuntimeError as exc:
+        assert "capture" in str(exc)
