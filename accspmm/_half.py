@@ -511,8 +511,7 @@ class HalfPlan:
                 from ._device_format import DeviceBitTCF
 
                 tb = time.perf_counter()
-                # the exact half values as float32 (the build's TF32 rounding leaves them as they are)
-                exact = CSR(csr.shape, csr.indptr, csr.indices, widen(self._bits, precision), True)
+                exact = _exact_csr(csr, self._bits, precision)
                 fmt = DeviceBitTCF(exact, None if identity else perm, self._dev, self._device_id)
                 ntc = fmt.num_blocks
                 build = time.perf_counter() - tb
@@ -557,27 +556,17 @@ class HalfPlan:
                     self._dev[name] = DeviceArray.from_host(arr if arr.size else np.zeros(1, arr.dtype), self._device_id)
             else:
                 nblocks = fmt.num_blocks
-                tiles = DeviceArray((max(nblocks, 1) * 64,), np.uint16, self._device_id)
-                cu.half_tiles(self._dev["block_meta"].ptr, self._dev["values"].ptr, nblocks, tiles.ptr,
-                              _FMT[precision], None)
-                self._dev.pop("values").free()  # the float copy: the tiles hold the values now
-                self._dev["values"] = tiles
+                _to_half_tiles(cu, self._dev, nblocks, precision, self._device_id)
                 self.stats.update({"tc_blocks": nblocks,
                                    "block_fill": csr.nnz / (64.0 * nblocks) if nblocks else float("nan")})
             steps["build"] = time.perf_counter() - t
         if self.device == "gpu" and self.format == "bittcf":
             # the TF32 kernel's schedule, cost model, variant timing and C call, on half operands
-            from ._plan import _put
-            from ._tf32 import ELEM, TF32Runner
-
             t = time.perf_counter()
-            put = functools.partial(_put, self._dev, self._device_id)
             # the first call for each width times the variants only where many calls follow (as TF32 plans;
             # choose_variant's guess for the half formats: 2-4% above the fastest variant, variant_guess.py)
-            # narrow widths (n <= 4) may run on A's CSR: the exact half values as float32, as the build has them
-            self._runner = TF32Runner(fmt, put, self._dev, self._device_id, self.stats, balance,
-                                      {"autotune": autotune, **narrow}, ELEM[precision], csr=exact)
-            self._runner.calls = calls
+            self._runner = _half_runner(fmt, self._dev, self._device_id, self.stats, balance,
+                                        {"autotune": autotune, **narrow}, precision, exact, calls)
             self._fast = self._runner.launcher.call
             steps["schedule_upload"] = time.perf_counter() - t
         elif self.device == "gpu":
@@ -873,8 +862,6 @@ class HalfPlan:
         GPU has no memory for it.  ``stats["narrow"]`` reports it."""
         from . import _cuda
         from ._device_format import DeviceBitTCF
-        from ._plan import _put
-        from ._tf32 import ELEM, TF32Runner
 
         if _cuda.stream_capturing(stream):
             raise RuntimeError(f"the first call of this plan for a width n <= {self._narrow_max} builds that kernel's "
@@ -883,23 +870,19 @@ class HalfPlan:
         csr, perm, balance, narrow, calls = self._narrow_src
         t = time.perf_counter()
         dev, stats = self._narrow_dev, self.stats.setdefault("narrow", {})
-        exact = CSR(csr.shape, csr.indptr, csr.indices, widen(self._bits, self.precision), True)
+        exact = _exact_csr(csr, self._bits, self.precision)
         try:
             fmt = DeviceBitTCF(exact, perm, dev, self._device_id)
             nblocks = fmt.num_blocks
-            tiles = DeviceArray((max(nblocks, 1) * 64,), np.uint16, self._device_id)
-            _cuda.half_tiles(dev["block_meta"].ptr, dev["values"].ptr, nblocks, tiles.ptr, _FMT[self.precision], None)
-            dev.pop("values").free()
-            dev["values"] = tiles
-            runner = TF32Runner(fmt, functools.partial(_put, dev, self._device_id), dev, self._device_id, stats,
-                                balance, {"autotune": False, **narrow}, ELEM[self.precision], csr=exact)
+            _to_half_tiles(_cuda, dev, nblocks, self.precision, self._device_id)
+            runner = _half_runner(fmt, dev, self._device_id, stats, balance, {"autotune": False, **narrow},
+                                  self.precision, exact, calls)
         except MemoryError as exc:
             _free(dev)
             self._narrow_src = None
             self._half_launcher.set_narrow(None, 0)
             stats["why"] = f"BSR16's own kernels: no GPU memory for the narrow widths' BitTCF ({exc})"
             return None
-        runner.calls = calls
         stats.update({"format": "bittcf", "tc_blocks": nblocks, "build_seconds": time.perf_counter() - t})
         self._narrow_runner = runner
         self._half_launcher.set_narrow(runner.launcher, self._narrow_max)
@@ -986,6 +969,35 @@ class HalfPlan:
                 C = cupy.empty(shape, dtype=c_dtype)
             self._launch(Bh.data.ptr, C.data.ptr, n, C.dtype == np.float32, s, _CupyWorkspace())
         return C
+
+
+def _exact_csr(csr: CSR, bits: np.ndarray, precision: str) -> CSR:
+    """A's canonical CSR with its exact half values as float32 (the BitTCF build's TF32 rounding leaves them as
+    they are): the input of the GPU BitTCF build and of the CSR kernel's narrow widths."""
+    return CSR(csr.shape, csr.indptr, csr.indices, widen(bits, precision), True)
+
+
+def _to_half_tiles(cu, dev: dict, nblocks: int, precision: str, device_id: int):
+    """dev["values"], the GPU BitTCF build's float32 values, replaced by the dense half tiles the TF32 kernel
+    reads with half operands (``cu.half_tiles``)."""
+    tiles = DeviceArray((max(nblocks, 1) * 64,), np.uint16, device_id)
+    cu.half_tiles(dev["block_meta"].ptr, dev["values"].ptr, nblocks, tiles.ptr, _FMT[precision], None)
+    dev.pop("values").free()  # the float copy: the tiles hold the values now
+    dev["values"] = tiles
+
+
+def _half_runner(fmt, dev: dict, device_id: int, stats: dict, balance, tuning: dict, precision: str, exact: CSR,
+                 calls):
+    """The TF32 kernel's runner (schedule, cost model, variant timing, C call) on half operands over ``fmt``
+    (tiles in ``dev``), its narrow widths (n <= 4) on A's CSR ``exact`` where that is predicted faster, and
+    ``calls`` the products the plan expects."""
+    from ._plan import _put
+    from ._tf32 import ELEM, TF32Runner
+
+    runner = TF32Runner(fmt, functools.partial(_put, dev, device_id), dev, device_id, stats, balance, tuning,
+                        ELEM[precision], csr=exact)
+    runner.calls = calls
+    return runner
 
 
 def _free(*devs: dict):
