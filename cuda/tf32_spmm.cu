@@ -1299,17 +1299,51 @@ template <int E> int dispatch_narrow(const acc_tf32_args &p, cudaStream_t s) {
  * in the workspace and the part that finishes last adds them in part order, by the same tree.  C is
  * written in the output format (store_c).  Deterministic, with the same error bound and integer
  * exactness; only stored entries are multiplied, so a non-finite B value reaches exactly the entries that
- * meet it, with no recomputation. */
+ * meet it, with no recomputation.  Where n == N (1, 2 or 4) and B is aligned to its rows, one vector load
+ * reads an entry's row of B (ptxas: 40 registers for TF32 at N = 4, 60 with element loads, which issued
+ * a 64-bit address per element), and a plan without long rows runs a variant without their code (FP16
+ * at N = 4: 48 registers, 64 with it); H100, kernel 1.04-1.09x at n = 1-4, results/h100_narrow_vec.md. */
 constexpr int kCsrThreads = 256;
 
-/* B[row, c] as an exact float operand: TF32-rounded, or the half format E's value */
-template <int E> __device__ __forceinline__ float csr_b(const acc_tf32_args &p, int64_t row, int c) {
-    if (E == ACC_TF32_ELEM_TF32) return __uint_as_float(to_tf32(__ldg(p.B + row * p.n + c)));
-    return half_to_f32<E>(__ldg(reinterpret_cast<const unsigned short *>(p.B) + row * p.n + c));
+/* x = B[row, 0 .. N) as exact float operands (TF32-rounded, or the half format E's values), zeros past n.
+ * VEC: n == N and B's rows aligned to N elements, so one vector load takes the row (p.n == 1 is VEC-free) */
+template <int E, int N, bool VEC>
+__device__ __forceinline__ void csr_b(const acc_tf32_args &p, int64_t row, float (&x)[N]) {
+    if constexpr (E == ACC_TF32_ELEM_TF32) {
+        const float *b = p.B + row * p.n;
+        if constexpr (VEC && N == 4) {
+            const float4 v = __ldg(reinterpret_cast<const float4 *>(b));
+            x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+        } else if constexpr (VEC && N == 2) {
+            const float2 v = __ldg(reinterpret_cast<const float2 *>(b));
+            x[0] = v.x, x[1] = v.y;
+        } else {
+#pragma unroll
+            for (int c = 0; c < N; c++)
+                x[c] = c < p.n ? __ldg(b + c) : 0.f;
+        }
+#pragma unroll
+        for (int c = 0; c < N; c++)
+            x[c] = __uint_as_float(to_tf32(x[c]));
+        return;
+    }
+    const unsigned short *b = reinterpret_cast<const unsigned short *>(p.B) + row * p.n;
+    if constexpr (VEC && N == 4) {
+        const uint2 v = __ldg(reinterpret_cast<const uint2 *>(b));
+        x[0] = half_to_f32<E>(v.x & 0xffff), x[1] = half_to_f32<E>(v.x >> 16);
+        x[2] = half_to_f32<E>(v.y & 0xffff), x[3] = half_to_f32<E>(v.y >> 16);
+    } else if constexpr (VEC && N == 2) {
+        const unsigned v = __ldg(reinterpret_cast<const unsigned *>(b));
+        x[0] = half_to_f32<E>(v & 0xffff), x[1] = half_to_f32<E>(v >> 16);
+    } else {
+#pragma unroll
+        for (int c = 0; c < N; c++)
+            x[c] = c < p.n ? half_to_f32<E>(__ldg(b + c)) : 0.f;
+    }
 }
 
 /* acc += entries e, e + L, ... < e1 of A's CSR times B (n <= N columns) */
-template <int E, int N>
+template <int E, int N, bool VEC>
 __device__ __forceinline__ void csr_walk(const acc_tf32_args &p, int64_t e, int64_t e1, int L,
                                          float (&acc)[N]) {
     for (; e + 3 * L < e1; e += 4 * L) { /* four entries' loads before their products (a long row) */
@@ -1317,10 +1351,7 @@ __device__ __forceinline__ void csr_walk(const acc_tf32_args &p, int64_t e, int6
 #pragma unroll
         for (int u = 0; u < 4; u++) {
             a[u] = __ldg(p.csr.values + e + u * L);
-            const int64_t col = __ldg(p.csr.cols + e + u * L);
-#pragma unroll
-            for (int c = 0; c < N; c++)
-                x[u][c] = c < p.n ? csr_b<E>(p, col, c) : 0.f;
+            csr_b<E, N, VEC>(p, __ldg(p.csr.cols + e + u * L), x[u]);
         }
 #pragma unroll
         for (int u = 0; u < 4; u++)
@@ -1330,10 +1361,11 @@ __device__ __forceinline__ void csr_walk(const acc_tf32_args &p, int64_t e, int6
     }
     for (; e < e1; e += L) {
         const float a = __ldg(p.csr.values + e);
-        const int64_t col = __ldg(p.csr.cols + e);
+        float x[N];
+        csr_b<E, N, VEC>(p, __ldg(p.csr.cols + e), x);
 #pragma unroll
         for (int c = 0; c < N; c++)
-            if (c < p.n) acc[c] = __fmaf_rn(a, csr_b<E>(p, col, c), acc[c]);
+            acc[c] = __fmaf_rn(a, x[c], acc[c]);
     }
 }
 
@@ -1361,7 +1393,8 @@ template <int N> __device__ __forceinline__ float block_sum(float (&acc)[N]) {
 
 /* Part q of a long row (acc_tf32_csr.long_parts): its sums to C, or with several parts to the workspace,
  * the last part to arrive adding them all. */
-template <int E, int N> __device__ __forceinline__ void csr_long_part(const acc_tf32_args &p, int64_t q) {
+template <int E, int N, bool VEC>
+__device__ __forceinline__ void csr_long_part(const acc_tf32_args &p, int64_t q) {
     __shared__ int last;
     float acc[N];
 #pragma unroll
@@ -1371,7 +1404,7 @@ template <int E, int N> __device__ __forceinline__ void csr_long_part(const acc_
     const int64_t row = ldg64(rec), e0 = ldg64(rec + 1), e1 = ldg64(rec + 2), info = ldg64(rec + 3);
     const int64_t j = info & 0xffffffffLL, parts = info >> 32;
     pdl_wait(); /* B, C and the workspace only after the kernels before this one */
-    csr_walk<E, N>(p, e0 + threadIdx.x, e1, kCsrThreads, acc);
+    csr_walk<E, N, VEC>(p, e0 + threadIdx.x, e1, kCsrThreads, acc);
     float sum = block_sum<N>(acc);
     const bool col = threadIdx.x < N && threadIdx.x < p.n;
     if (parts == 1) {
@@ -1398,11 +1431,11 @@ template <int E, int N> __device__ __forceinline__ void csr_long_part(const acc_
     if (threadIdx.x == 0) p.counters[q - j] = 0; /* for the next launch */
 }
 
-template <int E, int N>
+template <int E, int N, bool PARTS, bool VEC>
 __global__ void __launch_bounds__(kCsrThreads)
     csr_narrow_kernel(const acc_tf32_args p, int shift, int64_t row_blocks) {
-    if (blockIdx.x >= row_blocks) { /* a long row's part: the whole thread block */
-        csr_long_part<E, N>(p, blockIdx.x - row_blocks);
+    if (PARTS && blockIdx.x >= row_blocks) { /* a long row's part: the whole thread block */
+        csr_long_part<E, N, VEC>(p, blockIdx.x - row_blocks);
         return;
     }
     float acc[N];
@@ -1416,8 +1449,8 @@ __global__ void __launch_bounds__(kCsrThreads)
     bool mine = false;
     if (row < p.m) {
         const int64_t e0 = ldg64(p.csr.offsets + row), e1 = ldg64(p.csr.offsets + row + 1);
-        mine = e1 - e0 <= ACC_TF32_CSR_LONG; /* else a long row's parts write it */
-        if (mine) csr_walk<E, N>(p, e0 + j, e1, L, acc);
+        mine = !PARTS || e1 - e0 <= ACC_TF32_CSR_LONG; /* else a long row's parts write it */
+        if (mine) csr_walk<E, N, VEC>(p, e0 + j, e1, L, acc);
     }
     for (int o = L >> 1; o > 0; o >>= 1) /* every lane of the warp: the rows past m add zeros */
 #pragma unroll
@@ -1429,9 +1462,10 @@ __global__ void __launch_bounds__(kCsrThreads)
             if (c < p.n) store_c<E>(p.C, p.out_f32, row * p.n + c, acc[c]);
 }
 
-template <int E, int N> int launch_csr_narrow(const acc_tf32_args &p, cudaStream_t stream) {
+template <int E, int N, bool PARTS, bool VEC>
+int launch_csr_narrow(const acc_tf32_args &p, cudaStream_t stream) {
     static unsigned char pdl[kMaxDevices];
-    void (*fn)(const acc_tf32_args, int, int64_t) = csr_narrow_kernel<E, N>;
+    void (*fn)(const acc_tf32_args, int, int64_t) = csr_narrow_kernel<E, N, PARTS, VEC>;
     const int shift = __builtin_ctz((unsigned)p.csr.lanes);
     const int64_t row_blocks = ((p.m << shift) + kCsrThreads - 1) / kCsrThreads;
     if (row_blocks + p.csr.num_parts > 0x7fffffffLL) return ACC_ERR_TOO_LARGE;
@@ -1440,10 +1474,20 @@ template <int E, int N> int launch_csr_narrow(const acc_tf32_args &p, cudaStream
     return ACC_SUCCESS;
 }
 
+/* The kernel for n <= N columns: long rows' parts or none (a variant without them keeps fewer registers:
+ * FP16 at N = 4, 48 against 64), and B's rows read by vector loads where n == N and B is aligned to them */
+template <int E, int N> int csr_narrow_n(const acc_tf32_args &p, cudaStream_t s) {
+    const size_t row_bytes = (size_t)N * (E == ACC_TF32_ELEM_TF32 ? 4 : 2);
+    const bool vec = N > 1 && p.n == N && reinterpret_cast<uintptr_t>(p.B) % row_bytes == 0;
+    if (p.csr.num_parts > 0)
+        return vec ? launch_csr_narrow<E, N, true, N != 1>(p, s) : launch_csr_narrow<E, N, true, false>(p, s);
+    return vec ? launch_csr_narrow<E, N, false, N != 1>(p, s) : launch_csr_narrow<E, N, false, false>(p, s);
+}
+
 template <int E> int csr_narrow_for(const acc_tf32_args &p, cudaStream_t s) {
-    return p.n == 1   ? launch_csr_narrow<E, 1>(p, s)
-           : p.n == 2 ? launch_csr_narrow<E, 2>(p, s)
-                      : launch_csr_narrow<E, 4>(p, s);
+    return p.n == 1   ? csr_narrow_n<E, 1>(p, s)
+           : p.n == 2 ? csr_narrow_n<E, 2>(p, s)
+                      : csr_narrow_n<E, 4>(p, s);
 }
 
 int dispatch_csr_narrow(const acc_tf32_args &p, cudaStream_t s) {

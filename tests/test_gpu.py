@@ -493,6 +493,10 @@ def test_narrow_csr_exact_every_lane_count(lanes):
                         assert np.array_equal(out.cpu().numpy(), scipy_ref(A, B)), (name, reorder, n)
                     want = f"cuda_cores_csr{lanes}" if n <= 4 else "tensor_cores"
                     assert p.stats["schedule_by_n"][n]["kernel"] == want
+                    if n in (2, 4):  # B off its rows' vector alignment: element loads, the same bits
+                        Bm = torch.empty(A.shape[1] * n + 1, device="cuda")[1:].view(A.shape[1], n)
+                        Bm.copy_(Bt)
+                        assert torch.equal(p(Bm), out), (name, reorder, n, "misaligned")
                 v = int_dense(A.shape[1], 1, seed=9)[:, 0]
                 p(torch.from_numpy(v).cuda())  # registers n = 1 again where n = 5's split workspace regrew
                 before = p._tf32.launcher.fast_calls
@@ -634,6 +638,10 @@ def test_narrow_csr_half_plans(prec):
                         p(Bt, out=out)
                         want = half_ref(A, B, prec, out_dtype)
                         assert np.array_equal(out.float().cpu().numpy(), want), (name, lanes, n, out_dtype)
+                        if n in (2, 4):  # B off its rows' vector alignment: element loads, the same bits
+                            Bm = torch.empty(A.shape[1] * n + 1, dtype=dt, device="cuda")[1:].view(A.shape[1], n)
+                            Bm.copy_(Bt)
+                            assert torch.equal(p(Bm, out=torch.empty_like(out)), out), (name, lanes, n, "misaligned")
                     assert p.stats["schedule_by_n"][n]["kernel"] == f"cuda_cores_csr{lanes}"
                 if name == "parts":
                     B = int_dense(A.shape[1], 2, seed=5)
