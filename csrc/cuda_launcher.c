@@ -356,23 +356,24 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds
 }
 
 /* register(n, stream, tasks, num_tasks, workspace, counters, variant5[, csr_offsets, csr_cols, csr_values,
- * csr_lanes, csr_long_parts, csr_num_parts]): the launch for (n, stream). */
+ * csr_lanes, csr_long_parts, csr_num_parts, csr_parts_first]): the launch for (n, stream). */
 static PyObject *launcher_register(LauncherObject *self, PyObject *args) {
     long long n, ntasks;
     unsigned long long stream, tasks, ws, cnt, csr_o = 0, csr_c = 0, csr_v = 0, csr_l = 0;
     long long csr_nl = 0;
-    int csr_lanes = 0;
+    int csr_lanes = 0, csr_pf = 0;
     launch_entry e;
     memset(&e, 0, sizeof e);
     if (!PyArg_ParseTuple(
             args,
-            "LKKLKK(iiiii)|KKKiKL;register(n, stream, tasks, num_tasks, workspace, counters, "
-            "variant[, csr_offsets, csr_cols, csr_values, csr_lanes, csr_long_parts, csr_num_parts])",
+            "LKKLKK(iiiii)|KKKiKLi;register(n, stream, tasks, num_tasks, workspace, counters, "
+            "variant[, csr_offsets, csr_cols, csr_values, csr_lanes, csr_long_parts, csr_num_parts, "
+            "csr_parts_first])",
             &n, &stream, &tasks, &ntasks, &ws, &cnt, &e.variant.slice_s, &e.variant.depth,
             &e.variant.cache_l1, &e.variant.slice_major, &e.variant.staged, &csr_o, &csr_c, &csr_v,
-            &csr_lanes, &csr_l, &csr_nl))
+            &csr_lanes, &csr_l, &csr_nl, &csr_pf))
         return NULL;
-    e.csr = acc_tf32_csr_of(csr_o, csr_c, csr_v, csr_lanes, csr_l, csr_nl);
+    e.csr = acc_tf32_csr_of(csr_o, csr_c, csr_v, csr_lanes, csr_l, csr_nl, csr_pf);
     if (n <= 0 || (e.csr.lanes <= 0 && (ntasks <= 0 || !tasks))) { /* the CSR kernel reads no tasks */
         PyErr_SetString(PyExc_ValueError, "register: n and num_tasks must be positive");
         return NULL;
@@ -482,7 +483,7 @@ static PyMethodDef launcher_methods[] = {
      "call(B, out, raw) -> C, or None where the Python layer must take the call"},
     {"register", (PyCFunction)launcher_register, METH_VARARGS,
      "register(n, stream, tasks, num_tasks, workspace, counters, variant5[, csr_offsets, csr_cols, "
-     "csr_values, csr_lanes, csr_long_parts, csr_num_parts])"},
+     "csr_values, csr_lanes, csr_long_parts, csr_num_parts, csr_parts_first])"},
     {"clear", (PyCFunction)launcher_clear, METH_NOARGS, "clear(): forget every registered launch"},
     {NULL, NULL, 0, NULL}};
 

@@ -340,8 +340,9 @@ static PyObject *py_cusparse_run(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* Parses the 16- to 22-tuple of acc_tf32_args (sizes as ints, device pointers as ints, 0 = NULL; the
- * last six, optional: csr_offsets, csr_cols, csr_values, csr_lanes, csr_long_parts, csr_num_parts) and the
+/* Parses the 16- to 23-tuple of acc_tf32_args (sizes as ints, device pointers as ints, 0 = NULL; the
+ * last seven, optional: csr_offsets, csr_cols, csr_values, csr_lanes, csr_long_parts, csr_num_parts,
+ * csr_parts_first) and the
  * 5-tuple of acc_tf32_variant. */
 typedef struct tf32_call {
     acc_tf32_args args;
@@ -351,15 +352,15 @@ typedef struct tf32_call {
 static int parse_tf32(PyObject *tup, PyObject *vtup, tf32_call *c) {
     unsigned long long perm, wo, meta, vals, tasks, ws, cnt, B, C, csr_o = 0, csr_c = 0, csr_v = 0, csr_l = 0;
     long long m, k, n, nw, ntasks, csr_nl = 0;
-    int elem = ACC_TF32_ELEM_TF32, out_f32 = 0, csr_lanes = 0;
+    int elem = ACC_TF32_ELEM_TF32, out_f32 = 0, csr_lanes = 0, csr_pf = 0;
     acc_tf32_args *a = &c->args;
     acc_tf32_variant *v = &c->variant;
     memset(c, 0, sizeof(*c));
-    if (!PyArg_ParseTuple(tup, "LLLLKKKKKLKKKK|iiKKKiKL;tf32 args", &m, &k, &n, &nw, &perm, &wo, &meta, &vals,
-                          &tasks, &ntasks, &ws, &cnt, &B, &C, &elem, &out_f32, &csr_o, &csr_c, &csr_v,
-                          &csr_lanes, &csr_l, &csr_nl))
+    if (!PyArg_ParseTuple(tup, "LLLLKKKKKLKKKK|iiKKKiKLi;tf32 args", &m, &k, &n, &nw, &perm, &wo, &meta,
+                          &vals, &tasks, &ntasks, &ws, &cnt, &B, &C, &elem, &out_f32, &csr_o, &csr_c, &csr_v,
+                          &csr_lanes, &csr_l, &csr_nl, &csr_pf))
         return -1;
-    a->csr = acc_tf32_csr_of(csr_o, csr_c, csr_v, csr_lanes, csr_l, csr_nl);
+    a->csr = acc_tf32_csr_of(csr_o, csr_c, csr_v, csr_lanes, csr_l, csr_nl, csr_pf);
     a->elem = elem;
     a->out_f32 = out_f32;
     if (!PyArg_ParseTuple(vtup, "iiiii;tf32 variant", &v->slice_s, &v->depth, &v->cache_l1, &v->slice_major,

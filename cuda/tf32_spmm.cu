@@ -1293,9 +1293,10 @@ template <int E> int dispatch_narrow(const acc_tf32_args &p, cudaStream_t s) {
  * values rounded to TF32 at upload, B here; or A's half values as floats and B's half values), the product
  * exact, four entries' loads before their products, and the L sums are added by xor shuffles
  * (L/2, ..., 1), a fixed tree.  A row of more than ACC_TF32_CSR_LONG entries goes to thread blocks
- * instead, one per part (acc_tf32_csr; the blocks after the rows' blocks: launched first, ogbl-ddi's rows
- * of 1-4 thousand entries ran 5-11% slower at n = 1-4): thread t adds entries t, t + kCsrThreads, ... of
- * its part, the block's sums by a fixed tree (block_sum); a row of several parts leaves each part's sums
+ * instead, one per part (acc_tf32_csr; their blocks before the rows' where a row has several parts, else
+ * after them: hub and star ran 1.11-1.26x faster with parts first, ogbl-ddi's single-part rows of 1-2
+ * thousand entries 0.88-0.95x, results/h100_narrow_vec.md): thread t adds entries t, t + kCsrThreads,
+ * ... of its part, the block's sums by a fixed tree (block_sum); a row of several parts leaves each part's sums
  * in the workspace and the part that finishes last adds them in part order, by the same tree.  C is
  * written in the output format (store_c).  Deterministic, with the same error bound and integer
  * exactness; only stored entries are multiplied, so a non-finite B value reaches exactly the entries that
@@ -1434,16 +1435,21 @@ __device__ __forceinline__ void csr_long_part(const acc_tf32_args &p, int64_t q)
 template <int E, int N, bool PARTS, bool VEC>
 __global__ void __launch_bounds__(kCsrThreads)
     csr_narrow_kernel(const acc_tf32_args p, int shift, int64_t row_blocks) {
-    if (PARTS && blockIdx.x >= row_blocks) { /* a long row's part: the whole thread block */
-        csr_long_part<E, N, VEC>(p, blockIdx.x - row_blocks);
-        return;
+    int64_t b = blockIdx.x; /* the rows' blocks, then the parts' (or the parts' first: csr.parts_first) */
+    if (PARTS) {
+        const int64_t q = p.csr.parts_first ? b : b - row_blocks;
+        if (q >= 0 && q < p.csr.num_parts) { /* a long row's part: the whole thread block */
+            csr_long_part<E, N, VEC>(p, q);
+            return;
+        }
+        if (p.csr.parts_first) b -= p.csr.num_parts;
     }
     float acc[N];
 #pragma unroll
     for (int c = 0; c < N; c++)
         acc[c] = 0.f;
     const int L = 1 << shift;
-    const int64_t row = ((int64_t)blockIdx.x * kCsrThreads + threadIdx.x) >> shift;
+    const int64_t row = (b * kCsrThreads + threadIdx.x) >> shift;
     const int j = threadIdx.x & (L - 1);
     pdl_wait(); /* B and C only after the kernels before this one */
     bool mine = false;

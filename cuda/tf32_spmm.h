@@ -48,7 +48,8 @@ typedef struct acc_tf32_variant {
  * index j) | (parts P << 32), a row's parts consecutive (q - j is the first).  With P > 1 each part's sums go
  * to workspace[4 q ..] and the part that arrives last (counters[q - j]) adds the P in part order and
  * leaves the counter at zero: the workspace holds 4 * num_parts floats and the counters num_parts
- * int32 (zero before the first launch).  The tasks are not read then. */
+ * int32 (zero before the first launch).  parts_first: the parts' thread blocks come before the rows'
+ * (else after them).  The tasks are not read then. */
 typedef struct acc_tf32_csr {
     const int64_t *offsets;
     const int32_t *cols;
@@ -56,12 +57,14 @@ typedef struct acc_tf32_csr {
     const int64_t *long_parts;
     int64_t num_parts;
     int lanes;
+    int parts_first;
 } acc_tf32_csr;
 
 /* An acc_tf32_csr from device addresses as integers (0 = NULL), as the Python layer passes them. */
 static inline acc_tf32_csr acc_tf32_csr_of(unsigned long long offsets, unsigned long long cols,
                                            unsigned long long values, int lanes,
-                                           unsigned long long long_parts, long long num_parts) {
+                                           unsigned long long long_parts, long long num_parts,
+                                           int parts_first) {
     acc_tf32_csr c;
     c.offsets = (const int64_t *)(uintptr_t)offsets;
     c.cols = (const int32_t *)(uintptr_t)cols;
@@ -69,6 +72,7 @@ static inline acc_tf32_csr acc_tf32_csr_of(unsigned long long offsets, unsigned 
     c.long_parts = (const int64_t *)(uintptr_t)long_parts;
     c.num_parts = num_parts;
     c.lanes = lanes;
+    c.parts_first = parts_first;
     return c;
 }
 

@@ -504,6 +504,8 @@ def test_narrow_csr_exact_every_lane_count(lanes):
                 assert got.shape == (A.shape[0],) and np.array_equal(got, scipy_ref(A, v[:, None])[:, 0])
                 assert p._tf32.launcher.fast_calls == before + 1
                 assert p.stats["narrow_csr_bytes"] >= 8 * (A.shape[0] + 1)
+                # both launch orders ran above: parts first where a row has several (star, parts), else last
+                assert p._tf32._csr_args(1)[6] == (name in ("star", "parts")), name
                 lengths = np.diff(A.indptr)
                 long_rows = int((lengths > accspmm._cuda.TF32_CSR_LONG).sum())
                 assert p.stats["narrow_csr_long_rows"] == long_rows
