@@ -1296,8 +1296,8 @@ template <int E> int dispatch_narrow(const acc_tf32_args &p, cudaStream_t s) {
  * instead, one per part (acc_tf32_csr; their blocks before the rows' where a row has several parts, else
  * after them: hub and star ran 1.11-1.26x faster with parts first, ogbl-ddi's single-part rows of 1-2
  * thousand entries 0.88-0.95x, results/h100_narrow_vec.md): thread t adds entries t, t + kCsrThreads,
- * ... of its part, the block's sums by a fixed tree (block_sum); a row of several parts leaves each part's sums
- * in the workspace and the part that finishes last adds them in part order, by the same tree.  C is
+ * ... of its part, the block's sums by a fixed tree (block_sum); a row of several parts leaves each part's
+ * sums in the workspace and the part that finishes last adds them in part order, by the same tree.  C is
  * written in the output format (store_c).  Deterministic, with the same error bound and integer
  * exactness; only stored entries are multiplied, so a non-finite B value reaches exactly the entries that
  * meet it, with no recomputation.  Where n == N (1, 2 or 4) and B is aligned to its rows, one vector load
@@ -1360,7 +1360,17 @@ __device__ __forceinline__ void csr_walk(const acc_tf32_args &p, int64_t e, int6
             for (int c = 0; c < N; c++)
                 acc[c] = __fmaf_rn(a[u], x[u][c], acc[c]);
     }
-    for (; e < e1; e += L) {
+    if (e + L < e1) { /* two entries' loads before their products (a row of 2 to 4 entries a lane) */
+        const float a0 = __ldg(p.csr.values + e), a1 = __ldg(p.csr.values + e + L);
+        float x0[N], x1[N];
+        csr_b<E, N, VEC>(p, __ldg(p.csr.cols + e), x0);
+        csr_b<E, N, VEC>(p, __ldg(p.csr.cols + e + L), x1);
+#pragma unroll
+        for (int c = 0; c < N; c++)
+            acc[c] = __fmaf_rn(a1, x1[c], __fmaf_rn(a0, x0[c], acc[c]));
+        e += 2 * L;
+    }
+    if (e < e1) { /* the last one */
         const float a = __ldg(p.csr.values + e);
         float x[N];
         csr_b<E, N, VEC>(p, __ldg(p.csr.cols + e), x);
