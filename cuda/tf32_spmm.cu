@@ -1301,9 +1301,10 @@ template <int E> int dispatch_narrow(const acc_tf32_args &p, cudaStream_t s) {
  * written in the output format (store_c).  Deterministic, with the same error bound and integer
  * exactness; only stored entries are multiplied, so a non-finite B value reaches exactly the entries that
  * meet it, with no recomputation.  Where n == N (1, 2 or 4) and B is aligned to its rows, one vector load
- * reads an entry's row of B (ptxas: 40 registers for TF32 at N = 4, 60 with element loads, which issued
- * a 64-bit address per element), and a plan without long rows runs a variant without their code (FP16
- * at N = 4: 48 registers, 64 with it); H100, kernel 1.04-1.09x at n = 1-4, results/h100_narrow_vec.md. */
+ * reads an entry's row of B (ptxas, TF32 at N = 4 without long rows: 32 registers, 48 with element loads;
+ * 60 when each element load had its 64-bit address live across a 4-entry step), and a plan without long
+ * rows runs a variant without their code (N = 4 with element loads: 48-60 registers, 64 with it); H100,
+ * kernel 1.04-1.09x at n = 1-4, results/h100_narrow_vec.md. */
 constexpr int kCsrThreads = 256;
 
 /* x = B[row, 0 .. N) as exact float operands (TF32-rounded, or the half format E's values), zeros past n.
