@@ -1344,41 +1344,35 @@ __device__ __forceinline__ void csr_b(const acc_tf32_args &p, int64_t row, float
     }
 }
 
-/* acc += entries e, e + L, ... < e1 of A's CSR times B (n <= N columns) */
+/* acc += entries e, e + L, ..., e + (S - 1) L of A's CSR times B (n <= N columns): the S entries' loads
+ * before their products, the products in entry order */
+template <int E, int N, bool VEC, int S>
+__device__ __forceinline__ void csr_step(const acc_tf32_args &p, int64_t e, int L, float (&acc)[N]) {
+    float a[S], x[S][N];
+#pragma unroll
+    for (int u = 0; u < S; u++) {
+        a[u] = __ldg(p.csr.values + e + u * L);
+        csr_b<E, N, VEC>(p, __ldg(p.csr.cols + e + u * L), x[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < S; u++)
+#pragma unroll
+        for (int c = 0; c < N; c++)
+            acc[c] = __fmaf_rn(a[u], x[u][c], acc[c]);
+}
+
+/* acc += entries e, e + L, ... < e1 of A's CSR times B (n <= N columns), in that order: steps of four
+ * entries (a long row), then of two (a lane's last 2 or 3) and one */
 template <int E, int N, bool VEC>
 __device__ __forceinline__ void csr_walk(const acc_tf32_args &p, int64_t e, int64_t e1, int L,
                                          float (&acc)[N]) {
-    for (; e + 3 * L < e1; e += 4 * L) { /* four entries' loads before their products (a long row) */
-        float a[4], x[4][N];
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            a[u] = __ldg(p.csr.values + e + u * L);
-            csr_b<E, N, VEC>(p, __ldg(p.csr.cols + e + u * L), x[u]);
-        }
-#pragma unroll
-        for (int u = 0; u < 4; u++)
-#pragma unroll
-            for (int c = 0; c < N; c++)
-                acc[c] = __fmaf_rn(a[u], x[u][c], acc[c]);
-    }
-    if (e + L < e1) { /* two entries' loads before their products (a row of 2 to 4 entries a lane) */
-        const float a0 = __ldg(p.csr.values + e), a1 = __ldg(p.csr.values + e + L);
-        float x0[N], x1[N];
-        csr_b<E, N, VEC>(p, __ldg(p.csr.cols + e), x0);
-        csr_b<E, N, VEC>(p, __ldg(p.csr.cols + e + L), x1);
-#pragma unroll
-        for (int c = 0; c < N; c++)
-            acc[c] = __fmaf_rn(a1, x1[c], __fmaf_rn(a0, x0[c], acc[c]));
+    for (; e + 3 * L < e1; e += 4 * L)
+        csr_step<E, N, VEC, 4>(p, e, L, acc);
+    if (e + L < e1) {
+        csr_step<E, N, VEC, 2>(p, e, L, acc);
         e += 2 * L;
     }
-    if (e < e1) { /* the last one */
-        const float a = __ldg(p.csr.values + e);
-        float x[N];
-        csr_b<E, N, VEC>(p, __ldg(p.csr.cols + e), x);
-#pragma unroll
-        for (int c = 0; c < N; c++)
-            acc[c] = __fmaf_rn(a, x[c], acc[c]);
-    }
+    if (e < e1) csr_step<E, N, VEC, 1>(p, e, L, acc);
 }
 
 /* The thread block's sums of acc (every thread's), a fixed tree: each warp's by xor shuffles, then the
