@@ -549,6 +549,7 @@ class TF32Runner:
         self._csr = csr  # the CSR kernel of narrow widths (None: never)
         self._csr_choice = None  # (lanes, reason): lanes 0 = the BitTCF narrow kernel
         self._csr_parts = None  # the CSR kernel's long rows' parts (csr_long_parts)
+        self._csr_first = 0  # 1: their thread blocks launch first (a row in several parts), set at the upload
         self.calls = None
         self._stats = stats
         # a format the GPU is still building (accspmm._device_format, defer=True): waited for
@@ -752,10 +753,10 @@ class TF32Runner:
             self._stats["narrow_csr_bytes"] = sum(self.dev[k].nbytes for k in put)
             self._stats["narrow_csr_long_rows"] = int(((self._csr_parts[3::4] & 0xFFFFFFFF) == 0).sum())
             self._stats["narrow_csr_long_parts"] = self._csr_parts.size // 4
+            self._csr_first = int(bool(self._csr_parts.size) and int((self._csr_parts[3::4] >> 32).max()) > 1)
         d = self.dev
-        first = bool(self._csr_parts.size) and int((self._csr_parts[3::4] >> 32).max()) > 1
         return (d["csr_offsets"].ptr, d["csr_cols"].ptr, d["csr_values"].ptr, self._narrow_choice()[0],
-                d["csr_long_parts"].ptr, self._csr_parts.size // 4, int(first))
+                d["csr_long_parts"].ptr, self._csr_parts.size // 4, self._csr_first)
 
     def _side_stream(self) -> int:
         """The library's side stream, where a call's uploads go (``_settle`` waits for them)."""
