@@ -342,8 +342,7 @@ static PyObject *py_cusparse_run(PyObject *self, PyObject *args) {
 
 /* Parses the 16- to 23-tuple of acc_tf32_args (sizes as ints, device pointers as ints, 0 = NULL; the
  * last seven, optional: csr_offsets, csr_cols, csr_values, csr_lanes, csr_long_parts, csr_num_parts,
- * csr_parts_first) and the
- * 5-tuple of acc_tf32_variant. */
+ * csr_parts_first) and the 5-tuple of acc_tf32_variant. */
 typedef struct tf32_call {
     acc_tf32_args args;
     acc_tf32_variant variant;

@@ -42,14 +42,13 @@ typedef struct acc_tf32_variant {
  * (tf32_spmm.cu, csr_narrow_kernel; every elem): row i's entries offsets[i] .. [i + 1] - 1 in original
  * row order (no perm), columns cols, float32 values as the BitTCF path has them (TF32-rounded:
  * acc_tf32_round_values, as the BitTCF build rounds them; a half format's values, widened; duplicates
- * summed), lanes (1, 2, 4, 8, 16 or 32) lanes per row.  The
- * rows of more than ACC_TF32_CSR_LONG entries go to thread blocks instead, one per part:
- * long_parts[4 q .. 4 q + 3] is part q's row, its entries e0 .. e1 - 1 (CSR positions) and (part
- * index j) | (parts P << 32), a row's parts consecutive (q - j is the first).  With P > 1 each part's sums go
- * to workspace[4 q ..] and the part that arrives last (counters[q - j]) adds the P in part order and
- * leaves the counter at zero: the workspace holds 4 * num_parts floats and the counters num_parts
- * int32 (zero before the first launch).  parts_first: the parts' thread blocks come before the rows'
- * (else after them).  The tasks are not read then. */
+ * summed), lanes (1, 2, 4, 8, 16 or 32) lanes per row.  The rows of more than ACC_TF32_CSR_LONG
+ * entries go to thread blocks instead, one per part: long_parts[4 q .. 4 q + 3] is part q's row, its
+ * entries e0 .. e1 - 1 (CSR positions) and (part index j) | (parts P << 32), a row's parts consecutive
+ * (q - j is the first).  With P > 1 each part's sums go to workspace[4 q ..] and the part that arrives last
+ * (counters[q - j]) adds the P in part order and leaves the counter at zero: the workspace holds 4 *
+ * num_parts floats and the counters num_parts int32 (zero before the first launch).  parts_first: the parts'
+ * thread blocks come before the rows' (else after them).  The tasks are not read then. */
 typedef struct acc_tf32_csr {
     const int64_t *offsets;
     const int32_t *cols;
