@@ -55,7 +55,9 @@ forced cap outside ``CAPS`` and ``tuning={"schedule": "host"}``, and the tests c
 Narrow widths: n <= ``_cuda.tf32_narrow_max()`` (4) run the same tasks on CUDA cores
 (cuda/tf32_spmm.cu, ``narrow_kernel``), where an MMA would compute 8-32 columns for each useful one;
 no variant applies there and none is timed, and ``stats['schedule_by_n'][n]['kernel']`` says which
-kernel ran.
+kernel ran.  Widths 5-16 of TF32 plans run on A's CSR instead (``wide_csr``: ``cuda_cores_csr_wide``)
+where a time model predicts the CSR kernel at least 10% faster; neither the schedule nor a variant
+applies to it.
 
 Variant (no effect on result bits, see cuda/tf32_spmm.h): 64 columns per warp (S = 2) for n > 32,
 else 32, and 32 as well for odd multiples of 32 (so that n is a multiple of the slice width, which
@@ -79,6 +81,7 @@ Measurements in benchmarks/NOTES.md.
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -251,6 +254,74 @@ CSR_PART = 4096  # a long row's entries per part, at most (a thread block each)
 CSR_UPLOAD_BYTES_PER_US = 10_000
 
 
+#: Wider widths of TF32 plans, n = 5 .. CSR_WIDE_MAX_N, may run on A's CSR too (cuda/tf32_spmm.cu,
+#: csr_wide_kernel: ``csr_wide_lanes(n)`` lanes a row and 4 columns a lane; the rows of more than
+#: CSR_WIDE_LONG entries cut into parts of at most CSR_WIDE_PART entries, a group of lanes each), where
+#: its time model predicts at most CSR_WIDE_MARGIN x the BitTCF kernel's (µs):
+#:   CSR:    c0 + c1 m w / 1e6 + c2 nnz w / 1e6 + c3 nnz w / 1e6 [k n 4 bytes > L2_REF] + c4 P / 100 + c5 log2 P
+#:           (w = the columns the groups cover, 4 lanes x ceil(n / 4 lanes); P the longest row's parts, 1
+#:           where it has at most CSR_WIDE_LONG entries), x CSR_WIDE_ELEMENT where n is not a multiple of 4
+#:           (B's rows read element by element: the median of the kernel's times at n = 5 and 6 over n = 8
+#:           on the 16 shapes the rule had taken at n = 5 without the factor);
+#:   BitTCF: b0 + b1 blocks / 1e6 + b2 windows / 1e6 (one 32-column slice).
+#: Least squares in relative error on H100 kernel times at n = 8 and 16 (24 real matrices, 7 adversarial
+#: shapes; benchmarks/NOTES.md, "widths 5-16 on A's CSR"); fixed constants, so a matrix gets the same
+#: kernel, and the same bits, on every GPU.  Above 16 the Tensor-Core kernel was as fast or faster in
+#: geometric mean, and no model separated the cases where the CSR kernel won.
+CSR_WIDE_LONG = 32  # cuda/tf32_spmm.h ACC_TF32_CSR_WIDE_LONG (checked against the extension's)
+CSR_WIDE_PART = 32
+CSR_WIDE_MAX_N = 16
+CSR_WIDE_MODEL = (7.233, 2.535, 0.608, 0.431, 2.928, 1.144)
+BITTCF_WIDE_MODEL = (8.04, 277.26, 227.17)
+CSR_WIDE_MARGIN = 0.9
+CSR_WIDE_ELEMENT = 1.3
+L2_REF = 50 * 2**20  # the H100's L2 (bytes): the model's, not the device's
+
+
+def csr_wide_lanes(n: int) -> int:
+    """Lanes a row of the wide CSR kernel at width n: the least power of two >= n / 4, from 2 to 32
+    (cuda/tf32_spmm.cu, acc_tf32_csr_wide_lanes)."""
+    g = 2
+    while g < 32 and 4 * g < n:
+        g *= 2
+    return g
+
+
+def csr_wide_time(n: int, m: int, k: int, nnz: int, longest: int) -> float:
+    """The wide CSR kernel's modelled time (µs) at width n: ``m`` x ``k``, ``nnz`` entries, the longest row
+    ``longest`` entries (``CSR_WIDE_MODEL``)."""
+    c0, c1, c2, c3, c4, c5 = CSR_WIDE_MODEL
+    g = csr_wide_lanes(n)
+    w = 4 * g * -(-n // (4 * g))
+    parts = -(-longest // CSR_WIDE_PART) if longest > CSR_WIDE_LONG else 1
+    far = k * n * 4 > L2_REF
+    t = (c0 + c1 * m * w / 1e6 + c2 * nnz * w / 1e6 + (c3 * nnz * w / 1e6 if far else 0.0) + c4 * parts / 100
+         + c5 * math.log2(parts))
+    return t * CSR_WIDE_ELEMENT if n % 4 else t
+
+
+def wide_csr(n: int, m: int, k: int, nnz: int, longest: int, blocks: int, windows: int,
+             calls: int | None = None, uploaded: bool = False) -> tuple:
+    """(on, reason): whether a TF32 plan runs width n (> the narrow widths) on the wide CSR kernel: n at
+    most CSR_WIDE_MAX_N and ``csr_wide_time`` at most CSR_WIDE_MARGIN x ``BITTCF_WIDE_MODEL``'s time (BitTCF's
+    ``blocks`` and ``windows``).  ``calls``: the products the plan expects (None: many); unless A's CSR is
+    already ``uploaded``, the predicted saving over them must also pay for its upload
+    (``CSR_UPLOAD_BYTES_PER_US``)."""
+    if n > CSR_WIDE_MAX_N:
+        return False, ""
+    csr = csr_wide_time(n, m, k, nnz, longest)
+    b0, b1, b2 = BITTCF_WIDE_MODEL
+    bit = b0 + b1 * blocks / 1e6 + b2 * windows / 1e6
+    why = f"CSR predicts {csr:.1f} µs, BitTCF {bit:.1f} (longest row {longest})"
+    if csr > CSR_WIDE_MARGIN * bit:
+        return False, f"Tensor Cores: {why}"
+    if calls is not None and not uploaded:
+        upload = (8 * (m + 1) + 8 * nnz) / CSR_UPLOAD_BYTES_PER_US
+        if calls * (bit - csr) < upload:
+            return False, f"Tensor Cores: {why}; {calls} calls save less than the CSR upload ({upload:.0f})"
+    return True, f"wide CSR kernel: {why}"
+
+
 def csr_narrow_time(m: int, nnz: int, short: int, lanes: int, longest: int = 0) -> float:
     """The CSR narrow kernel's modelled time (µs, n = 1) with ``lanes`` lanes a row, ``short`` entries
     in its longest row of at most CSR_LONG and ``longest`` in its longest row (cut into parts of at most
@@ -263,19 +334,20 @@ def csr_narrow_time(m: int, nnz: int, short: int, lanes: int, longest: int = 0) 
     return t + c4 * -(-part // CSR_BLOCK) / 4
 
 
-def csr_long_parts(indptr: np.ndarray) -> np.ndarray:
-    """The CSR kernel's thread-block parts of the rows of more than CSR_LONG entries (which its rows' lanes
-    skip by the same test), from A's offsets: int64 [4 P], part q's row, its first entry, its end (CSR
-    positions) and (its index j in the row) | (the row's parts << 32) at 4 q .. 4 q + 3; a row's
-    ceil(length / CSR_PART) parts cut it into equal ranges (j * length // parts ..), consecutive, rows
+def csr_long_parts(indptr: np.ndarray, long: int = CSR_LONG, part: int = CSR_PART) -> np.ndarray:
+    """The CSR kernel's parts of the rows of more than ``long`` entries (which its rows' lanes skip by the
+    same test; CSR_LONG and CSR_PART for the narrow kernel's thread blocks, CSR_WIDE_LONG and
+    CSR_WIDE_PART for the wide kernel's groups), from A's offsets: int64 [4 P], part q's row, its first
+    entry, its end (CSR positions) and (its index j in the row) | (the row's parts << 32) at 4 q .. 4 q + 3;
+    a row's ceil(length / part) parts cut it into equal ranges (j * length // parts ..), consecutive, rows
     ascending (cuda/tf32_spmm.h, acc_tf32_csr)."""
     indptr = np.asarray(indptr, np.int64)
     lengths = np.diff(indptr)
-    rows = np.flatnonzero(lengths > CSR_LONG).astype(np.int64)
+    rows = np.flatnonzero(lengths > long).astype(np.int64)
     if rows.size == 0:
         return np.zeros(0, np.int64)
     length = lengths[rows]
-    parts = -(-length // CSR_PART)
+    parts = -(-length // part)
     first = np.cumsum(parts) - parts
     j = np.arange(int(parts.sum()), dtype=np.int64) - np.repeat(first, parts)
     P, n, start = np.repeat(parts, parts), np.repeat(length, parts), np.repeat(indptr[rows], parts)
@@ -482,10 +554,11 @@ class TF32Runner:
 
         _cuda = _cuda_for_arrays()  # not ``from . import``: importlib's fromlist handling costs microseconds
 
-        if (_cuda.TF32_WARPS, _cuda.TF32_TASK_WORDS, _cuda.TF32_CSR_LONG) != (WARPS, TASK_WORDS, CSR_LONG):
-            raise RuntimeError(f"accspmm._cuda was built with {_cuda.TF32_WARPS} warps per TF32 task and CSR "
-                               f"rows of {_cuda.TF32_CSR_LONG} entries, the package expects {WARPS} and "
-                               f"{CSR_LONG}: rebuild the extension")
+        built = (_cuda.TF32_WARPS, _cuda.TF32_TASK_WORDS, _cuda.TF32_CSR_LONG, getattr(_cuda, "TF32_CSR_WIDE_LONG", 0))
+        if built != (WARPS, TASK_WORDS, CSR_LONG, CSR_WIDE_LONG):
+            raise RuntimeError(f"accspmm._cuda was built with {built[0]} warps per TF32 task and long CSR rows "
+                               f"of {built[2]} and {built[3]} entries, the package expects {WARPS}, {CSR_LONG} "
+                               f"and {CSR_WIDE_LONG}: rebuild the extension")
         self._cuda = _cuda
         self._core = _core
         self.elem = int(elem)
@@ -494,7 +567,7 @@ class TF32Runner:
         self.balance = balance
         self.tuning = dict(tuning or {})
         unknown = set(self.tuning) - {"cap", "autotune", "build", "check", "schedule", "narrow", "csr_lanes",
-                                      *VARIANT_KEYS}
+                                      "wide", *VARIANT_KEYS}
         if unknown:
             raise ValueError(f"unknown tuning key(s) {sorted(unknown)}")
         if self.tuning.get("schedule", "device") not in ("device", "host"):
@@ -550,6 +623,11 @@ class TF32Runner:
         self._csr_choice = None  # (lanes, reason): lanes 0 = the BitTCF narrow kernel
         self._csr_parts = None  # the CSR kernel's long rows' parts (csr_long_parts)
         self._csr_first = 0  # 1: their thread blocks launch first (a row in several parts), set at the upload
+        if self.tuning.get("wide", "auto") not in ("auto", "csr", "bittcf"):
+            raise ValueError(f"tuning['wide'] must be 'auto', 'csr' or 'bittcf', not {self.tuning['wide']!r}")
+        self._csr_wide = {}  # n -> (on, reason): width n (> the narrow ones) on the wide CSR kernel
+        self._csr_wide_parts = None  # its long rows' parts (csr_long_parts at CSR_WIDE_LONG), at the upload
+        self._csr_longest = None  # A's longest row (entries; before duplicates are summed), for wide_csr
         self.calls = None
         self._stats = stats
         # a format the GPU is still building (accspmm._device_format, defer=True): waited for
@@ -682,6 +760,12 @@ class TF32Runner:
             lanes, csr_why = self._narrow_choice()
             kernel = f"cuda_cores_csr{lanes}" if lanes else "cuda_cores"
             why += f"; {csr_why}"
+        else:
+            on, csr_why = self._wide_choice(n)
+            if on:
+                kernel = f"cuda_cores_csr_wide{csr_wide_lanes(n)}"
+            if csr_why:
+                why += f"; {csr_why}"
         report = {"cap": best, "tasks": ntasks, "schedule_on": "device" if self._on_device(best) else "host",
                   "kernel": kernel,
                   "split_windows": self._counts(best)[2] if best > 0 else 0,
@@ -714,20 +798,63 @@ class TF32Runner:
                 self._csr_choice = (lanes, why)
         return self._csr_choice
 
+    def _wide_choice(self, n: int) -> tuple:
+        """(on, reason): whether width n (> the narrow widths) runs on the wide CSR kernel (TF32 plans with
+        A's CSR only; ``tuning["wide"]``: "csr" forces it, "bittcf" never, "auto" by ``wide_csr``)."""
+        if n not in self._csr_wide:
+            mode = self.tuning.get("wide", "auto")
+            src = self._csr
+            if src is None or self.elem or mode == "bittcf" or src.shape[1] > INT32_MAX:
+                self._csr_wide[n] = (False, "")
+            elif mode == "csr":
+                self._csr_wide[n] = (True, "wide CSR kernel (forced by tuning['wide'])")
+            else:
+                m = src.shape[0]
+                if self._csr_longest is None:
+                    self._csr_longest = int(np.diff(src.indptr[: m + 1]).max()) if m else 0
+                self._csr_wide[n] = wide_csr(n, m, src.shape[1], int(src.indptr[m] - src.indptr[0]),
+                                             self._csr_longest, int(self._window_offsets[-1]), self.num_windows,
+                                             self.calls, "csr_values" in self.dev)
+        return self._csr_wide[n]
+
+    def _csr_on(self, n: int) -> bool:
+        """Whether width n runs on a CSR kernel (narrow or wide)."""
+        return bool(self._narrow_choice()[0]) if n <= self._narrow else self._wide_choice(n)[0]
+
     def _csr_args(self, n: int) -> tuple:
         """(offsets, columns, values, lanes, long parts, part count, parts first) device pointers and counts
         of the CSR kernel for width n, uploaded at the first use, the values then rounded to TF32 on the
-        device ((0,) * 7: the BitTCF kernels).  Parts go first where a row has several (their last part's
-        sum waits for all of them), else after the rows' blocks (H100, kernel: hub and star 1.11-1.26x
-        faster with their parts first, ogbl-ddi's single-part rows 0.88-0.95x)."""
-        if n > self._narrow or not self._narrow_choice()[0]:
+        device ((0,) * 7: the BitTCF kernels).  Narrow widths: parts go first where a row has several (their
+        last part's sum waits for all of them), else after the rows' blocks (H100, kernel: hub and star
+        1.11-1.26x faster with their parts first, ogbl-ddi's single-part rows 0.88-0.95x); wide widths: the
+        kernel's lanes, its own parts (always first)."""
+        if not self._csr_on(n) or not self._csr_upload():
             return (0,) * 7
+        d = self.dev
+        if n > self._narrow:
+            if "csr_wide_parts" not in d:
+                parts = self._csr_wide_parts
+                d["csr_wide_parts"] = DeviceArray.upload(parts if parts.size else np.zeros(1, np.int64),
+                                                         self._device, self._side_stream())
+            nparts = self._csr_wide_parts.size // 4
+            return (d["csr_offsets"].ptr, d["csr_cols"].ptr, d["csr_values"].ptr, csr_wide_lanes(n),
+                    d["csr_wide_parts"].ptr, nparts, int(nparts > 0))
+        return (d["csr_offsets"].ptr, d["csr_cols"].ptr, d["csr_values"].ptr, self._narrow_choice()[0],
+                d["csr_long_parts"].ptr, self._csr_parts.size // 4, self._csr_first)
+
+    def _csr_upload(self) -> bool:
+        """Uploads A's CSR for the CSR kernels (once); False where the GPU had no room for it (every width
+        then runs on BitTCF)."""
         if "csr_values" not in self.dev:
+            self._narrow_choice()  # the narrow parts (recomputed below for a CSR with duplicates)
             t = time.perf_counter()
             src = self._csr
             if not src.canonical:  # duplicates summed, as the format's (their rows' lengths can only shrink)
                 src = src.canonicalized()
+                self._csr_parts = None
+            if self._csr_parts is None:  # (or the narrow widths do not run on it)
                 self._csr_parts = csr_long_parts(src.indptr[: src.shape[0] + 1])
+            self._csr_wide_parts = csr_long_parts(src.indptr[: src.shape[0] + 1], CSR_WIDE_LONG, CSR_WIDE_PART)
             side = self._side_stream()
             m, nnz = src.shape[0], src.nnz
             put = {"csr_offsets": np.ascontiguousarray(src.indptr[: m + 1], np.int64),
@@ -744,19 +871,21 @@ class TF32Runner:
                     if name in self.dev:
                         self.dev.pop(name).free()
                 self._csr_choice = (0, f"BitTCF narrow kernel: the CSR upload found no GPU memory ({exc})")
-                for report in self._stats["schedule_by_n"].values():
+                for w in self._csr_wide:
+                    self._csr_wide[w] = (False, f"Tensor Cores: the CSR upload found no GPU memory ({exc})")
+                for w, report in self._stats["schedule_by_n"].items():
                     if report["kernel"].startswith("cuda_cores_csr"):
-                        report["kernel"] = "cuda_cores"
-                        report["reason"] += f"; {self._csr_choice[1]}"
-                return (0,) * 7
+                        narrow = w <= self._narrow
+                        report["kernel"] = "cuda_cores" if narrow else "tensor_cores"
+                        report["reason"] += f"; {(self._csr_choice if narrow else self._csr_wide[w])[1]}"
+                self._csr = None  # never again
+                return False
             self._stats.setdefault("seconds", {})["narrow_csr_upload"] = time.perf_counter() - t
             self._stats["narrow_csr_bytes"] = sum(self.dev[k].nbytes for k in put)
             self._stats["narrow_csr_long_rows"] = int(((self._csr_parts[3::4] & 0xFFFFFFFF) == 0).sum())
             self._stats["narrow_csr_long_parts"] = self._csr_parts.size // 4
             self._csr_first = int(bool(self._csr_parts.size) and int((self._csr_parts[3::4] >> 32).max()) > 1)
-        d = self.dev
-        return (d["csr_offsets"].ptr, d["csr_cols"].ptr, d["csr_values"].ptr, self._narrow_choice()[0],
-                d["csr_long_parts"].ptr, self._csr_parts.size // 4, self._csr_first)
+        return True
 
     def _side_stream(self) -> int:
         """The library's side stream, where a call's uploads go (``_settle`` waits for them)."""
@@ -804,6 +933,10 @@ class TF32Runner:
         if n <= self._narrow and self._csr_choice is not None and self._csr_choice[0]:
             parts = self._csr_parts.size // 4  # the CSR kernel's long parts: 4 floats and a counter each
             return 4 * parts, parts
+        if n > self._narrow and self._csr_wide.get(n, (False,))[0] and self._csr_wide_parts is not None:
+            parts, g = self._csr_wide_parts.size // 4, csr_wide_lanes(n)  # a slice's 4g floats and counter each
+            slices = -(-n // (4 * g))
+            return parts * slices * 4 * g, parts * slices
         slots, splits, _ = self._counts(cap)
         u = self.unit
         return slots * 8 * (-(-n // (u * slice_s)) * u * slice_s), splits * -(-n // u)
@@ -949,7 +1082,7 @@ class TF32Runner:
             return
         t0 = time.perf_counter()
         first = n not in self._ready
-        if self._autotune and n not in self._tuned and n > self._narrow:  # narrow widths: no variant
+        if self._autotune and n not in self._tuned and n > self._narrow and not self._csr_on(n):  # CSR: no variant
             self.tune(d_B, d_C, n, stream, out_f32)
         a, v = self.args(d_B, d_C, n, stream, out_f32=out_f32)
         self._cuda.tf32_spmm(a, v, stream)

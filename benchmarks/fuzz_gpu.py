@@ -133,10 +133,12 @@ for it in range(iters):
         Ad = Am.astype(dtype)
         before = (Ad.data.copy(), Ad.indices.copy(), Ad.indptr.copy())
         reorders = ("none", "affinity", "auto") if m * k < 4e6 else ("none", "affinity")
-        for reorder in reorders if dtype == np.float32 else ("none",):  # FP64 plans (cuSPARSE) do not reorder
+        # "wide": the CUDA-core CSR kernel forced at every n > 4 (tuning={"wide": "csr"})
+        for reorder in reorders + ("wide",) if dtype == np.float32 else ("none",):  # FP64 (cuSPARSE): no reorder
             tag = f"{base} {dtype.__name__} {reorder}"
             try:
-                p = accspmm.plan(Ad, device="gpu", reorder=reorder)
+                kw = {"tuning": {"wide": "csr"}} if reorder == "wide" else {"reorder": reorder}
+                p = accspmm.plan(Ad, device="gpu", **kw)
                 Bt = torch.from_numpy(Bh.astype(dtype)).cuda()
                 check(tag + " torch", p(Bt), ref)
                 check(tag + " torch-again", p(Bt), ref)

@@ -937,8 +937,9 @@ PyMODINIT_FUNC PyInit__cuda(void) {
     /* the schedule's encoding (accspmm._tf32 checks it against its own) */
     if (m && (PyModule_AddIntConstant(m, "TF32_WARPS", ACC_TF32_WARPS) < 0 ||
               PyModule_AddIntConstant(m, "TF32_TASK_WORDS", ACC_TF32_TASK_WORDS) < 0 ||
-              PyModule_AddIntConstant(m, "TF32_CSR_LONG", ACC_TF32_CSR_LONG) < 0 || acc_launcher_add(m) < 0 ||
-              acc_spgemm_add(m) < 0)) {
+              PyModule_AddIntConstant(m, "TF32_CSR_LONG", ACC_TF32_CSR_LONG) < 0 ||
+              PyModule_AddIntConstant(m, "TF32_CSR_WIDE_LONG", ACC_TF32_CSR_WIDE_LONG) < 0 ||
+              acc_launcher_add(m) < 0 || acc_spgemm_add(m) < 0)) {
         Py_DECREF(m);
         return NULL;
     }

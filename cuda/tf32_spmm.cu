@@ -1511,6 +1511,216 @@ int dispatch_csr_narrow(const acc_tf32_args &p, cudaStream_t s) {
                                           : csr_narrow_for<ACC_TF32_ELEM_BF16>(p, s);
 }
 
+/* ---- Wider widths on A's CSR (acc_tf32_args.csr.lanes > 0, n > acc_tf32_narrow_max(); TF32) -----------
+ * At n <= 16 the Tensor-Core kernel still computes a warp's whole 32-column slice, and where BitTCF's blocks
+ * hold few entries A's CSR is the cheaper walk.  A group of G lanes takes a row and a column slice of 4G
+ * columns, lane j columns 4j .. 4j + 3 of the slice (G = acc_tf32_csr_wide_lanes(n): the least power of two
+ * >= n / 4, from 2 to 32; blockIdx.y the slice).  The group loads the row's entries in chunks of up to 32
+ * (lane j entries base + j + G i: column and value), the next chunk's loads issued before this one's
+ * products, and hands each entry to every lane by a shuffle; each lane adds a x B[column, its 4 columns]
+ * over the row's entries in CSR order, the loads of four entries before their products: each element of C
+ * is one FMA chain in entry order (deterministic), with the operands of the BitTCF path (A's values
+ * TF32-rounded at upload, B rounded here), so the same error bound and integer exactness.  Only stored
+ * entries are multiplied: a non-finite B value reaches exactly the entries that meet it.  A row of more
+ * than ACC_TF32_CSR_WIDE_LONG entries is left to parts (acc_tf32_csr.long_parts, cut by the plan; their
+ * groups in the first thread blocks), a group each: a one-part row is written by its part; otherwise each
+ * part's sums go to workspace[(q * slices + s) * 4G ..] and the part that arrives last at counters[(q - j)
+ * * slices + s] adds the row's parts in part order.  VEC: n a multiple of 4 and B, C 16-byte aligned (one
+ * 16-byte load of B per entry and lane, one 16-byte store of C), else element loads and stores. */
+constexpr int kCsrWideThreads = 256;
+
+/* B[col, c0 .. c0 + 3] rounded to TF32, zeros past n (VEC: all four in range, c0 < n) */
+template <bool VEC>
+__device__ __forceinline__ float4 wide_b(const acc_tf32_args &p, int32_t col, int64_t c0) {
+    const float *b = p.B + (int64_t)col * p.n + c0;
+    float4 v;
+    if constexpr (VEC) {
+        v = __ldg(reinterpret_cast<const float4 *>(b));
+    } else {
+        v.x = c0 < p.n ? __ldg(b) : 0.f;
+        v.y = c0 + 1 < p.n ? __ldg(b + 1) : 0.f;
+        v.z = c0 + 2 < p.n ? __ldg(b + 2) : 0.f;
+        v.w = c0 + 3 < p.n ? __ldg(b + 3) : 0.f;
+    }
+    v.x = __uint_as_float(to_tf32(v.x)), v.y = __uint_as_float(to_tf32(v.y));
+    v.z = __uint_as_float(to_tf32(v.z)), v.w = __uint_as_float(to_tf32(v.w));
+    return v;
+}
+
+/* The group's chunk of entries: lane j holds entries base + j + G i (i < R: column, value) */
+template <int G, int R> struct wide_chunk {
+    int32_t c[R];
+    float a[R];
+    __device__ __forceinline__ void load(const acc_tf32_args &p, int64_t base, int64_t e1, int j) {
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            const int64_t e = base + j + G * i;
+            c[i] = e < e1 ? __ldg(p.csr.cols + e) : 0;
+            a[i] = e < e1 ? __ldg(p.csr.values + e) : 0.f;
+        }
+    }
+};
+
+/* acc += the chunk's entries f .. f + S - 1 (entry f + u in lane (f + u) % G, slot (f + u) / G): S shuffles
+ * and loads, then the products in entry order */
+template <int G, int R, bool VEC, int S>
+__device__ __forceinline__ void wide_step(const acc_tf32_args &p, unsigned gmask, const wide_chunk<G, R> &ch,
+                                          int f, int64_t c0, bool active, float4 &acc) {
+    float a[S];
+    float4 x[S];
+#pragma unroll
+    for (int u = 0; u < S; u++) {
+        const int32_t c = __shfl_sync(gmask, ch.c[(f + u) / G], (f + u) % G, G);
+        a[u] = __shfl_sync(gmask, ch.a[(f + u) / G], (f + u) % G, G);
+        x[u] = active ? wide_b<VEC>(p, c, c0) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int u = 0; u < S; u++) {
+        acc.x = __fmaf_rn(a[u], x[u].x, acc.x);
+        acc.y = __fmaf_rn(a[u], x[u].y, acc.y);
+        acc.z = __fmaf_rn(a[u], x[u].z, acc.z);
+        acc.w = __fmaf_rn(a[u], x[u].w, acc.w);
+    }
+}
+
+/* acc = the sum over entries e0 .. e1 - 1 of A's CSR of a x B[column, c0 .. c0 + 3], in entry order; every
+ * lane of the group (gmask) calls it with the same range, lane j < G.  Chunks of G R entries, the next
+ * chunk's loads issued before this one's products; steps of 4 entries, then single ones. */
+template <int G, bool VEC>
+__device__ __forceinline__ float4 wide_walk(const acc_tf32_args &p, unsigned gmask, int j, int64_t e0,
+                                            int64_t e1, int64_t c0, bool active) {
+    constexpr int R = 32 / G < 8 ? 32 / G : 8, CH = G * R, S = 4;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    wide_chunk<G, R> cur, next;
+    cur.load(p, e0, e1, j);
+    for (int64_t base = e0; base < e1; base += CH) {
+        if (base + CH < e1) next.load(p, base + CH, e1, j);
+        const int cnt = (int)(e1 - base < CH ? e1 - base : CH);
+#pragma unroll
+        for (int f = 0; f < CH; f += S) {
+            if (f >= cnt) break;
+            if (f + S <= cnt) {
+                wide_step<G, R, VEC, S>(p, gmask, cur, f, c0, active, acc);
+            } else {
+#pragma unroll
+                for (int u = 0; u < S - 1; u++)
+                    if (f + u < cnt) wide_step<G, R, VEC, 1>(p, gmask, cur, f + u, c0, active, acc);
+            }
+        }
+        cur = next;
+    }
+    return acc;
+}
+
+/* C[row, c0 .. c0 + 3] = v (the columns below n) */
+template <bool VEC>
+__device__ __forceinline__ void wide_store(const acc_tf32_args &p, int64_t row, int64_t c0, float4 v) {
+    float *c = p.C + row * p.n + c0;
+    if constexpr (VEC) {
+        __stcs(reinterpret_cast<float4 *>(c), v);
+    } else {
+        if (c0 < p.n) __stcs(c, v.x);
+        if (c0 + 1 < p.n) __stcs(c + 1, v.y);
+        if (c0 + 2 < p.n) __stcs(c + 2, v.z);
+        if (c0 + 3 < p.n) __stcs(c + 3, v.w);
+    }
+}
+
+template <int G, bool VEC, bool PARTS>
+__global__ void __launch_bounds__(kCsrWideThreads)
+    csr_wide_kernel(const acc_tf32_args p, int64_t part_blocks) {
+    constexpr int kGroups = kCsrWideThreads / G;
+    const int j = threadIdx.x % G;
+    const unsigned gmask = G == 32 ? 0xffffffffu : ((1u << G) - 1) << (threadIdx.x & 31 & ~(G - 1));
+    const int64_t slices = gridDim.y, s = blockIdx.y, c0 = s * 4 * G + 4 * j;
+    const bool active = c0 < p.n;
+    int64_t g = (int64_t)blockIdx.x * kGroups + threadIdx.x / G;
+    if (PARTS && (int64_t)blockIdx.x < part_blocks) { /* a long row's part */
+        if (g >= p.csr.num_parts) return;
+        const int64_t *rec = p.csr.long_parts + 4 * g;
+        const int64_t row = ldg64(rec), e0 = ldg64(rec + 1), e1 = ldg64(rec + 2), info = ldg64(rec + 3);
+        const int64_t jp = info & 0xffffffffLL, parts = info >> 32;
+        pdl_wait(); /* B, C and the workspace only after the kernels before this one */
+        float4 acc = wide_walk<G, VEC>(p, gmask, j, e0, e1, c0, active);
+        if (parts == 1) {
+            if (active) wide_store<VEC>(p, row, c0, acc);
+            return;
+        }
+        const int64_t first = g - jp, width = slices * 4 * G;
+        float4 *ws = reinterpret_cast<float4 *>(p.workspace + g * width + c0);
+        __stcg(ws, acc);
+        __threadfence(); /* this part's sums visible before its arrival is counted */
+        __syncwarp(gmask);
+        int last = 0;
+        if (j == 0) last = atomicAdd(p.counters + first * slices + s, 1) == (int)parts - 1;
+        last = __shfl_sync(gmask, last, 0, G);
+        if (!last) return;
+        __threadfence(); /* every part's sums, as they were before their arrivals */
+        acc = __ldcg(reinterpret_cast<const float4 *>(p.workspace + first * width + c0));
+        for (int64_t i = 1; i < parts; i++) { /* in part order */
+            const float4 v = __ldcg(reinterpret_cast<const float4 *>(p.workspace + (first + i) * width + c0));
+            acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+        }
+        if (active) wide_store<VEC>(p, row, c0, acc);
+        if (j == 0) p.counters[first * slices + s] = 0; /* for the next launch */
+        return;
+    }
+    const int64_t row = g - (PARTS ? part_blocks * kGroups : 0);
+    if (row >= p.m) return; /* a whole group: rows are per group */
+    const int64_t e0 = ldg64(p.csr.offsets + row), e1 = ldg64(p.csr.offsets + row + 1);
+    if (PARTS && e1 - e0 > ACC_TF32_CSR_WIDE_LONG) return; /* its parts write it */
+    pdl_wait(); /* B and C only after the kernels before this one */
+    const float4 acc = wide_walk<G, VEC>(p, gmask, j, e0, e1, c0, active);
+    if (active) wide_store<VEC>(p, row, c0, acc);
+}
+
+template <int G, bool VEC, bool PARTS> int launch_csr_wide(const acc_tf32_args &p, cudaStream_t stream) {
+    static unsigned char pdl[kMaxDevices];
+    void (*fn)(const acc_tf32_args, int64_t) = csr_wide_kernel<G, VEC, PARTS>;
+    constexpr int64_t kGroups = kCsrWideThreads / G;
+    const int64_t part_blocks = PARTS ? (p.csr.num_parts + kGroups - 1) / kGroups : 0;
+    const int64_t blocks = part_blocks + (p.m + kGroups - 1) / kGroups, slices = (p.n + 4 * G - 1) / (4 * G);
+    if (blocks > 0x7fffffffLL || slices > 65535) return ACC_ERR_TOO_LARGE;
+    ACC_CUDA_TRY(launch_ex(fn, dim3((unsigned)blocks, (unsigned)slices), dim3(kCsrWideThreads), 0, stream,
+                           pdl_usable(reinterpret_cast<const void *>(fn), pdl), p, part_blocks));
+    return ACC_SUCCESS;
+}
+
+template <int G> int csr_wide_g(const acc_tf32_args &p, cudaStream_t s) {
+    const bool vec = p.n % 4 == 0 && reinterpret_cast<uintptr_t>(p.B) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(p.C) % 16 == 0;
+    if (p.csr.num_parts > 0)
+        return vec ? launch_csr_wide<G, true, true>(p, s) : launch_csr_wide<G, false, true>(p, s);
+    return vec ? launch_csr_wide<G, true, false>(p, s) : launch_csr_wide<G, false, false>(p, s);
+}
+
+extern "C" int acc_tf32_csr_wide_lanes(int64_t n) {
+    int g = 2;
+    while (g < 32 && 4 * g < n)
+        g *= 2;
+    return g;
+}
+
+int dispatch_csr_wide(const acc_tf32_args &p, cudaStream_t s) {
+    if (p.elem != ACC_TF32_ELEM_TF32) return ACC_ERR_UNSUPPORTED;
+    /* the caller sized the parts' workspace for these lanes (accspmm._tf32.csr_wide_lanes) */
+    if (p.csr.lanes != acc_tf32_csr_wide_lanes(p.n) || !p.csr.offsets || !p.csr.cols || !p.csr.values ||
+        p.csr.num_parts < 0 || (p.csr.num_parts > 0 && (!p.csr.long_parts || !p.counters)))
+        return ACC_ERR_INVALID_ARGUMENT;
+    switch (acc_tf32_csr_wide_lanes(p.n)) {
+    case 2:
+        return csr_wide_g<2>(p, s);
+    case 4:
+        return csr_wide_g<4>(p, s);
+    case 8:
+        return csr_wide_g<8>(p, s);
+    case 16:
+        return csr_wide_g<16>(p, s);
+    default:
+        return csr_wide_g<32>(p, s);
+    }
+}
+
 __global__ void round_values_kernel(float *v, int64_t count) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < count;
          i += (int64_t)gridDim.x * blockDim.x)
@@ -1673,6 +1883,10 @@ extern "C" int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *
     if (p.n <= acc_tf32_narrow_max() && p.csr.lanes > 0) { /* A's CSR: no tasks; the long parts' workspace */
         if (!p.C || !p.B || (p.csr.num_parts > 0 && !p.workspace)) return ACC_ERR_INVALID_ARGUMENT;
         return dispatch_csr_narrow(p, stream);
+    }
+    if (p.csr.lanes > 0) { /* wide widths on A's CSR: no tasks; the long rows' parts' workspace */
+        if (!p.C || !p.B || (p.csr.num_parts > 0 && !p.workspace)) return ACC_ERR_INVALID_ARGUMENT;
+        return dispatch_csr_wide(p, stream);
     }
     if (!p.C || !p.B || !p.perm || !p.window_offsets || !p.block_meta || !p.tasks || !p.values ||
         p.num_tasks == 0)

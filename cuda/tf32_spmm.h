@@ -17,6 +17,8 @@ extern "C" {
 #define ACC_TF32_TASK_WORDS (1 + 2 * ACC_TF32_WARPS)
 /* The narrow CSR kernel's long rows: more entries than this go to thread blocks (acc_tf32_csr). */
 #define ACC_TF32_CSR_LONG 1024
+/* The wide CSR kernel's long rows (n > acc_tf32_narrow_max(), TF32): more entries than this go to parts. */
+#define ACC_TF32_CSR_WIDE_LONG 32
 /* Widths up to this run on CUDA cores (tf32_spmm.cu, narrow_kernel): the same tasks, slice 0 only.
  * H100, TF32, the 24 real matrices, kernel time Tensor Cores / CUDA cores (geomean, min): n = 1 1.50x,
  * 1.14x; n = 2 1.42x, 1.09x; n = 4 1.27x, 1.01x; n = 8 0.96x, 0.75x (benchmarks/NOTES.md). */
@@ -48,7 +50,12 @@ typedef struct acc_tf32_variant {
  * (q - j is the first).  With P > 1 each part's sums go to workspace[4 q ..] and the part that arrives last
  * (counters[q - j]) adds the P in part order and leaves the counter at zero: the workspace holds 4 *
  * num_parts floats and the counters num_parts int32 (zero before the first launch).  parts_first: the parts'
- * thread blocks come before the rows' (else after them).  The tasks are not read then. */
+ * thread blocks come before the rows' (else after them).  The tasks are not read then.
+ * Wider widths (TF32 only) take the same struct on the wide CSR kernel (tf32_spmm.cu, csr_wide_kernel):
+ * lanes must be acc_tf32_csr_wide_lanes(n) (lanes a row; 4 columns a lane); the long rows are
+ * those of more than ACC_TF32_CSR_WIDE_LONG entries, a group of lanes per part, their parts always first;
+ * with P > 1 part q's sums go to workspace[q * W ..] (W = slices * 4 * lanes columns, slices =
+ * ceil(n / (4 * lanes))) and the counters hold num_parts * slices int32 (row-major by part). */
 typedef struct acc_tf32_csr {
     const int64_t *offsets;
     const int32_t *cols;
@@ -148,6 +155,8 @@ int acc_tf32_round_values(float *values, int64_t count, void *stream);
 /* The widest n that runs on CUDA cores: ACC_TF32_NARROW_MAX, or ACCSPMM_NARROW_MAX from the environment
  * (0 .. ACC_TF32_NARROW_MAX, read once; 0 keeps every width on the Tensor Cores, for comparisons). */
 int acc_tf32_narrow_max(void);
+/* Lanes per row of the wide CSR kernel at width n (2 to 32: the least power of two >= n / 4). */
+int acc_tf32_csr_wide_lanes(int64_t n);
 
 /* Shared memory (bytes) a variant's thread block uses. */
 int acc_tf32_shared_bytes(const acc_tf32_variant *variant);

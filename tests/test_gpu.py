@@ -711,6 +711,158 @@ def test_narrow_csr_cuda_graph():
         p.close()
 
 
+def _wide_csr_matrices():
+    """Shapes for the wide CSR kernel: the narrow kernel's (empty rows and tail, a tall matrix, one column, a
+    star's hub, 1 x 1, rows of thousands of entries) and rows at and around CSR_WIDE_LONG and CSR_WIDE_PART
+    (one entry more than a part, exactly two parts, seven and a bit), the last row long."""
+    from accspmm._tf32 import CSR_WIDE_LONG, CSR_WIDE_PART
+
+    out = _narrow_csr_matrices()
+    rng = np.random.default_rng(12)
+    k = 700
+    lengths = rng.integers(0, 20, 203)
+    lengths[::7] = 0
+    lengths[[0, 5, 6, 7, 100, 202]] = [CSR_WIDE_LONG, CSR_WIDE_LONG + 1, 2 * CSR_WIDE_PART, 2 * CSR_WIDE_PART + 1,
+                                       7 * CSR_WIDE_PART + 3, 500]
+    cols = np.concatenate([np.sort(rng.choice(k, n, replace=False)) for n in lengths])
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    A = sp.csr_matrix((rng.integers(1, 9, cols.size).astype(np.float32), cols, indptr), shape=(203, k))
+    out["wide_parts"] = A
+    return out
+
+
+@pytest.mark.parametrize("n", [5, 7, 8, 12, 16, 17, 33, 64, 100, 128, 130, 257])
+def test_wide_csr_exact_every_lane_count(n):
+    """The wide CSR kernel (forced: tuning={"wide": "csr"}) at every lane count (2 lanes at n = 5-8, 4 at 9-16,
+    8, 16, then 32 in one or several column slices), n a multiple of 4 or not, on every shape: exact on integer
+    data against scipy in poisoned outputs, twice; a B off its 16-byte alignment (element loads) gives the
+    same bits; the fast C call takes the next call; the stats say which kernel ran."""
+    import torch
+
+    from accspmm._tf32 import csr_wide_lanes
+
+    for name, A in _wide_csr_matrices().items():
+        with accspmm.plan(A, device="gpu", tuning={"wide": "csr"}) as p:
+            B = int_dense(A.shape[1], n, seed=n)
+            Bt = torch.from_numpy(B).cuda()
+            want = scipy_ref(A, B)
+            for _ in range(2):
+                out = torch.full((A.shape[0], n), float("nan"), device="cuda")
+                p(Bt, out=out)
+                assert np.array_equal(out.cpu().numpy(), want), (name, n)
+            assert p.stats["schedule_by_n"][n]["kernel"] == f"cuda_cores_csr_wide{csr_wide_lanes(n)}"
+            Bm = torch.empty(A.shape[1] * n + 1, device="cuda")[1:].view(A.shape[1], n)
+            Bm.copy_(Bt)
+            assert torch.equal(p(Bm), out), (name, n, "misaligned")
+            before = p._tf32.launcher.fast_calls
+            again = torch.full_like(out, float("nan"))
+            p(Bt, out=again)
+            assert p._tf32.launcher.fast_calls == before + 1 and torch.equal(again, out)
+
+
+def test_wide_csr_nonfinite_bound_deterministic_streams():
+    """Rows in parts on the wide CSR kernel: inf in one part and -inf in another give scipy's NaN, inf alone
+    its inf; random values meet the TF32 bound and give the same bits on every call, on two streams and in
+    another plan (parts summed in part order, whichever finishes last)."""
+    import torch
+
+    rng = np.random.default_rng(31)
+    A = _wide_csr_matrices()["wide_parts"]
+    row100 = A.indices[A.indptr[100]:A.indptr[101]]  # 7 parts and a bit
+    with accspmm.plan(A, device="gpu", tuning={"wide": "csr"}) as p:
+        for n in (8, 13, 128):
+            B = int_dense(A.shape[1], n, seed=n)
+            B[row100[3], 0] = np.inf  # part 0
+            B[row100[-3], 0] = -np.inf  # the last part
+            B[A.indices[A.indptr[6] + 40], n - 1] = np.nan  # row 6's part 1 only
+            got, want = p(B), A @ B
+            assert np.isnan(got[100, 0]) and np.array_equal(got, want, equal_nan=True), n
+    A.data = rng.standard_normal(A.nnz).astype(np.float32)
+    B = rng.standard_normal((A.shape[1], 12)).astype(np.float32)
+    with accspmm.plan(A, device="gpu", tuning={"wide": "csr"}) as p, \
+            accspmm.plan(A, device="gpu", tuning={"wide": "csr"}) as q:
+        C = p(B)
+        assert error_bound_check(A, B, C, u=2.0**-11) < 1e-3
+        assert np.array_equal(p(B), C) and np.array_equal(q(B), C)
+        Bt = torch.from_numpy(B).cuda()
+        outs = []
+        for _ in range(2):
+            st = torch.cuda.Stream()
+            with torch.cuda.stream(st):
+                outs.append(p(Bt))
+        torch.cuda.synchronize()
+        assert all(np.array_equal(o.cpu().numpy(), C) for o in outs)
+
+
+def test_wide_csr_default_rule_and_bittcf():
+    """By default a tall matrix of one column (BitTCF's blocks one entry each) runs n = 8 and 16 on the wide
+    CSR kernel and n = 32 on the Tensor Cores; tuning={"wide": "bittcf"} keeps n = 8 on the Tensor Cores; dense
+    8 x 8 blocks keep n = 16 there too; every result exact; with calls=1 the CSR upload does not pay."""
+    A = accspmm.datasets.adversarial("tall1", 200_000)
+    A.data = np.random.default_rng(2).integers(-4, 5, A.nnz).astype(np.float32)
+    A.eliminate_zeros()
+    with accspmm.plan(A, device="gpu") as p, accspmm.plan(A, device="gpu", tuning={"wide": "bittcf"}) as q:
+        for n, kernel in ((8, "cuda_cores_csr_wide2"), (16, "cuda_cores_csr_wide4"), (32, "tensor_cores")):
+            B = int_dense(1, n, seed=n)
+            assert np.array_equal(p(B), scipy_ref(A, B)) and np.array_equal(q(B), scipy_ref(A, B)), n
+            assert p.stats["schedule_by_n"][n]["kernel"] == kernel, n
+            assert q.stats["schedule_by_n"][n]["kernel"] == "tensor_cores", n
+        assert "wide CSR kernel: CSR predicts" in p.stats["schedule_by_n"][8]["reason"]
+    with accspmm.plan(A, device="gpu", calls=1) as p:
+        B = int_dense(1, 8, seed=1)
+        assert np.array_equal(p(B), scipy_ref(A, B)) and p.stats["schedule_by_n"][8]["kernel"] == "tensor_cores"
+    dense = sp.csr_matrix(sp.kron(sp.eye(3000), np.ones((8, 8))), dtype=np.float32)
+    with accspmm.plan(dense, device="gpu") as p:
+        B = int_dense(dense.shape[1], 16, seed=3)
+        assert np.array_equal(p(B), scipy_ref(dense, B))
+        assert p.stats["schedule_by_n"][16]["kernel"] == "tensor_cores"
+    with pytest.raises(ValueError, match="wide"):
+        accspmm.plan(A, device="gpu", tuning={"wide": "rows"})(int_dense(1, 8, seed=1))
+
+
+def test_wide_csr_cuda_graph_and_out_of_memory(monkeypatch):
+    """A CUDA graph captured after the warm-up call replays the wide CSR kernel, rows in parts included (the
+    graph's own workspace); where A's CSR finds no GPU memory, the width runs on the Tensor Cores, exact."""
+    import torch
+
+    from accspmm import _tf32
+
+    A = _wide_csr_matrices()["wide_parts"]
+    p = accspmm.plan(A, device="gpu", tuning={"wide": "csr"})
+    B = torch.from_numpy(int_dense(A.shape[1], 12, seed=1)).cuda()
+    out = torch.empty(A.shape[0], 12, device="cuda")
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        p(B, out=out)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        p(B, out=out)
+    for seed in (2, 3):  # twice: a replay leaves its counters as it found them
+        out.fill_(float("nan"))
+        B.copy_(torch.from_numpy(int_dense(A.shape[1], 12, seed=seed)))
+        g.replay()
+        torch.cuda.synchronize()
+        assert np.array_equal(out.cpu().numpy(), scipy_ref(A, int_dense(A.shape[1], 12, seed=seed)))
+    p.close()
+    real = _tf32.DeviceArray.upload
+
+    def upload(arr, device, stream):
+        if arr.ndim == 1 and arr.dtype == np.float32 and arr.shape[0] == A.nnz:  # the CSR's values
+            raise MemoryError("out of GPU memory allocating (test)")
+        return real(arr, device, stream)
+
+    with accspmm.plan(A, device="gpu", tuning={"wide": "csr"}) as p:
+        monkeypatch.setattr(_tf32.DeviceArray, "upload", staticmethod(upload))
+        Bh = int_dense(A.shape[1], 8, seed=4)
+        assert np.array_equal(p(Bh), scipy_ref(A, Bh))
+        monkeypatch.undo()
+        report = p.stats["schedule_by_n"][8]
+        assert report["kernel"] == "tensor_cores" and "no GPU memory" in report["reason"]
+        assert not any(isinstance(name, str) and name.startswith("csr_") for name in p._tf32.dev)
+        assert np.array_equal(p(Bh), scipy_ref(A, Bh))
+
+
 @pytest.mark.parametrize("n", [1, 2, 5, 8])
 def test_narrow_widths_nonfinite_bound_and_deterministic(n):
     """At narrow widths: inf and NaN in B land where scipy puts them (split windows too: cap 2), random

@@ -454,6 +454,40 @@ def test_decision_terms_apply_only_where_the_identity_fills_a_wave():
     assert _tf32.decision_predictions({4: (0.0, 0.0, 0, 0)}, 0, slices, P) == {4: 0.0}  # no tasks
 
 
+def test_wide_csr_rule():
+    """Widths 5-16 of TF32 plans: the wide CSR kernel's lanes (the least power of two >= n / 4, 2 to 32, as the
+    extension's), its parts (rows of more than CSR_WIDE_LONG entries in parts of at most CSR_WIDE_PART), and the
+    rule: the CSR kernel where its model predicts at most CSR_WIDE_MARGIN x BitTCF's (a tall matrix of one
+    column), BitTCF for dense 8 x 8 blocks, never above CSR_WIDE_MAX_N; a known call count must repay the CSR
+    upload unless it is already on the device."""
+    from accspmm._tf32 import (BITTCF_WIDE_MODEL, CSR_WIDE_ELEMENT, CSR_WIDE_LONG, CSR_WIDE_MARGIN, CSR_WIDE_MAX_N,
+                               CSR_WIDE_PART, csr_long_parts, csr_wide_lanes, csr_wide_time, wide_csr)
+
+    assert [csr_wide_lanes(n) for n in (5, 8, 9, 16, 17, 32, 33, 64, 65, 128, 129, 10**6)] == \
+        [2, 2, 4, 4, 8, 8, 16, 16, 32, 32, 32, 32]
+    lengths = np.array([CSR_WIDE_LONG, CSR_WIDE_LONG + 1, 0, 3 * CSR_WIDE_PART + 1])
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    parts = csr_long_parts(indptr, CSR_WIDE_LONG, CSR_WIDE_PART).reshape(-1, 4)
+    assert parts[:, 0].tolist() == [1, 1, 3, 3, 3, 3]  # row 1 in 2 parts, row 3 in 4; row 0 (= LONG) in none
+    assert (parts[:, 2] - parts[:, 1]).max() <= CSR_WIDE_PART and (parts[:, 3] >> 32).tolist() == [2, 2, 4, 4, 4, 4]
+    tall = (200_000, 1, 200_000, 1, 25_000, 25_000)  # m, k, nnz, longest row, blocks, windows
+    for n in (5, 8, 16):
+        on, why = wide_csr(n, *tall)
+        assert on and why.startswith("wide CSR kernel: CSR predicts"), n
+        b0, b1, b2 = BITTCF_WIDE_MODEL
+        assert csr_wide_time(n, *tall[:4]) <= CSR_WIDE_MARGIN * (b0 + b1 * 25_000 / 1e6 + b2 * 25_000 / 1e6)
+    assert wide_csr(CSR_WIDE_MAX_N + 1, *tall) == (False, "")
+    assert wide_csr(8, *tall, calls=1)[0] is False and "save less than the CSR upload" in wide_csr(8, *tall, calls=1)[1]
+    assert wide_csr(8, *tall, calls=1, uploaded=True)[0] and wide_csr(8, *tall, calls=10**6)[0]
+    on, why = wide_csr(16, 24_000, 24_000, 192_000, 8, 3_000, 3_000)  # dense 8 x 8 blocks on the diagonal
+    assert not on and why.startswith("Tensor Cores:")
+    # a hub: its parts' chain is priced (the last part sums them one after another)
+    assert csr_wide_time(8, 1000, 1000, 10**6, 10**6) > csr_wide_time(8, 1000, 1000, 10**6, 100)
+    assert csr_wide_time(16, 10**6, 10**6, 10**7, 10) > csr_wide_time(16, 10**6, 10**3, 10**7, 10)  # B beyond L2
+    # n not a multiple of 4: B's rows read element by element, priced by CSR_WIDE_ELEMENT (the same 8 columns)
+    assert csr_wide_time(6, *tall[:4]) == pytest.approx(CSR_WIDE_ELEMENT * csr_wide_time(8, *tall[:4]))
+
+
 def test_narrow_csr_rule():
     """The narrow widths' kernel of TF32 plans: the CSR kernel at the lanes that minimise its model where it
     predicts less than the BitTCF model, else BitTCF; rows of more than CSR_LONG entries cut into thread-block
