@@ -583,12 +583,32 @@ def test_narrow_csr_nonfinite_values_of_a():
                 assert np.array_equal(p(B), A @ B, equal_nan=True), (narrow, n)
 
 
+def _bound_and_same_bits(A, n, tuning, rng):
+    """A with random values times a random B (n columns) on plans with ``tuning``: within the TF32 bound, and
+    the same bits on every call, in another plan and on two streams."""
+    import torch
+
+    A = A.copy()
+    A.data = rng.standard_normal(A.nnz).astype(np.float32)
+    B = rng.standard_normal((A.shape[1], n)).astype(np.float32)
+    with accspmm.plan(A, device="gpu", tuning=tuning) as p, accspmm.plan(A, device="gpu", tuning=tuning) as q:
+        C = p(B)
+        assert error_bound_check(A, B, C, u=2.0**-11) < 1e-3
+        assert np.array_equal(p(B), C) and np.array_equal(q(B), C)
+        Bt = torch.from_numpy(B).cuda()
+        outs = []
+        for _ in range(2):
+            st = torch.cuda.Stream()
+            with torch.cuda.stream(st):
+                outs.append(p(Bt))
+        torch.cuda.synchronize()
+        assert all(np.array_equal(o.cpu().numpy(), C) for o in outs)
+
+
 def test_narrow_csr_long_parts_nonfinite_bound_deterministic():
     """Rows cut into thread-block parts: inf in one part and -inf in another give scipy's NaN, inf alone its
     inf; random values meet the TF32 bound and give the same bits on every call, on two streams and in
     another plan (the parts are summed in part order, whichever finishes last)."""
-    import torch
-
     from accspmm._tf32 import CSR_PART
 
     rng = np.random.default_rng(21)
@@ -602,21 +622,7 @@ def test_narrow_csr_long_parts_nonfinite_bound_deterministic():
             B[A.indices[A.indptr[300] + CSR_PART // 2], n - 1] = np.inf  # row 300's part 0 only (where n > 1)
             got, want = p(B), A @ B
             assert np.isnan(got[10, 0]) and np.array_equal(got, want, equal_nan=True), n
-    A.data = rng.standard_normal(A.nnz).astype(np.float32)
-    B = rng.standard_normal((A.shape[1], 3)).astype(np.float32)
-    with accspmm.plan(A, device="gpu", tuning={"narrow": "csr"}) as p, \
-            accspmm.plan(A, device="gpu", tuning={"narrow": "csr"}) as q:
-        C = p(B)
-        assert error_bound_check(A, B, C, u=2.0**-11) < 1e-3
-        assert np.array_equal(p(B), C) and np.array_equal(q(B), C)
-        Bt = torch.from_numpy(B).cuda()
-        outs = []
-        for _ in range(2):
-            st = torch.cuda.Stream()
-            with torch.cuda.stream(st):
-                outs.append(p(Bt))
-        torch.cuda.synchronize()
-        assert all(np.array_equal(o.cpu().numpy(), C) for o in outs)
+    _bound_and_same_bits(A, 3, {"narrow": "csr"}, rng)
 
 
 @pytest.mark.parametrize("prec", ["fp16", "bf16"])
@@ -662,12 +668,15 @@ def test_narrow_csr_half_plans(prec):
         assert q.stats["schedule_by_n"][3]["kernel"] == "cuda_cores"
 
 
-def test_narrow_csr_upload_out_of_memory_keeps_bittcf(monkeypatch):
-    """Where A's CSR finds no GPU memory at the first narrow call (MemoryError from the upload), the plan
-    frees what it uploaded, runs the BitTCF narrow kernel instead, says so, and stays exact."""
+@pytest.mark.parametrize("n, tuning, fallback", [(2, {"narrow": "csr"}, "cuda_cores"),
+                                                  (8, {"wide": "csr"}, "tensor_cores")])
+def test_narrow_csr_upload_out_of_memory_keeps_bittcf(monkeypatch, n, tuning, fallback):
+    """Where A's CSR finds no GPU memory at the first CSR call (MemoryError from the upload), the plan frees
+    what it uploaded, runs that width's BitTCF kernel instead (the narrow one, or the Tensor Cores), says so,
+    and stays exact."""
     from accspmm import _tf32
 
-    A = _narrow_csr_matrices()["empty_tail"]
+    A = _narrow_csr_matrices()["empty_tail"] if "narrow" in tuning else _wide_csr_matrices()["wide_parts"]
     real = _tf32.DeviceArray.upload
 
     def upload(arr, device, stream):
@@ -675,40 +684,45 @@ def test_narrow_csr_upload_out_of_memory_keeps_bittcf(monkeypatch):
             raise MemoryError("out of GPU memory allocating (test)")
         return real(arr, device, stream)
 
-    with accspmm.plan(A, device="gpu", tuning={"narrow": "csr"}) as p:
+    with accspmm.plan(A, device="gpu", tuning=tuning) as p:
         monkeypatch.setattr(_tf32.DeviceArray, "upload", staticmethod(upload))
-        B = int_dense(A.shape[1], 2, seed=4)
+        B = int_dense(A.shape[1], n, seed=4)
         assert np.array_equal(p(B), scipy_ref(A, B))
         monkeypatch.undo()
-        report = p.stats["schedule_by_n"][2]
-        assert report["kernel"] == "cuda_cores" and "no GPU memory" in report["reason"]
-        assert not any(name.startswith("csr_") for name in p._tf32.dev)
-        assert np.array_equal(p(B), scipy_ref(A, B)) and p.stats["schedule_by_n"][2]["kernel"] == "cuda_cores"
+        report = p.stats["schedule_by_n"][n]
+        assert report["kernel"] == fallback and "no GPU memory" in report["reason"]
+        assert not any(isinstance(name, str) and name.startswith("csr_") for name in p._tf32.dev)
+        assert np.array_equal(p(B), scipy_ref(A, B)) and p.stats["schedule_by_n"][n]["kernel"] == fallback
+
+
+def _graph_replays_exact(A, n, tuning):
+    """A CUDA graph captured after the warm-up call of a plan with ``tuning`` (width n) replays it exactly on new
+    values of B, twice (a replay leaves its counters as it found them)."""
+    import torch
+
+    p = accspmm.plan(A, device="gpu", tuning=tuning)
+    B = torch.from_numpy(int_dense(A.shape[1], n, seed=1)).cuda()
+    out = torch.empty(A.shape[0], n, device="cuda")
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        p(B, out=out)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        p(B, out=out)
+    for seed in (2, 3):
+        out.fill_(float("nan"))
+        B.copy_(torch.from_numpy(int_dense(A.shape[1], n, seed=seed)))
+        g.replay()
+        torch.cuda.synchronize()
+        assert np.array_equal(out.cpu().numpy(), scipy_ref(A, int_dense(A.shape[1], n, seed=seed))), tuning
+    p.close()
 
 
 def test_narrow_csr_cuda_graph():
     """A CUDA graph captured after the warm-up call replays the CSR kernel (no allocation in it)."""
-    import torch
-
     for name in ("empty_tail", "parts"):  # parts: the long rows' workspace is the graph's own
-        A = _narrow_csr_matrices()[name]
-        p = accspmm.plan(A, device="gpu", tuning={"narrow": "csr"})
-        B = torch.from_numpy(int_dense(A.shape[1], 2, seed=1)).cuda()
-        out = torch.empty(A.shape[0], 2, device="cuda")
-        s = torch.cuda.Stream()
-        with torch.cuda.stream(s):
-            p(B, out=out)
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=s):
-            p(B, out=out)
-        for seed in (2, 3):  # twice: a replay leaves its counters as it found them
-            out.fill_(float("nan"))
-            B.copy_(torch.from_numpy(int_dense(A.shape[1], 2, seed=seed)))
-            g.replay()
-            torch.cuda.synchronize()
-            assert np.array_equal(out.cpu().numpy(), scipy_ref(A, int_dense(A.shape[1], 2, seed=seed))), name
-        p.close()
+        _graph_replays_exact(_narrow_csr_matrices()[name], 2, {"narrow": "csr"})
 
 
 def _wide_csr_matrices():
@@ -764,8 +778,6 @@ def test_wide_csr_nonfinite_bound_deterministic_streams():
     """Rows in parts on the wide CSR kernel: inf in one part and -inf in another give scipy's NaN, inf alone
     its inf; random values meet the TF32 bound and give the same bits on every call, on two streams and in
     another plan (parts summed in part order, whichever finishes last)."""
-    import torch
-
     rng = np.random.default_rng(31)
     A = _wide_csr_matrices()["wide_parts"]
     row100 = A.indices[A.indptr[100]:A.indptr[101]]  # 7 parts and a bit
@@ -777,21 +789,7 @@ def test_wide_csr_nonfinite_bound_deterministic_streams():
             B[A.indices[A.indptr[6] + 40], n - 1] = np.nan  # row 6's part 1 only
             got, want = p(B), A @ B
             assert np.isnan(got[100, 0]) and np.array_equal(got, want, equal_nan=True), n
-    A.data = rng.standard_normal(A.nnz).astype(np.float32)
-    B = rng.standard_normal((A.shape[1], 12)).astype(np.float32)
-    with accspmm.plan(A, device="gpu", tuning={"wide": "csr"}) as p, \
-            accspmm.plan(A, device="gpu", tuning={"wide": "csr"}) as q:
-        C = p(B)
-        assert error_bound_check(A, B, C, u=2.0**-11) < 1e-3
-        assert np.array_equal(p(B), C) and np.array_equal(q(B), C)
-        Bt = torch.from_numpy(B).cuda()
-        outs = []
-        for _ in range(2):
-            st = torch.cuda.Stream()
-            with torch.cuda.stream(st):
-                outs.append(p(Bt))
-        torch.cuda.synchronize()
-        assert all(np.array_equal(o.cpu().numpy(), C) for o in outs)
+    _bound_and_same_bits(A, 12, {"wide": "csr"}, rng)
 
 
 def test_wide_csr_default_rule_and_bittcf():
@@ -820,47 +818,10 @@ def test_wide_csr_default_rule_and_bittcf():
         accspmm.plan(A, device="gpu", tuning={"wide": "rows"})(int_dense(1, 8, seed=1))
 
 
-def test_wide_csr_cuda_graph_and_out_of_memory(monkeypatch):
+def test_wide_csr_cuda_graph():
     """A CUDA graph captured after the warm-up call replays the wide CSR kernel, rows in parts included (the
-    graph's own workspace); where A's CSR finds no GPU memory, the width runs on the Tensor Cores, exact."""
-    import torch
-
-    from accspmm import _tf32
-
-    A = _wide_csr_matrices()["wide_parts"]
-    p = accspmm.plan(A, device="gpu", tuning={"wide": "csr"})
-    B = torch.from_numpy(int_dense(A.shape[1], 12, seed=1)).cuda()
-    out = torch.empty(A.shape[0], 12, device="cuda")
-    s = torch.cuda.Stream()
-    with torch.cuda.stream(s):
-        p(B, out=out)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s):
-        p(B, out=out)
-    for seed in (2, 3):  # twice: a replay leaves its counters as it found them
-        out.fill_(float("nan"))
-        B.copy_(torch.from_numpy(int_dense(A.shape[1], 12, seed=seed)))
-        g.replay()
-        torch.cuda.synchronize()
-        assert np.array_equal(out.cpu().numpy(), scipy_ref(A, int_dense(A.shape[1], 12, seed=seed)))
-    p.close()
-    real = _tf32.DeviceArray.upload
-
-    def upload(arr, device, stream):
-        if arr.ndim == 1 and arr.dtype == np.float32 and arr.shape[0] == A.nnz:  # the CSR's values
-            raise MemoryError("out of GPU memory allocating (test)")
-        return real(arr, device, stream)
-
-    with accspmm.plan(A, device="gpu", tuning={"wide": "csr"}) as p:
-        monkeypatch.setattr(_tf32.DeviceArray, "upload", staticmethod(upload))
-        Bh = int_dense(A.shape[1], 8, seed=4)
-        assert np.array_equal(p(Bh), scipy_ref(A, Bh))
-        monkeypatch.undo()
-        report = p.stats["schedule_by_n"][8]
-        assert report["kernel"] == "tensor_cores" and "no GPU memory" in report["reason"]
-        assert not any(isinstance(name, str) and name.startswith("csr_") for name in p._tf32.dev)
-        assert np.array_equal(p(Bh), scipy_ref(A, Bh))
+    graph's own workspace)."""
+    _graph_replays_exact(_wide_csr_matrices()["wide_parts"], 12, {"wide": "csr"})
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 8])
