@@ -411,14 +411,15 @@ class HalfPlan:
             raise TypeError(f"dtype must be float32 or float64, got {np.dtype(dtype)}")
         kernel = "auto"
         autotune = None  # BitTCF's first-call variant timing: tuning["autotune"], else by calls (below)
-        narrow = {}  # BitTCF's narrow widths: tuning["narrow"] and ["csr_lanes"], as TF32 plans take them
+        narrow = {}  # BitTCF's CUDA-core widths: tuning["narrow"], ["csr_lanes"] and ["wide"], as TF32 plans take them
         if tuning is not None:
-            if not isinstance(tuning, dict) or set(tuning) - {"kernel", "autotune", "narrow", "csr_lanes"}:
+            if not isinstance(tuning, dict) or set(tuning) - {"kernel", "autotune", "narrow", "csr_lanes", "wide"}:
                 raise ValueError("tuning of an FP16/BF16 plan takes only "
                                  "{'kernel': 'auto' | 'pairs' | 'rows' | 'quads'} (BSR16's kernel on the GPU), "
-                                 "{'autotune': bool} (BitTCF's first-call variant timing) and 'narrow' / "
-                                 f"'csr_lanes' (BitTCF's kernel for n <= 4, as TF32 plans), got {tuning!r}")
-            narrow = {key: tuning[key] for key in ("narrow", "csr_lanes") if key in tuning}
+                                 "{'autotune': bool} (BitTCF's first-call variant timing), 'narrow' / "
+                                 "'csr_lanes' (BitTCF's kernel for n <= 4) and 'wide' (BitTCF's kernel of wider n), as "
+                                 f"TF32 plans take them, got {tuning!r}")
+            narrow = {key: tuning[key] for key in ("narrow", "csr_lanes", "wide") if key in tuning}
             if not isinstance(tuning.get("autotune", False), bool):
                 raise ValueError(f"tuning['autotune'] must be True or False, got {tuning['autotune']!r}")
             autotune = tuning.get("autotune")
@@ -438,8 +439,8 @@ class HalfPlan:
                              f"{allowed}, not {format!r}")
         self.format = allowed[0] if format == "auto" else format
         if narrow and (self.device != "gpu" or kernel != "auto"):
-            raise ValueError(f"tuning['narrow'] and ['csr_lanes'] choose the narrow widths' kernel of a GPU plan whose "
-                             f"BSR16 kernel is not forced, got device={self.device!r}, tuning={tuning!r}")
+            raise ValueError(f"tuning['narrow'], ['csr_lanes'] and ['wide'] choose the CUDA-core kernels of a GPU plan "
+                             f"whose BSR16 kernel is not forced, got device={self.device!r}, tuning={tuning!r}")
         if kernel != "auto" and format != "bsr16":
             raise ValueError(f"tuning['kernel'] chooses BSR16's kernel: plan with device='gpu' and format='bsr16', "
                              f"got device={self.device!r}, format={format!r}")

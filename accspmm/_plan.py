@@ -162,8 +162,8 @@ class Plan:
         ``{"wide": "auto" | "csr" | "bittcf"}`` picks the kernel of wider products (default "auto": the CUDA-core
         CSR kernel at n = 5-16 where ``accspmm._tf32.wide_csr`` predicts it at least 10% faster, else the Tensor
         Cores; "csr" at every n > 4; the bits may differ between the two, never between calls).
-        FP16/BF16 plans take only ``{"autotune": bool}`` and the narrow keys (BitTCF: the same rules and
-        timing) and ``{"kernel": "rows" | "pairs" | "quads" | "auto"}`` (BSR16: a warp per block row, or per
+        FP16/BF16 plans take only ``{"autotune": bool}``, the narrow keys and ``"wide"`` (BitTCF: the same rules
+        and timing) and ``{"kernel": "rows" | "pairs" | "quads" | "auto"}`` (BSR16: a warp per block row, or per
         pair of block rows (accspmm._half.PAIR_MIN_N), or a warpgroup per quad).
     cusparse_alg : cuSPARSE CSR algorithm for "fp32"/"fp64" on the GPU: "default", "alg1", "alg2", "alg3".
 

@@ -55,7 +55,7 @@ forced cap outside ``CAPS`` and ``tuning={"schedule": "host"}``, and the tests c
 Narrow widths: n <= ``_cuda.tf32_narrow_max()`` (4) run the same tasks on CUDA cores
 (cuda/tf32_spmm.cu, ``narrow_kernel``), where an MMA would compute 8-32 columns for each useful one;
 no variant applies there and none is timed, and ``stats['schedule_by_n'][n]['kernel']`` says which
-kernel ran.  Widths 5-16 of TF32 plans run on A's CSR instead (``wide_csr``: ``cuda_cores_csr_wide``)
+kernel ran.  Widths 5-16 of BitTCF plans run on A's CSR instead (``wide_csr``: ``cuda_cores_csr_wide``)
 where a time model predicts the CSR kernel at least 10% faster; neither the schedule nor a variant
 applies to it.
 
@@ -254,7 +254,7 @@ CSR_PART = 4096  # a long row's entries per part, at most (a thread block each)
 CSR_UPLOAD_BYTES_PER_US = 10_000
 
 
-#: Wider widths of TF32 plans, n = 5 .. CSR_WIDE_MAX_N, may run on A's CSR too (cuda/tf32_spmm.cu,
+#: Wider widths of BitTCF plans, n = 5 .. CSR_WIDE_MAX_N, may run on A's CSR too (cuda/tf32_spmm.cu,
 #: csr_wide_kernel: ``csr_wide_lanes(n)`` lanes a row and 4 columns a lane; the rows of more than
 #: CSR_WIDE_LONG entries cut into parts of at most CSR_WIDE_PART entries, a group of lanes each), where
 #: its time model predicts at most CSR_WIDE_MARGIN x the BitTCF kernel's (µs):
@@ -273,6 +273,14 @@ CSR_WIDE_PART = 32
 CSR_WIDE_MAX_N = 16
 CSR_WIDE_MODEL = (7.233, 2.535, 0.608, 0.431, 2.928, 1.144)
 BITTCF_WIDE_MODEL = (8.04, 277.26, 227.17)
+#: The same for BitTCF FP16/BF16 plans (half B and C), fitted on FP16 times at n = 5, 6, 8, 12 and 16: the CSR
+#: side on n = 8, 12 and 16 with CSR_WIDE_ELEMENT_HALF (the median of n = 5-6 over n = 8, 0.83-1.56x); the
+#: Tensor-Core side in two fits, n a multiple of 8 (16-byte rows of half B) and not (B and C copied to padded
+#: widths first: n = 12 took 20-80% longer than n = 16).  Leave-one-matrix-out: 1.28x at n = 5-6, 1.25x at 8,
+#: 1.50x at 12, 1.10x at 16 (worst 0.92x).
+CSR_WIDE_MODEL_HALF = (6.988, 2.408, 0.579, 0.0, 2.877, 1.104)
+CSR_WIDE_ELEMENT_HALF = 1.36
+BITTCF_WIDE_MODEL_HALF = ((9.17, 306.69, 125.84), (12.27, 342.12, 351.75))  # n % 8 == 0, other n
 CSR_WIDE_MARGIN = 0.9
 CSR_WIDE_ELEMENT = 1.3
 L2_REF = 50 * 2**20  # the H100's L2 (bytes): the model's, not the device's
@@ -287,30 +295,30 @@ def csr_wide_lanes(n: int) -> int:
     return g
 
 
-def csr_wide_time(n: int, m: int, k: int, nnz: int, longest: int) -> float:
+def csr_wide_time(n: int, m: int, k: int, nnz: int, longest: int, elem: int = 0) -> float:
     """The wide CSR kernel's modelled time (µs) at width n: ``m`` x ``k``, ``nnz`` entries, the longest row
-    ``longest`` entries (``CSR_WIDE_MODEL``)."""
-    c0, c1, c2, c3, c4, c5 = CSR_WIDE_MODEL
+    ``longest`` entries (``CSR_WIDE_MODEL``; ``CSR_WIDE_MODEL_HALF`` for half operands, ``elem`` > 0)."""
+    c0, c1, c2, c3, c4, c5 = CSR_WIDE_MODEL_HALF if elem else CSR_WIDE_MODEL
     g = csr_wide_lanes(n)
     w = 4 * g * -(-n // (4 * g))
     parts = -(-longest // CSR_WIDE_PART) if longest > CSR_WIDE_LONG else 1
-    far = k * n * 4 > L2_REF
+    far = k * n * (2 if elem else 4) > L2_REF
     t = (c0 + c1 * m * w / 1e6 + c2 * nnz * w / 1e6 + (c3 * nnz * w / 1e6 if far else 0.0) + c4 * parts / 100
          + c5 * math.log2(parts))
-    return t * CSR_WIDE_ELEMENT if n % 4 else t
+    return t * (CSR_WIDE_ELEMENT_HALF if elem else CSR_WIDE_ELEMENT) if n % 4 else t
 
 
 def wide_csr(n: int, m: int, k: int, nnz: int, longest: int, blocks: int, windows: int,
-             calls: int | None = None, uploaded: bool = False) -> tuple:
-    """(on, reason): whether a TF32 plan runs width n (> the narrow widths) on the wide CSR kernel: n at
+             calls: int | None = None, uploaded: bool = False, elem: int = 0) -> tuple:
+    """(on, reason): whether a BitTCF plan runs width n (> the narrow widths) on the wide CSR kernel: n at
     most CSR_WIDE_MAX_N and ``csr_wide_time`` at most CSR_WIDE_MARGIN x ``BITTCF_WIDE_MODEL``'s time (BitTCF's
-    ``blocks`` and ``windows``).  ``calls``: the products the plan expects (None: many); unless A's CSR is
-    already ``uploaded``, the predicted saving over them must also pay for its upload
-    (``CSR_UPLOAD_BYTES_PER_US``)."""
+    ``blocks`` and ``windows``; ``elem`` > 0, half operands: the ``_HALF`` constants).  ``calls``: the products
+    the plan expects (None: many); unless A's CSR is already ``uploaded``, the predicted saving over them must
+    also pay for its upload (``CSR_UPLOAD_BYTES_PER_US``)."""
     if n > CSR_WIDE_MAX_N:
         return False, ""
-    csr = csr_wide_time(n, m, k, nnz, longest)
-    b0, b1, b2 = BITTCF_WIDE_MODEL
+    csr = csr_wide_time(n, m, k, nnz, longest, elem)
+    b0, b1, b2 = BITTCF_WIDE_MODEL_HALF[n % 8 != 0] if elem else BITTCF_WIDE_MODEL
     bit = b0 + b1 * blocks / 1e6 + b2 * windows / 1e6
     why = f"CSR predicts {csr:.1f} µs, BitTCF {bit:.1f} (longest row {longest})"
     if csr > CSR_WIDE_MARGIN * bit:
@@ -804,7 +812,7 @@ class TF32Runner:
         if n not in self._csr_wide:
             mode = self.tuning.get("wide", "auto")
             src = self._csr
-            if src is None or self.elem or mode == "bittcf" or src.shape[1] > INT32_MAX:
+            if src is None or mode == "bittcf" or src.shape[1] > INT32_MAX:
                 self._csr_wide[n] = (False, "")
             elif mode == "csr":
                 self._csr_wide[n] = (True, "wide CSR kernel (forced by tuning['wide'])")
@@ -814,7 +822,7 @@ class TF32Runner:
                     self._csr_longest = int(np.diff(src.indptr[: m + 1]).max()) if m else 0
                 self._csr_wide[n] = wide_csr(n, m, src.shape[1], int(src.indptr[m] - src.indptr[0]),
                                              self._csr_longest, int(self._window_offsets[-1]), self.num_windows,
-                                             self.calls, "csr_values" in self.dev)
+                                             self.calls, "csr_values" in self.dev, self.elem)
         return self._csr_wide[n]
 
     def _csr_on(self, n: int) -> bool:

@@ -5,6 +5,7 @@ only, on the real matrices of DIR and the adversarial shapes at 1M nonzeros:
 
     python benchmarks/ab_wide_csr.py DIR [--ns 5 6 8 12 16 24 32] [--reps 20] [--out wide.json]
     python benchmarks/ab_wide_csr.py DIR --force [--ns 8 16 32 64 128]   # the CSR kernel forced at every n
+    python benchmarks/ab_wide_csr.py DIR --prec fp16     # FP16 (or bf16) BitTCF plans (format="bittcf"), half B
 
 Times: the minimum of two medians of ``--reps`` single launches between CUDA events (``_cuda.time_tf32``);
 per matrix and width, Tensor Cores / chosen ("c" where the rule took the CSR kernel), then the geometric
@@ -35,6 +36,7 @@ def main():
     ap.add_argument("--ns", type=int, nargs="+", default=[5, 6, 8, 12, 16, 24, 32])
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--force", action="store_true", help="the CSR kernel forced against the default plan")
+    ap.add_argument("--prec", default="tf32", choices=("tf32", "fp16", "bf16"))
     ap.add_argument("--out")
     args = ap.parse_args()
     gpu = torch.cuda.get_device_name()
@@ -45,12 +47,16 @@ def main():
               for k in ("hub", "star", "tall1", "dense_row", "dense_col", "bipartite", "empty_tail")]
     rows = []
     side = {"wide": "csr"} if args.force else {"wide": "bittcf"}
+    kw = {} if args.prec == "tf32" else {"precision": args.prec, "format": "bittcf"}
+    dt = {"tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[args.prec]
     for name, make in cases:
         A = make()
-        p, q = accspmm.plan(A, device="gpu"), accspmm.plan(A, device="gpu", tuning=side)
+        if args.prec != "tf32":  # values within every half format's range (the times do not depend on them)
+            A.data = np.random.default_rng(0).integers(1, 5, A.nnz).astype(np.float32)
+        p, q = accspmm.plan(A, device="gpu", **kw), accspmm.plan(A, device="gpu", tuning=side, **kw)
         line = f"{name:15s}"
         for n in args.ns:
-            B = torch.randn(A.shape[1], n, device="cuda")
+            B = torch.randn(A.shape[1], n, device="cuda").to(dt)
             Cp, Cq = p(B), q(B)
             torch.cuda.synchronize()
             kernel = (q if args.force else p).stats["schedule_by_n"][n]["kernel"]
@@ -73,7 +79,7 @@ def main():
               f"{w['tensor_cores_ms'] / w['chosen_ms']:.3f} ({w['matrix']})")
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"gpu": gpu, "argv": sys.argv, "rows": rows}, f, indent=1)
+            json.dump({"gpu": gpu, "argv": sys.argv, "precision": args.prec, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

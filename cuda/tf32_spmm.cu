@@ -1511,7 +1511,7 @@ int dispatch_csr_narrow(const acc_tf32_args &p, cudaStream_t s) {
                                           : csr_narrow_for<ACC_TF32_ELEM_BF16>(p, s);
 }
 
-/* ---- Wider widths on A's CSR (acc_tf32_args.csr.lanes > 0, n > acc_tf32_narrow_max(); TF32) -----------
+/* ---- Wider widths on A's CSR (acc_tf32_args.csr.lanes > 0, n > acc_tf32_narrow_max(); every elem) -----
  * At n <= 16 the Tensor-Core kernel still computes a warp's whole 32-column slice, and where BitTCF's blocks
  * hold few entries A's CSR is the cheaper walk.  A group of G lanes takes a row and a column slice of 4G
  * columns, lane j columns 4j .. 4j + 3 of the slice (G = acc_tf32_csr_wide_lanes(n): the least power of two
@@ -1520,20 +1520,37 @@ int dispatch_csr_narrow(const acc_tf32_args &p, cudaStream_t s) {
  * products, and hands each entry to every lane by a shuffle; each lane adds a x B[column, its 4 columns]
  * over the row's entries in CSR order, the loads of four entries before their products: each element of C
  * is one FMA chain in entry order (deterministic), with the operands of the BitTCF path (A's values
- * TF32-rounded at upload, B rounded here), so the same error bound and integer exactness.  Only stored
- * entries are multiplied: a non-finite B value reaches exactly the entries that meet it.  A row of more
- * than ACC_TF32_CSR_WIDE_LONG entries is left to parts (acc_tf32_csr.long_parts, cut by the plan; their
+ * TF32-rounded at upload and B rounded here, or the half format's exact values of both), so the same error
+ * bound and integer exactness; C is written in the output format (half rounded once, or float32).  Only
+ * stored entries are multiplied: a non-finite B value reaches exactly the entries that meet it.  A row of
+ * more than ACC_TF32_CSR_WIDE_LONG entries is left to parts (acc_tf32_csr.long_parts, cut by the plan; their
  * groups in the first thread blocks), a group each: a one-part row is written by its part; otherwise each
  * part's sums go to workspace[(q * slices + s) * 4G ..] and the part that arrives last at counters[(q - j)
- * * slices + s] adds the row's parts in part order.  VEC: n a multiple of 4 and B, C 16-byte aligned (one
- * 16-byte load of B per entry and lane, one 16-byte store of C), else element loads and stores. */
+ * * slices + s] adds the row's parts in part order.  VEC: n a multiple of 4 and B's and C's rows aligned to
+ * 4 elements (one 16-byte load of B per entry and lane, 8-byte for half B; one store of C), else element
+ * loads and stores. */
 constexpr int kCsrWideThreads = 256;
 
-/* B[col, c0 .. c0 + 3] rounded to TF32, zeros past n (VEC: all four in range, c0 < n) */
-template <bool VEC>
+/* B[col, c0 .. c0 + 3] as exact float operands (TF32-rounded, or the half format E's values), zeros past n
+ * (VEC: all four in range, one 16-byte load, or 8-byte for half B) */
+template <int E, bool VEC>
 __device__ __forceinline__ float4 wide_b(const acc_tf32_args &p, int32_t col, int64_t c0) {
-    const float *b = p.B + (int64_t)col * p.n + c0;
     float4 v;
+    if constexpr (E != ACC_TF32_ELEM_TF32) {
+        const unsigned short *h = reinterpret_cast<const unsigned short *>(p.B) + (int64_t)col * p.n + c0;
+        if constexpr (VEC) {
+            const uint2 u = __ldg(reinterpret_cast<const uint2 *>(h));
+            v.x = half_to_f32<E>(u.x & 0xffff), v.y = half_to_f32<E>(u.x >> 16);
+            v.z = half_to_f32<E>(u.y & 0xffff), v.w = half_to_f32<E>(u.y >> 16);
+        } else {
+            v.x = c0 < p.n ? half_to_f32<E>(__ldg(h)) : 0.f;
+            v.y = c0 + 1 < p.n ? half_to_f32<E>(__ldg(h + 1)) : 0.f;
+            v.z = c0 + 2 < p.n ? half_to_f32<E>(__ldg(h + 2)) : 0.f;
+            v.w = c0 + 3 < p.n ? half_to_f32<E>(__ldg(h + 3)) : 0.f;
+        }
+        return v;
+    }
+    const float *b = p.B + (int64_t)col * p.n + c0;
     if constexpr (VEC) {
         v = __ldg(reinterpret_cast<const float4 *>(b));
     } else {
@@ -1563,7 +1580,7 @@ template <int G, int R> struct wide_chunk {
 
 /* acc += the chunk's entries f .. f + S - 1 (entry f + u in lane (f + u) % G, slot (f + u) / G): S shuffles
  * and loads, then the products in entry order */
-template <int G, int R, bool VEC, int S>
+template <int E, int G, int R, bool VEC, int S>
 __device__ __forceinline__ void wide_step(const acc_tf32_args &p, unsigned gmask, const wide_chunk<G, R> &ch,
                                           int f, int64_t c0, bool active, float4 &acc) {
     float a[S];
@@ -1572,7 +1589,7 @@ __device__ __forceinline__ void wide_step(const acc_tf32_args &p, unsigned gmask
     for (int u = 0; u < S; u++) {
         const int32_t c = __shfl_sync(gmask, ch.c[(f + u) / G], (f + u) % G, G);
         a[u] = __shfl_sync(gmask, ch.a[(f + u) / G], (f + u) % G, G);
-        x[u] = active ? wide_b<VEC>(p, c, c0) : make_float4(0.f, 0.f, 0.f, 0.f);
+        x[u] = active ? wide_b<E, VEC>(p, c, c0) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
 #pragma unroll
     for (int u = 0; u < S; u++) {
@@ -1586,7 +1603,7 @@ __device__ __forceinline__ void wide_step(const acc_tf32_args &p, unsigned gmask
 /* acc = the sum over entries e0 .. e1 - 1 of A's CSR of a x B[column, c0 .. c0 + 3], in entry order; every
  * lane of the group (gmask) calls it with the same range, lane j < G.  Chunks of G R entries, the next
  * chunk's loads issued before this one's products; steps of 4 entries, then single ones. */
-template <int G, bool VEC>
+template <int E, int G, bool VEC>
 __device__ __forceinline__ float4 wide_walk(const acc_tf32_args &p, unsigned gmask, int j, int64_t e0,
                                             int64_t e1, int64_t c0, bool active) {
     constexpr int R = 32 / G < 8 ? 32 / G : 8, CH = G * R, S = 4;
@@ -1600,11 +1617,11 @@ __device__ __forceinline__ float4 wide_walk(const acc_tf32_args &p, unsigned gma
         for (int f = 0; f < CH; f += S) {
             if (f >= cnt) break;
             if (f + S <= cnt) {
-                wide_step<G, R, VEC, S>(p, gmask, cur, f, c0, active, acc);
+                wide_step<E, G, R, VEC, S>(p, gmask, cur, f, c0, active, acc);
             } else {
 #pragma unroll
                 for (int u = 0; u < S - 1; u++)
-                    if (f + u < cnt) wide_step<G, R, VEC, 1>(p, gmask, cur, f + u, c0, active, acc);
+                    if (f + u < cnt) wide_step<E, G, R, VEC, 1>(p, gmask, cur, f + u, c0, active, acc);
             }
         }
         cur = next;
@@ -1612,9 +1629,22 @@ __device__ __forceinline__ float4 wide_walk(const acc_tf32_args &p, unsigned gma
     return acc;
 }
 
-/* C[row, c0 .. c0 + 3] = v (the columns below n) */
-template <bool VEC>
+/* C[row, c0 .. c0 + 3] = v (the columns below n) in the output format */
+template <int E, bool VEC>
 __device__ __forceinline__ void wide_store(const acc_tf32_args &p, int64_t row, int64_t c0, float4 v) {
+    if (E != ACC_TF32_ELEM_TF32 && !p.out_f32) {
+        unsigned short *h = reinterpret_cast<unsigned short *>(p.C) + row * p.n + c0;
+        const unsigned x = to_half<E>(v.x), y = to_half<E>(v.y), z = to_half<E>(v.z), w = to_half<E>(v.w);
+        if constexpr (VEC) {
+            __stcs(reinterpret_cast<uint2 *>(h), make_uint2(x | y << 16, z | w << 16));
+        } else {
+            if (c0 < p.n) __stcs(h, (unsigned short)x);
+            if (c0 + 1 < p.n) __stcs(h + 1, (unsigned short)y);
+            if (c0 + 2 < p.n) __stcs(h + 2, (unsigned short)z);
+            if (c0 + 3 < p.n) __stcs(h + 3, (unsigned short)w);
+        }
+        return;
+    }
     float *c = p.C + row * p.n + c0;
     if constexpr (VEC) {
         __stcs(reinterpret_cast<float4 *>(c), v);
@@ -1626,7 +1656,7 @@ __device__ __forceinline__ void wide_store(const acc_tf32_args &p, int64_t row, 
     }
 }
 
-template <int G, bool VEC, bool PARTS>
+template <int E, int G, bool VEC, bool PARTS>
 __global__ void __launch_bounds__(kCsrWideThreads)
     csr_wide_kernel(const acc_tf32_args p, int64_t part_blocks) {
     constexpr int kGroups = kCsrWideThreads / G;
@@ -1641,9 +1671,9 @@ __global__ void __launch_bounds__(kCsrWideThreads)
         const int64_t row = ldg64(rec), e0 = ldg64(rec + 1), e1 = ldg64(rec + 2), info = ldg64(rec + 3);
         const int64_t jp = info & 0xffffffffLL, parts = info >> 32;
         pdl_wait(); /* B, C and the workspace only after the kernels before this one */
-        float4 acc = wide_walk<G, VEC>(p, gmask, j, e0, e1, c0, active);
+        float4 acc = wide_walk<E, G, VEC>(p, gmask, j, e0, e1, c0, active);
         if (parts == 1) {
-            if (active) wide_store<VEC>(p, row, c0, acc);
+            if (active) wide_store<E, VEC>(p, row, c0, acc);
             return;
         }
         const int64_t first = g - jp, width = slices * 4 * G;
@@ -1661,7 +1691,7 @@ __global__ void __launch_bounds__(kCsrWideThreads)
             const float4 v = __ldcg(reinterpret_cast<const float4 *>(p.workspace + (first + i) * width + c0));
             acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
         }
-        if (active) wide_store<VEC>(p, row, c0, acc);
+        if (active) wide_store<E, VEC>(p, row, c0, acc);
         if (j == 0) p.counters[first * slices + s] = 0; /* for the next launch */
         return;
     }
@@ -1670,13 +1700,14 @@ __global__ void __launch_bounds__(kCsrWideThreads)
     const int64_t e0 = ldg64(p.csr.offsets + row), e1 = ldg64(p.csr.offsets + row + 1);
     if (PARTS && e1 - e0 > ACC_TF32_CSR_WIDE_LONG) return; /* its parts write it */
     pdl_wait(); /* B and C only after the kernels before this one */
-    const float4 acc = wide_walk<G, VEC>(p, gmask, j, e0, e1, c0, active);
-    if (active) wide_store<VEC>(p, row, c0, acc);
+    const float4 acc = wide_walk<E, G, VEC>(p, gmask, j, e0, e1, c0, active);
+    if (active) wide_store<E, VEC>(p, row, c0, acc);
 }
 
-template <int G, bool VEC, bool PARTS> int launch_csr_wide(const acc_tf32_args &p, cudaStream_t stream) {
+template <int E, int G, bool VEC, bool PARTS>
+int launch_csr_wide(const acc_tf32_args &p, cudaStream_t stream) {
     static unsigned char pdl[kMaxDevices];
-    void (*fn)(const acc_tf32_args, int64_t) = csr_wide_kernel<G, VEC, PARTS>;
+    void (*fn)(const acc_tf32_args, int64_t) = csr_wide_kernel<E, G, VEC, PARTS>;
     constexpr int64_t kGroups = kCsrWideThreads / G;
     const int64_t part_blocks = PARTS ? (p.csr.num_parts + kGroups - 1) / kGroups : 0;
     const int64_t blocks = part_blocks + (p.m + kGroups - 1) / kGroups, slices = (p.n + 4 * G - 1) / (4 * G);
@@ -1686,12 +1717,30 @@ template <int G, bool VEC, bool PARTS> int launch_csr_wide(const acc_tf32_args &
     return ACC_SUCCESS;
 }
 
-template <int G> int csr_wide_g(const acc_tf32_args &p, cudaStream_t s) {
-    const bool vec = p.n % 4 == 0 && reinterpret_cast<uintptr_t>(p.B) % 16 == 0 &&
-                     reinterpret_cast<uintptr_t>(p.C) % 16 == 0;
+/* VEC: n a multiple of 4 and B's and C's rows aligned to 4 of their elements */
+template <int E, int G> int csr_wide_g(const acc_tf32_args &p, cudaStream_t s) {
+    const uintptr_t b_align = E == ACC_TF32_ELEM_TF32 ? 16 : 8,
+                    c_align = E == ACC_TF32_ELEM_TF32 || p.out_f32 ? 16 : 8;
+    const bool vec = p.n % 4 == 0 && reinterpret_cast<uintptr_t>(p.B) % b_align == 0 &&
+                     reinterpret_cast<uintptr_t>(p.C) % c_align == 0;
     if (p.csr.num_parts > 0)
-        return vec ? launch_csr_wide<G, true, true>(p, s) : launch_csr_wide<G, false, true>(p, s);
-    return vec ? launch_csr_wide<G, true, false>(p, s) : launch_csr_wide<G, false, false>(p, s);
+        return vec ? launch_csr_wide<E, G, true, true>(p, s) : launch_csr_wide<E, G, false, true>(p, s);
+    return vec ? launch_csr_wide<E, G, true, false>(p, s) : launch_csr_wide<E, G, false, false>(p, s);
+}
+
+template <int E> int csr_wide_e(const acc_tf32_args &p, cudaStream_t s) {
+    switch (acc_tf32_csr_wide_lanes(p.n)) {
+    case 2:
+        return csr_wide_g<E, 2>(p, s);
+    case 4:
+        return csr_wide_g<E, 4>(p, s);
+    case 8:
+        return csr_wide_g<E, 8>(p, s);
+    case 16:
+        return csr_wide_g<E, 16>(p, s);
+    default:
+        return csr_wide_g<E, 32>(p, s);
+    }
 }
 
 extern "C" int acc_tf32_csr_wide_lanes(int64_t n) {
@@ -1702,23 +1751,13 @@ extern "C" int acc_tf32_csr_wide_lanes(int64_t n) {
 }
 
 int dispatch_csr_wide(const acc_tf32_args &p, cudaStream_t s) {
-    if (p.elem != ACC_TF32_ELEM_TF32) return ACC_ERR_UNSUPPORTED;
     /* the caller sized the parts' workspace for these lanes (accspmm._tf32.csr_wide_lanes) */
     if (p.csr.lanes != acc_tf32_csr_wide_lanes(p.n) || !p.csr.offsets || !p.csr.cols || !p.csr.values ||
         p.csr.num_parts < 0 || (p.csr.num_parts > 0 && (!p.csr.long_parts || !p.counters)))
         return ACC_ERR_INVALID_ARGUMENT;
-    switch (acc_tf32_csr_wide_lanes(p.n)) {
-    case 2:
-        return csr_wide_g<2>(p, s);
-    case 4:
-        return csr_wide_g<4>(p, s);
-    case 8:
-        return csr_wide_g<8>(p, s);
-    case 16:
-        return csr_wide_g<16>(p, s);
-    default:
-        return csr_wide_g<32>(p, s);
-    }
+    return p.elem == ACC_TF32_ELEM_TF32   ? csr_wide_e<ACC_TF32_ELEM_TF32>(p, s)
+           : p.elem == ACC_TF32_ELEM_FP16 ? csr_wide_e<ACC_TF32_ELEM_FP16>(p, s)
+                                          : csr_wide_e<ACC_TF32_ELEM_BF16>(p, s);
 }
 
 __global__ void round_values_kernel(float *v, int64_t count) {

@@ -17,7 +17,7 @@ extern "C" {
 #define ACC_TF32_TASK_WORDS (1 + 2 * ACC_TF32_WARPS)
 /* The narrow CSR kernel's long rows: more entries than this go to thread blocks (acc_tf32_csr). */
 #define ACC_TF32_CSR_LONG 1024
-/* The wide CSR kernel's long rows (n > acc_tf32_narrow_max(), TF32): more entries than this go to parts. */
+/* The wide CSR kernel's long rows (n > acc_tf32_narrow_max()): more entries than this go to parts. */
 #define ACC_TF32_CSR_WIDE_LONG 32
 /* Widths up to this run on CUDA cores (tf32_spmm.cu, narrow_kernel): the same tasks, slice 0 only.
  * H100, TF32, the 24 real matrices, kernel time Tensor Cores / CUDA cores (geomean, min): n = 1 1.50x,
@@ -51,7 +51,7 @@ typedef struct acc_tf32_variant {
  * (counters[q - j]) adds the P in part order and leaves the counter at zero: the workspace holds 4 *
  * num_parts floats and the counters num_parts int32 (zero before the first launch).  parts_first: the parts'
  * thread blocks come before the rows' (else after them).  The tasks are not read then.
- * Wider widths (TF32 only) take the same struct on the wide CSR kernel (tf32_spmm.cu, csr_wide_kernel):
+ * Wider widths (every elem) take the same struct on the wide CSR kernel (tf32_spmm.cu, csr_wide_kernel):
  * lanes must be acc_tf32_csr_wide_lanes(n) (lanes a row; 4 columns a lane); the long rows are
  * those of more than ACC_TF32_CSR_WIDE_LONG entries, a group of lanes per part, their parts always first;
  * with P > 1 part q's sums go to workspace[q * W ..] (W = slices * 4 * lanes columns, slices =

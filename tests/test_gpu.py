@@ -774,6 +774,39 @@ def test_wide_csr_exact_every_lane_count(n):
             assert p._tf32.launcher.fast_calls == before + 1 and torch.equal(again, out)
 
 
+@pytest.mark.parametrize("prec", ["fp16", "bf16"])
+def test_wide_csr_half_plans(prec):
+    """BitTCF FP16/BF16 plans run the wide CSR kernel too (forced here): n = 5-130 on every shape, exact on integer
+    data against scipy's product of the format's operands rounded once to the output (half C) and as float32 C,
+    in poisoned outputs; a B off its 8-byte alignment gives the same bits; inf and NaN in B as scipy."""
+    import torch
+
+    from accspmm._tf32 import csr_wide_lanes
+
+    dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[prec]
+    for name, A in _wide_csr_matrices().items():
+        with accspmm.plan(A, device="gpu", precision=prec, format="bittcf", tuning={"wide": "csr"}) as p:
+            for n in (5, 8, 12, 33, 130):
+                B = int_dense(A.shape[1], n, seed=n)
+                Bt = torch.from_numpy(B).to(dt).cuda()
+                for out_dtype, tdt in (("half", dt), ("float32", torch.float32)):
+                    out = torch.full((A.shape[0], n), float("nan"), dtype=tdt, device="cuda")
+                    p(Bt, out=out)
+                    want = half_ref(A, B, prec, out_dtype)
+                    assert np.array_equal(out.float().cpu().numpy(), want), (name, n, out_dtype)
+                    Bm = torch.empty(A.shape[1] * n + 1, dtype=dt, device="cuda")[1:].view(A.shape[1], n)
+                    Bm.copy_(Bt)
+                    assert torch.equal(p(Bm, out=torch.empty_like(out)), out), (name, n, out_dtype, "misaligned")
+                assert p.stats["schedule_by_n"][n]["kernel"] == f"cuda_cores_csr_wide{csr_wide_lanes(n)}"
+            if name == "wide_parts":
+                B = int_dense(A.shape[1], 8, seed=5)
+                row100 = A.indices[A.indptr[100]:A.indptr[101]]
+                B[row100[3], 0] = np.inf  # part 0
+                B[row100[-3], 0] = -np.inf  # the last part: NaN, as scipy's sum
+                got = p(torch.from_numpy(B).to(dt).cuda(), out=torch.empty(A.shape[0], 8, device="cuda"))
+                assert np.array_equal(got.cpu().numpy(), (A @ B).astype(np.float32), equal_nan=True)
+
+
 def test_wide_csr_nonfinite_bound_deterministic_streams():
     """Rows in parts on the wide CSR kernel: inf in one part and -inf in another give scipy's NaN, inf alone
     its inf; random values meet the TF32 bound and give the same bits on every call, on two streams and in
@@ -795,7 +828,9 @@ def test_wide_csr_nonfinite_bound_deterministic_streams():
 def test_wide_csr_default_rule_and_bittcf():
     """By default a tall matrix of one column (BitTCF's blocks one entry each) runs n = 8 and 16 on the wide
     CSR kernel and n = 32 on the Tensor Cores; tuning={"wide": "bittcf"} keeps n = 8 on the Tensor Cores; dense
-    8 x 8 blocks keep n = 16 there too; every result exact; with calls=1 the CSR upload does not pay."""
+    8 x 8 blocks keep n = 16 there too; every result exact; with calls=1 the CSR upload does not pay; FP16
+    BitTCF plans take the CSR kernel at n = 8 and 12 the same way, the same bits as the Tensor Cores' (integer
+    data, float32 C)."""
     A = accspmm.datasets.adversarial("tall1", 200_000)
     A.data = np.random.default_rng(2).integers(-4, 5, A.nnz).astype(np.float32)
     A.eliminate_zeros()
@@ -816,6 +851,18 @@ def test_wide_csr_default_rule_and_bittcf():
         assert p.stats["schedule_by_n"][16]["kernel"] == "tensor_cores"
     with pytest.raises(ValueError, match="wide"):
         accspmm.plan(A, device="gpu", tuning={"wide": "rows"})(int_dense(1, 8, seed=1))
+    import torch  # FP16 BitTCF plans: the same rule on their own constants; the bits of the forced Tensor Cores
+
+    with accspmm.plan(A, device="gpu", precision="fp16", format="bittcf") as p, \
+            accspmm.plan(A, device="gpu", precision="fp16", format="bittcf", tuning={"wide": "bittcf"}) as q:
+        for n, kernel in ((8, "cuda_cores_csr_wide2"), (12, "cuda_cores_csr_wide4"), (32, "tensor_cores")):
+            B = int_dense(1, n, seed=n)
+            Bt = torch.from_numpy(B).half().cuda()
+            C = p(Bt, out=torch.empty(A.shape[0], n, device="cuda"))
+            assert np.array_equal(C.cpu().numpy(), half_ref(A, B, "fp16", "float32")), n
+            assert torch.equal(C, q(Bt, out=torch.empty_like(C))), n
+            assert p.stats["schedule_by_n"][n]["kernel"] == kernel and q.stats["schedule_by_n"][n]["kernel"] == \
+                "tensor_cores", n
 
 
 def test_wide_csr_cuda_graph():

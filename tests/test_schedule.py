@@ -486,6 +486,14 @@ def test_wide_csr_rule():
     assert csr_wide_time(16, 10**6, 10**6, 10**7, 10) > csr_wide_time(16, 10**6, 10**3, 10**7, 10)  # B beyond L2
     # n not a multiple of 4: B's rows read element by element, priced by CSR_WIDE_ELEMENT (the same 8 columns)
     assert csr_wide_time(6, *tall[:4]) == pytest.approx(CSR_WIDE_ELEMENT * csr_wide_time(8, *tall[:4]))
+    # half operands: their own constants, the Tensor-Core side by whether n is a multiple of 8
+    from accspmm._tf32 import BITTCF_WIDE_MODEL_HALF, CSR_WIDE_ELEMENT_HALF
+
+    assert csr_wide_time(6, *tall[:4], elem=1) == pytest.approx(CSR_WIDE_ELEMENT_HALF * csr_wide_time(8, *tall[:4], 1))
+    for n in (8, 12):
+        b0, b1, b2 = BITTCF_WIDE_MODEL_HALF[n % 8 != 0]
+        assert f"BitTCF {b0 + b1 * 25_000 / 1e6 + b2 * 25_000 / 1e6:.1f}" in wide_csr(n, *tall, elem=2)[1], n
+    assert wide_csr(8, *tall, elem=1)[0] and wide_csr(17, *tall, elem=1) == (False, "")
 
 
 def test_narrow_csr_rule():
