@@ -625,6 +625,25 @@ def test_narrow_csr_long_parts_nonfinite_bound_deterministic():
     _bound_and_same_bits(A, 3, {"narrow": "csr"}, rng)
 
 
+def _half_outputs_exact(p, A, B, prec, tag, misaligned=True):
+    """p(B) for an integer NumPy B in half and float32 outputs, poisoned first: exact against scipy's product of
+    the format's operands rounded once to the output; ``misaligned``: a B one element off its alignment (element
+    loads) gives the same bits."""
+    import torch
+
+    dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[prec]
+    n = B.shape[1]
+    Bt = torch.from_numpy(B).to(dt).cuda()
+    for out_dtype, tdt in (("half", dt), ("float32", torch.float32)):
+        out = torch.full((A.shape[0], n), float("nan"), dtype=tdt, device="cuda")
+        p(Bt, out=out)
+        assert np.array_equal(out.float().cpu().numpy(), half_ref(A, B, prec, out_dtype)), (*tag, out_dtype)
+        if misaligned:
+            Bm = torch.empty(A.shape[1] * n + 1, dtype=dt, device="cuda")[1:].view(A.shape[1], n)
+            Bm.copy_(Bt)
+            assert torch.equal(p(Bm, out=torch.empty_like(out)), out), (*tag, out_dtype, "misaligned")
+
+
 @pytest.mark.parametrize("prec", ["fp16", "bf16"])
 def test_narrow_csr_half_plans(prec):
     """BitTCF FP16/BF16 plans run narrow widths on the CSR kernel too: lanes 1 and 8 on every shape (rows in
@@ -638,18 +657,8 @@ def test_narrow_csr_half_plans(prec):
         for lanes in (1, 8):
             with accspmm.plan(A, device="gpu", precision=prec, format="bittcf",
                               tuning={"narrow": "csr", "csr_lanes": lanes}) as p:
-                for n in (1, 2, 3, 4):
-                    B = int_dense(A.shape[1], n, seed=n)
-                    Bt = torch.from_numpy(B).to(dt).cuda()
-                    for out_dtype, tdt in (("half", dt), ("float32", torch.float32)):
-                        out = torch.full((A.shape[0], n), float("nan"), dtype=tdt, device="cuda")
-                        p(Bt, out=out)
-                        want = half_ref(A, B, prec, out_dtype)
-                        assert np.array_equal(out.float().cpu().numpy(), want), (name, lanes, n, out_dtype)
-                        if n in (2, 4):  # B off its rows' vector alignment: element loads, the same bits
-                            Bm = torch.empty(A.shape[1] * n + 1, dtype=dt, device="cuda")[1:].view(A.shape[1], n)
-                            Bm.copy_(Bt)
-                            assert torch.equal(p(Bm, out=torch.empty_like(out)), out), (name, lanes, n, "misaligned")
+                for n in (1, 2, 3, 4):  # n = 2, 4: B off its rows' vector alignment too (element loads)
+                    _half_outputs_exact(p, A, int_dense(A.shape[1], n, seed=n), prec, (name, lanes, n), n in (2, 4))
                     assert p.stats["schedule_by_n"][n]["kernel"] == f"cuda_cores_csr{lanes}"
                 if name == "parts":
                     B = int_dense(A.shape[1], 2, seed=5)
@@ -787,16 +796,7 @@ def test_wide_csr_half_plans(prec):
     for name, A in _wide_csr_matrices().items():
         with accspmm.plan(A, device="gpu", precision=prec, format="bittcf", tuning={"wide": "csr"}) as p:
             for n in (5, 8, 12, 33, 130):
-                B = int_dense(A.shape[1], n, seed=n)
-                Bt = torch.from_numpy(B).to(dt).cuda()
-                for out_dtype, tdt in (("half", dt), ("float32", torch.float32)):
-                    out = torch.full((A.shape[0], n), float("nan"), dtype=tdt, device="cuda")
-                    p(Bt, out=out)
-                    want = half_ref(A, B, prec, out_dtype)
-                    assert np.array_equal(out.float().cpu().numpy(), want), (name, n, out_dtype)
-                    Bm = torch.empty(A.shape[1] * n + 1, dtype=dt, device="cuda")[1:].view(A.shape[1], n)
-                    Bm.copy_(Bt)
-                    assert torch.equal(p(Bm, out=torch.empty_like(out)), out), (name, n, out_dtype, "misaligned")
+                _half_outputs_exact(p, A, int_dense(A.shape[1], n, seed=n), prec, (name, n))
                 assert p.stats["schedule_by_n"][n]["kernel"] == f"cuda_cores_csr_wide{csr_wide_lanes(n)}"
             if name == "wide_parts":
                 B = int_dense(A.shape[1], 8, seed=5)
