@@ -276,8 +276,8 @@ BITTCF_WIDE_MODEL = (8.04, 277.26, 227.17)
 #: The same for BitTCF FP16/BF16 plans (half B and C), fitted on FP16 times at n = 5, 6, 8, 12 and 16: the CSR
 #: side on n = 8, 12 and 16 with CSR_WIDE_ELEMENT_HALF (the median of n = 5-6 over n = 8, 0.83-1.56x); the
 #: Tensor-Core side in two fits, n a multiple of 8 (16-byte rows of half B) and not (B and C copied to padded
-#: widths first: n = 12 took 20-80% longer than n = 16).  Leave-one-matrix-out: 1.28x at n = 5-6, 1.25x at 8,
-#: 1.50x at 12, 1.10x at 16 (worst 0.92x).
+#: widths first: n = 12 took 1.06-3.0x the time of n = 16, median 1.31).  Leave-one-matrix-out: 1.28x at n = 5-6,
+#: 1.25x at 8, 1.50x at 12, 1.10x at 16 (worst 0.92x).
 CSR_WIDE_MODEL_HALF = (6.988, 2.408, 0.579, 0.0, 2.877, 1.104)
 CSR_WIDE_ELEMENT_HALF = 1.36
 BITTCF_WIDE_MODEL_HALF = ((9.17, 306.69, 125.84), (12.27, 342.12, 351.75))  # n % 8 == 0, other n
