@@ -627,9 +627,9 @@ class TF32Runner:
         self._narrow = _cuda.tf32_narrow_max()
         if self.tuning.get("narrow", "auto") not in ("auto", "csr", "bittcf"):
             raise ValueError(f"tuning['narrow'] must be 'auto', 'csr' or 'bittcf', not {self.tuning['narrow']!r}")
-        self._csr = csr  # the CSR kernel of narrow widths (None: never)
+        self._csr = csr  # A's CSR for the CSR kernels, narrow and wide widths (None: never)
         self._csr_choice = None  # (lanes, reason): lanes 0 = the BitTCF narrow kernel
-        self._csr_parts = None  # the CSR kernel's long rows' parts (csr_long_parts)
+        self._csr_parts = None  # the narrow CSR kernel's long rows' parts (csr_long_parts), at the upload
         self._csr_first = 0  # 1: their thread blocks launch first (a row in several parts), set at the upload
         if self.tuning.get("wide", "auto") not in ("auto", "csr", "bittcf"):
             raise ValueError(f"tuning['wide'] must be 'auto', 'csr' or 'bittcf', not {self.tuning['wide']!r}")
@@ -795,20 +795,19 @@ class TF32Runner:
                 why = "BitTCF narrow kernel" + (" (forced)" if mode == "bittcf" else "")
                 self._csr_choice = (0, why)
             else:
-                lanes, parts, why = narrow_csr(src.indptr[: src.shape[0] + 1], int(self._window_offsets[-1]),
-                                              self.num_windows, mode == "csr", self.calls,
-                                              BITTCF_NARROW_MODEL_HALF if self.elem else BITTCF_NARROW_MODEL)
+                lanes, _, why = narrow_csr(src.indptr[: src.shape[0] + 1], int(self._window_offsets[-1]),
+                                           self.num_windows, mode == "csr", self.calls,
+                                           BITTCF_NARROW_MODEL_HALF if self.elem else BITTCF_NARROW_MODEL)
                 if "csr_lanes" in self.tuning:
                     lanes, why = int(self.tuning["csr_lanes"]), "CSR kernel, lanes forced by tuning['csr_lanes']"
                     if lanes not in CSR_LANES:
                         raise ValueError("tuning['csr_lanes'] must be 1, 2, 4, 8, 16 or 32")
-                self._csr_parts = parts
                 self._csr_choice = (lanes, why)
         return self._csr_choice
 
     def _wide_choice(self, n: int) -> tuple:
-        """(on, reason): whether width n (> the narrow widths) runs on the wide CSR kernel (TF32 plans with
-        A's CSR only; ``tuning["wide"]``: "csr" forces it, "bittcf" never, "auto" by ``wide_csr``)."""
+        """(on, reason): whether width n (> the narrow widths) runs on the wide CSR kernel (plans with A's CSR
+        only; ``tuning["wide"]``: "csr" forces it, "bittcf" never, "auto" by ``wide_csr``)."""
         if n not in self._csr_wide:
             mode = self.tuning.get("wide", "auto")
             src = self._csr
@@ -854,15 +853,14 @@ class TF32Runner:
         """Uploads A's CSR for the CSR kernels (once); False where the GPU had no room for it (every width
         then runs on BitTCF)."""
         if "csr_values" not in self.dev:
-            self._narrow_choice()  # the narrow parts (recomputed below for a CSR with duplicates)
             t = time.perf_counter()
             src = self._csr
             if not src.canonical:  # duplicates summed, as the format's (their rows' lengths can only shrink)
                 src = src.canonicalized()
-                self._csr_parts = None
-            if self._csr_parts is None:  # (or the narrow widths do not run on it)
-                self._csr_parts = csr_long_parts(src.indptr[: src.shape[0] + 1])
-            self._csr_wide_parts = csr_long_parts(src.indptr[: src.shape[0] + 1], CSR_WIDE_LONG, CSR_WIDE_PART)
+            # both kernels' long-row parts, of the CSR uploaded here (set nowhere else)
+            indptr = src.indptr[: src.shape[0] + 1]
+            self._csr_parts = csr_long_parts(indptr)
+            self._csr_wide_parts = csr_long_parts(indptr, CSR_WIDE_LONG, CSR_WIDE_PART)
             side = self._side_stream()
             m, nnz = src.shape[0], src.nnz
             put = {"csr_offsets": np.ascontiguousarray(src.indptr[: m + 1], np.int64),
