@@ -437,6 +437,13 @@ def test_narrow_widths_adversarial_and_vector(kind):
         p.close()
 
 
+def _rows_of_lengths(lengths, k, rng):
+    """A CSR of len(lengths) x k with ones at sorted random columns, row i holding lengths[i] entries."""
+    cols = np.concatenate([np.sort(rng.choice(k, n, replace=False)) for n in lengths])
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    return sp.csr_matrix((np.ones(cols.size, np.float32), cols, indptr), shape=(len(lengths), k))
+
+
 def _long_parts_matrix(rng):
     """Rows the CSR kernel cuts into thread-block parts (CSR_PART entries at most): 4 parts (uneven), exactly
     one part, two parts of one entry more than a part, one part of CSR_LONG + 1; short and empty rows between,
@@ -447,9 +454,7 @@ def _long_parts_matrix(rng):
     lengths = np.zeros(301, np.int64)
     lengths[::3] = rng.integers(1, 40, 101)
     lengths[[10, 50, 51, 200, 300]] = [3 * CSR_PART + 7, CSR_PART, CSR_PART + 1, CSR_LONG + 1, 4 * CSR_PART]
-    cols = np.concatenate([np.sort(rng.choice(k, n, replace=False)) for n in lengths])
-    indptr = np.concatenate([[0], np.cumsum(lengths)])
-    return sp.csr_matrix((np.ones(cols.size, np.float32), cols, indptr), shape=(301, k))
+    return _rows_of_lengths(lengths, k, rng)
 
 
 def _narrow_csr_matrices():
@@ -747,9 +752,8 @@ def _wide_csr_matrices():
     lengths[::7] = 0
     lengths[[0, 5, 6, 7, 100, 202]] = [CSR_WIDE_LONG, CSR_WIDE_LONG + 1, 2 * CSR_WIDE_PART, 2 * CSR_WIDE_PART + 1,
                                        7 * CSR_WIDE_PART + 3, 500]
-    cols = np.concatenate([np.sort(rng.choice(k, n, replace=False)) for n in lengths])
-    indptr = np.concatenate([[0], np.cumsum(lengths)])
-    A = sp.csr_matrix((rng.integers(1, 9, cols.size).astype(np.float32), cols, indptr), shape=(203, k))
+    A = _rows_of_lengths(lengths, k, rng)
+    A.data = rng.integers(1, 9, A.nnz).astype(np.float32)
     out["wide_parts"] = A
     return out
 
