@@ -30,7 +30,8 @@
  * has none), 16 MMAs on the same 4 ldmatrix.x4 loads of B instead of 8, so a structure of 32 x 32
  * blocks reads each B tile once for 32 rows.  64 accumulators a lane (168 registers: 12 warps per
  * SM against the row kernel's 128 registers and 16 warps), which only wide products repay
- * (accspmm._half.PAIR_MIN_N).
+ * (accspmm._half.PAIR_MIN_N).  At widths with 16-byte rows of B and C the pairs run instead in
+ * thread blocks of 128 columns (pair_cta_kernel below: the same tasks, entries and bits).
  *
  * Pipeline (per warp, DEPTH stages in shared memory): for block i + DEPTH - 1 each lane copies
  * one 16-byte piece of the block's values and 4 of the 16 x 64 B tile (2 KB) with cp.async and
@@ -248,11 +249,11 @@ template <int N> __device__ __forceinline__ void zero_acc(float (&acc)[N][4]) {
         acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
 }
 
-/* Lane (g, t): rows g and g + 8 of block row r, columns n0 + 8j + 2t and + 1 of each tile j, from
- * acc[OFF + j]; to C (rows >= m and columns >= n skipped; a sum that is not finite recomputed from
+/* Lane (g, t): rows g and g + 8 of block row r, columns n0 + 8j + 2t and + 1 of each tile j < TILES,
+ * from acc[OFF + j]; to C (rows >= m and columns >= n skipped; a sum that is not finite recomputed from
  * the stored entries only: exact_elem), or (slot >= 0) to rows `lo` .. lo + 15 of workspace slot
  * `slot` of `rows` rows. */
-template <int FMT, bool OUT_F32, bool VEC, int OFF, int N, bool EARLY = true>
+template <int FMT, bool OUT_F32, bool VEC, int OFF, int N, bool EARLY = true, int TILES = kTiles>
 __device__ __forceinline__ void write_block_row(const acc_half_args &p, const float (&acc)[N][4], int64_t r,
                                                 int64_t slot, int rows, int lo, int64_t n0, int lane) {
     const int g = lane >> 2, t = lane & 3;
@@ -261,7 +262,7 @@ __device__ __forceinline__ void write_block_row(const acc_half_args &p, const fl
         for (int h = 0; h < 2; h++) {
             float *ws = p.workspace + (slot * rows + lo + g + 8 * h) * p.n;
 #pragma unroll
-            for (int j = 0; j < kTiles; j++) {
+            for (int j = 0; j < TILES; j++) {
                 const int64_t col = n0 + 8 * j + 2 * t;
                 if (col < p.n) ws[col] = acc[OFF + j][2 * h];
                 if (col + 1 < p.n) ws[col + 1] = acc[OFF + j][2 * h + 1];
@@ -282,11 +283,11 @@ __device__ __forceinline__ void write_block_row(const acc_half_args &p, const fl
      * the stores go out without a test per element.  Otherwise each element as below. */
     float z = 0.f;
 #pragma unroll
-    for (int j = 0; j < kTiles; j++)
+    for (int j = 0; j < TILES; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++)
             z = fmaf(acc[OFF + j][e], 0.f, z);
-    const bool fast = isfinite(z) && n0 + kSlice <= p.n;
+    const bool fast = isfinite(z) && n0 + 8 * TILES <= p.n;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int i = g + 8 * h;
@@ -296,7 +297,7 @@ __device__ __forceinline__ void write_block_row(const acc_half_args &p, const fl
         if (fast) {
             const int64_t at = base + n0 + 2 * t;
 #pragma unroll
-            for (int j = 0; j < kTiles; j++) {
+            for (int j = 0; j < TILES; j++) {
                 if (VEC) {
                     store2<FMT, OUT_F32>(p, at + 8 * j, acc[OFF + j][2 * h], acc[OFF + j][2 * h + 1]);
                 } else {
@@ -307,7 +308,7 @@ __device__ __forceinline__ void write_block_row(const acc_half_args &p, const fl
             continue;
         }
 #pragma unroll
-        for (int j = 0; j < kTiles; j++) {
+        for (int j = 0; j < TILES; j++) {
             const int64_t col = n0 + 8 * j + 2 * t;
             float v0 = acc[OFF + j][2 * h], v1 = acc[OFF + j][2 * h + 1];
             if (!isfinite(v0) && col < p.n) v0 = exact_elem<FMT>(p, r, i, col);
@@ -545,6 +546,176 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
 }
 
+/* ---- pairs, a thread block per task (pair_cta_kernel) -------------------------------------------
+ * The pair kernel's tasks and entries, the same sums in the same order (the same bits), run by the kWarps
+ * warps of a thread block together over kCtaCols = 128 columns, 32 a warp.  A stage holds one entry's
+ * 16 x 128 tile of B (4 KB, 2 pieces a thread) and both rows' blocks (1 KB); the thread block keeps
+ * kCtaDepth - 1 entries in flight and meets at one barrier per entry.  Against the warp kernel (a warp, 64
+ * columns, 4 stages of 3 KB, 64 accumulators a lane: 168 registers, 12 warps an SM), a warp holds 32
+ * accumulators (72 registers, 7 thread blocks or 28 warps an SM) and the loads of a short pair go out
+ * together: pairs of a few entries, as 32 x 32 blocks at 99% give, are bound by the latency of their
+ * dependent loads (task, entries, tiles, perm) rather than by bytes.  H100, kernel us, FP16, warp kernel ->
+ * this one (benchmarks/NOTES.md, 2026-11-27): uniform 32 x 32 blocks 8192^2 at 99% 11.9 -> 9.2 (n = 256)
+ * and 17.3 -> 13.1 (n = 512), 32768^2 at 99% 60.2 -> 50.5 and 107.9 -> 92.0, uniform 90% 70.4 -> 64.0
+ * (n = 512), ogbl-ddi 142.8 -> 118.3 (n = 256), landmark 115.0 -> 86.6 (n = 512), G3_circuit 4,311 -> 4,137;
+ * irregular 32 x 32 block rows at 99% 22.4 -> 23.5 (n = 256, the one loss) and 28.6 -> 28.0.
+ * B's tile rows are 256 bytes (16 pieces); piece c of row r sits at slot c ^ (r % 8), so each ldmatrix
+ * phase's 8 rows hit 8 bank groups.  Widths a multiple of 8 with B and C 16-byte aligned (the launch's
+ * `vec`); a task's entries below 2^31 (k < 2^31 bounds a pair's entries by 2^27, and the schedule cuts a
+ * pack of pairs at PACK_MAX entries).
+ * Tried and not kept (same runs): 6 or 8 stages (0.93-1.0x of 4 at 8 thread blocks an SM), 8 thread blocks an
+ * SM (64 registers, spills: 0.92-0.94x), the first pair's perm rows by cp.async with the first stage (no
+ * gain), and each lane's 16 bytes of a row by a transpose across the quad, one 16-byte store instead of four
+ * 4-byte ones (0.79x at 99%). */
+constexpr int kCtaCols = kWarps * 32;
+constexpr int kCtaBPieces = 16 * kCtaCols / 8; /* 256 */
+constexpr int kCtaStage = kCtaBPieces + 64;    /* pieces: 5,120 bytes */
+constexpr int kCtaDepth = 4;
+constexpr int kCtaBlocksPerSm = 7;
+
+/* Entry e's tile of B (columns n0 ..) and its two blocks into a stage, by thread tid of the block. */
+__device__ __forceinline__ void cta_issue(const acc_half_args &p, uint4 *stage, const PairOps::Col &e,
+                                          int64_t n0, int tid) {
+#pragma unroll
+    for (int j = 0; j < kCtaBPieces / (kWarps * 32); j++) {
+        const int q = tid + kWarps * 32 * j, r = q >> 4, c = q & 15;
+        const int64_t krow = (int64_t)e.c * 16 + r, col = n0 + 8 * c;
+        const bool ok = krow < p.k && col < p.n;
+        cp_async16<false>(stage + 16 * r + (c ^ (r & 7)), ok ? p.B + krow * p.n + col : p.B, ok ? 16 : 0);
+    }
+    if (tid < 64) /* warps 0 and 1: the top and the bottom block */
+        issue_block_values(p, stage + kCtaBPieces + (tid & 32), tid < 32 ? e.top : e.bottom, tid & 31);
+}
+
+/* acc[j] (rows of the top block) and acc[4 + j] (bottom) += the stage's blocks x warp w's 4 tiles of B. */
+template <int FMT>
+__device__ __forceinline__ void cta_consume(const uint4 *stage, int warp, int lane, float (&acc)[8][4]) {
+    const uint4 a0 = stage[kCtaBPieces + lane], a1 = stage[kCtaBPieces + 32 + lane];
+    const int mi = lane >> 3, r = 8 * (mi & 1) + (lane & 7);
+#pragma unroll
+    for (int jj = 0; jj < 2; jj++) {
+        const int c = 4 * warp + 2 * jj + (mi >> 1);
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, stage + 16 * r + (c ^ (r & 7)));
+        mma<FMT>(acc[2 * jj], a0, b[0], b[1]);
+        mma<FMT>(acc[2 * jj + 1], a0, b[2], b[3]);
+        mma<FMT>(acc[4 + 2 * jj], a1, b[0], b[1]);
+        mma<FMT>(acc[4 + 2 * jj + 1], a1, b[2], b[3]);
+    }
+}
+
+/* Pair w's two block rows from warp w's 32 columns at nw, the general case (write_block_row at 4 tiles: a
+ * split part's workspace slot, sums that are not finite, columns beyond n, rows beyond m), out of line so
+ * that the common case keeps its registers. */
+template <int FMT, bool OUT_F32>
+__device__ __noinline__ void cta_write_slow(const acc_half_args &p, const float (&acc)[8][4], int64_t w,
+                                            int64_t slot, int64_t nw, int lane) {
+    write_block_row<FMT, OUT_F32, true, 0, 8, false, 4>(p, acc, 2 * w, slot, ACC_HALF_WINDOW_ROWS(1), 0, nw,
+                                                        lane);
+    if (2 * w + 1 < p.num_brows)
+        write_block_row<FMT, OUT_F32, true, 4, 8, false, 4>(p, acc, 2 * w + 1, slot, ACC_HALF_WINDOW_ROWS(1),
+                                                            16, nw, lane);
+}
+
+/* Pair w's rows from warp w's 32 columns at nw: lane (g, t) holds rows g, 8 + g, 16 + g and 24 + g, columns
+ * nw + 8j + 2t and + 1.  The common case (the pair's 32 rows below m, the lane's sums finite, the 32 columns
+ * below n, no split) with one test and the four rows' perm loaded first; else cta_write_slow (on a copy: a
+ * callee taking acc's address would put acc in local memory for the whole kernel). */
+template <int FMT, bool OUT_F32>
+__device__ __forceinline__ void cta_write(const acc_half_args &p, const float (&acc)[8][4], int64_t w,
+                                          int64_t slot, int64_t nw, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    float z = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            z = fmaf(acc[j][e], 0.f, z);
+    if (slot >= 0 || !isfinite(z) || nw + 32 > p.n || 32 * w + 32 > p.m) {
+        float copy[8][4];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                copy[j][e] = acc[j][e];
+        cta_write_slow<FMT, OUT_F32>(p, copy, w, slot, nw, lane);
+        return;
+    }
+    int64_t dst[4];
+#pragma unroll
+    for (int h = 0; h < 4; h++)
+        dst[h] = __ldg(p.perm + 32 * w + 8 * h + g) * p.n + nw + 2 * t;
+#pragma unroll
+    for (int h = 0; h < 4; h++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) /* row 8h + g: block h / 2, its rows g + 8 (h % 2) */
+            store2<FMT, OUT_F32>(p, dst[h] + 8 * j, acc[4 * (h / 2) + j][2 * (h % 2)],
+                                 acc[4 * (h / 2) + j][2 * (h % 2) + 1]);
+}
+
+/* Task blockIdx.x of the pairs' schedule (half_kernel's task semantics: a pack of whole pairs, or a part of
+ * a split one) over column slices blockIdx.y, + gridDim.y, ... of kCtaCols columns.  `p` is a grid constant:
+ * cta_write_slow takes its address, which would otherwise copy it to local memory (measured 4x slower). */
+template <int FMT, bool OUT_F32>
+__global__ void __launch_bounds__(kWarps * 32, kCtaBlocksPerSm)
+    pair_cta_kernel(const __grid_constant__ acc_half_args p) {
+    constexpr int S = kCtaDepth;
+    extern __shared__ uint4 smem[];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int64_t *T = p.tasks + ACC_HALF_TASK_WORDS * (int64_t)blockIdx.x;
+    const int64_t w0 = T[0], w1 = T[1], b0 = T[2], slot = T[4];
+    const int nb = (int)(T[3] - b0);
+    const int64_t slices = (p.n + kCtaCols - 1) / kCtaCols;
+    for (int64_t slice = blockIdx.y; slice < slices; slice += gridDim.y) {
+        const int64_t n0 = slice * kCtaCols, nw = n0 + 32 * warp;
+        float acc[8][4];
+        zero_acc(acc);
+        PairOps::Cache cache; /* its loads first: they and the pairs' starts below need only the task */
+        PairOps::init(cache, p, b0, b0 + nb, lane);
+        /* pair w is being summed; its entries end at stop (from b0), the next pair's at next_stop.  A task of
+         * one pair (or a part of one) ends where the pair does: no load */
+        int64_t w = w0;
+        int stop = slot >= 0 || w1 == w0 + 1 ? nb : (int)(PairOps::window_start(p, w0 + 1) - b0);
+        if (w < w1 && stop == 0) pdl_wait(); /* C is written only after the kernels before this one */
+        while (w < w1 && stop == 0) {        /* leading empty pairs of a pack */
+            cta_write<FMT, OUT_F32>(p, acc, w, slot, nw, lane);
+            w++;
+            stop = w < w1 ? (int)(PairOps::window_start(p, w + 1) - b0) : -1;
+        }
+        int next_stop = slot < 0 && w + 1 < w1 ? (int)(PairOps::window_start(p, w + 2) - b0) : -1;
+        pdl_wait(); /* everything above read the plan's own arrays; B, C and the workspace from here */
+#pragma unroll
+        for (int s = 0; s < S - 1; s++) {
+            if (s < nb)
+                cta_issue(p, smem + s * kCtaStage, PairOps::cols(cache, p, b0 + s, b0 + nb, lane), n0, tid);
+            cp_commit();
+        }
+        for (int i = 0; i < nb; i++) {
+            cp_wait<S - 2>();
+            __syncthreads(); /* entry i's stage has landed for every thread; entry i - 1's was read by all */
+            if (i + S - 1 < nb)
+                cta_issue(p, smem + (i + S - 1) % S * kCtaStage,
+                          PairOps::cols(cache, p, b0 + i + S - 1, b0 + nb, lane), n0, tid);
+            cp_commit();
+            cta_consume<FMT>(smem + i % S * kCtaStage, warp, lane, acc);
+            if (i + 1 == stop) { /* block-uniform: pair w is complete */
+                cta_write<FMT, OUT_F32>(p, acc, w, slot, nw, lane);
+                zero_acc(acc);
+                w++;
+                stop = next_stop;
+                while (w < w1 && stop == i + 1) { /* empty pairs */
+                    cta_write<FMT, OUT_F32>(p, acc, w, slot, nw, lane);
+                    w++;
+                    stop = w < w1 ? (int)(PairOps::window_start(p, w + 1) - b0) : -1;
+                }
+                next_stop = w + 1 < w1 ? (int)(PairOps::window_start(p, w + 2) - b0) : -1;
+            }
+        }
+        cp_wait<0>();
+        __syncthreads(); /* every stage read before the next slice refills them */
+    }
+}
+
 __global__ void tiles_kernel(const int32_t *__restrict__ meta, const float *__restrict__ values, int64_t nb,
                              uint16_t *__restrict__ tiles, int bf16) {
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < 64 * nb;
@@ -692,10 +863,32 @@ template <int FMT, bool OUT_F32> int reduce(const acc_half_args &p, cudaStream_t
     return ACC_SUCCESS;
 }
 
+typedef void (*pair_cta_fn)(const acc_half_args);
+
+template <int FMT, bool OUT_F32> int run_pair_cta(const acc_half_args &p, cudaStream_t s) {
+    static unsigned char pdl[kMaxDevices];
+    const pair_cta_fn k = pair_cta_kernel<FMT, OUT_F32>;
+    const int64_t slices = (p.n + kCtaCols - 1) / kCtaCols;
+    const dim3 grid((unsigned)p.num_tasks, (unsigned)(slices < 65535 ? slices : 65535));
+    return acc_cuda_status(launch_ex(k, grid, dim3(kWarps * 32), kCtaDepth * kCtaStage * 16, s,
+                                     pdl_usable(reinterpret_cast<const void *>(k), pdl), p),
+                           "pair_cta_kernel");
+}
+
+/* Pairs run in thread blocks (pair_cta_kernel) at widths with 16-byte rows of B and C, unless
+ * ACC_HALF_PAIR_CTA is "0" (the warp kernel, for comparisons). */
+bool use_pair_cta(const acc_half_args &p, bool vec) {
+    if (p.pairs != 1 || !vec || p.num_tasks >= 0x7fffffffLL) return false;
+    const char *env = getenv("ACC_HALF_PAIR_CTA");
+    return !(env && env[0] == '0');
+}
+
 template <int FMT, bool OUT_F32> int launch(const acc_half_args &p, bool vec, cudaStream_t s) {
     /* slice-major thread blocks where every warp of one has a slice (file header) */
     int st;
-    if ((p.n + kSlice - 1) / kSlice >= kWarps && p.num_tasks < 0x7fffffffLL)
+    if (use_pair_cta(p, vec))
+        st = run_pair_cta<FMT, OUT_F32>(p, s);
+    else if ((p.n + kSlice - 1) / kSlice >= kWarps && p.num_tasks < 0x7fffffffLL)
         st = launch_kernel<FMT, OUT_F32, true>(p, vec, s);
     else
         st = launch_kernel<FMT, OUT_F32, false>(p, vec, s);

@@ -709,6 +709,44 @@ def test_gpu_bsr16_tma_path_same_bits(prec, fmt, monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("prec", PRECS)
+def test_gpu_pairs_in_thread_blocks_same_bits(prec, monkeypatch):
+    """At widths with 16-byte rows of B and C the pairs run in thread blocks of 128 columns (pair_cta_kernel,
+    cuda/half_spmm.cu); ACC_HALF_PAIR_CTA=0 forces the warp kernel.  Both give the same bits: a split hub
+    pair (workspace parts), packs of short pairs with empty ones among them, m off the 32-row grid (the last
+    pair's rows beyond m), widths ending inside a warp's 32 columns and inside a thread block's 128, inf and
+    NaN in B (sums recomputed from the stored entries), FP32 and half C; exact on integer data."""
+    rng = np.random.default_rng(31)
+    m, k = 1400, 2011
+    A = sp.random(m, k, density=0.0003, format="lil", random_state=np.random.default_rng(32))
+    A[300:420] = 0  # empty pairs inside packs
+    A[1000, :] = rng.integers(1, 9, k)  # a hub: a split pair
+    A = with_int_values(sp.csr_matrix(A), seed=33)
+    p = gpu_half_plan(A, prec, "bsr16-pairs")
+    assert split_rows(p, 256) >= 1
+    for n in (8, 40, 128, 136, 264):
+        B = int_dense(k, n, seed=n)
+        if n == 136:
+            B[rng.integers(0, k, 4), rng.integers(0, n, 4)] = np.inf
+            B[rng.integers(0, k, 2), rng.integers(0, n, 2)] = np.nan
+        Bt = torch.from_numpy(B).cuda().to(TORCH_DT[prec])
+        got = {}
+        for cta in ("0", "1"):
+            monkeypatch.setenv("ACC_HALF_PAIR_CTA", cta)
+            half, f32 = poisoned((m, n), TORCH_DT[prec]), poisoned((m, n), torch.float32)
+            p(Bt, out=half)
+            p(Bt, out=f32)
+            got[cta] = (half.cpu(), f32.cpu())
+        assert torch.equal(got["0"][0].view(torch.int16), got["1"][0].view(torch.int16)), n
+        assert torch.equal(got["0"][1].view(torch.int32), got["1"][1].view(torch.int32)), n
+        with np.errstate(invalid="ignore"):
+            want = (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32)
+        assert np.array_equal(got["1"][1].numpy(), want, equal_nan=True), n
+        if n != 136:
+            assert np.array_equal(got["1"][0].double().numpy(), half_ref(A, B, prec, "half")), n
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("fmt,n", [(f, 3) for f in FORMATS] + [("bsr16-quads", 136)])
 def test_gpu_narrow_b_without_room_for_padded_copies(fmt, n):
     """When the padded copies of B and C (n < 8; for quads, n not a multiple of 64) do not fit in device
