@@ -9,7 +9,9 @@ CUDA-event medians around one call from Python: those include the host's launch 
 about 10 us), so they are not comparable with the kernel times at this size, and no ratio to them is
 printed (benchmarks/bench_half.py compares all paths from Python).  Every pairs and quads result is
 checked against the float64 product (integer data: exact), and the pairs result against the rows
-kernel bit for bit where neither schedule splits a block row.  Run from the repository root on the GPU machine:
+kernel bit for bit where neither schedule splits a block row.  Pairs run in thread blocks of 128
+columns at widths with 16-byte rows of B and C; "pairs (warps)" is their warp kernel
+(ACC_HALF_PAIR_CTA=0), bits compared.  Run from the repository root on the GPU machine:
 
     python benchmarks/half_pairs.py [DATA_DIR] [--ns 128 512] [--reps 20] [--quick]
 
@@ -19,6 +21,7 @@ DATA_DIR adds real matrices (BSR16 forced).  One line per matrix and width; the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -41,6 +44,21 @@ def kernel_us(p, Bh, n, reps):
     ws = torch.empty(max(1, p.workspace_floats(n)), dtype=torch.float32, device="cuda")
     args = p.kernel_args(Bh.data_ptr(), C.data_ptr(), n, False, ws.data_ptr() if p.workspace_floats(n) else 0)
     return float(np.median(_cuda.time_half(args, reps, None, 0, None))) * 1e3
+
+
+@contextlib.contextmanager
+def pair_warps():
+    """Pairs on the warp kernel (ACC_HALF_PAIR_CTA=0, cuda/half_spmm.cu) inside the block; the default is thread
+    blocks of 128 columns at widths with 16-byte rows of B and C."""
+    old = os.environ.get("ACC_HALF_PAIR_CTA")
+    os.environ["ACC_HALF_PAIR_CTA"] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["ACC_HALF_PAIR_CTA"]
+        else:
+            os.environ["ACC_HALF_PAIR_CTA"] = old
 
 
 def real_matrices(directory, names=REAL) -> list:
@@ -112,6 +130,9 @@ def main():
             exact = bool(np.array_equal(Cp.cpu().numpy(), ref))
             exact_q = bool(np.array_equal(Cq.cpu().numpy(), ref))
             same = bool(torch.equal(Cr, Cp)) if splits == 0 else None
+            with pair_warps():  # the pair kernel's warp version (where the default runs thread blocks)
+                same_warp = bool(torch.equal(by_pair(Bh, out=torch.empty(m, n, device="cuda")), Cp))
+                warp_kernel_us = kernel_us(by_pair, Bh, n, args.reps)
             r = {"gpu": gpu, "matrix": name, "m": m, "k": k, "nnz": int(A.nnz), "n": n,
                  "bsr16_blocks": by_row.stats["bsr16_blocks"],
                  "pair_entries_per_block": by_pair.stats["schedule"]["pair_entries_per_block"],
@@ -121,6 +142,7 @@ def main():
                                 by_pair.stats["schedule"]["pairs"]["split_rows"]],
                  "auto": f"{auto.format}/{auto.kernel_for(n) if auto.format == 'bsr16' else '-'}",
                  "rows_us": kernel_us(by_row, Bh, n, args.reps), "pairs_us": kernel_us(by_pair, Bh, n, args.reps),
+                 "pairs_warp_us": warp_kernel_us, "bits_equal_pairs_warp": same_warp,
                  "quads_us": kernel_us(by_quad, Bh, n, args.reps), "exact": exact, "exact_quads": exact_q,
                  "bits_equal_rows": same}
             if ell is not None:
@@ -130,7 +152,7 @@ def main():
             if Ad is not None:
                 r["cublas_us"] = cuda_ms(lambda: torch.mm(Ad, Bh), args.reps) * 1e3
             rows.append(r)
-            print(f"  {name} n={n}: rows {r['rows_us']:.1f}, pairs {r['pairs_us']:.1f}, "
+            print(f"  {name} n={n}: rows {r['rows_us']:.1f}, pairs {r['pairs_us']:.1f} (warps {warp_kernel_us:.1f}), "
                   f"quads {r['quads_us']:.1f} ({r['quads_kernel']}, exact {exact_q}), "
                   f"ell {r.get('ell_us', float('nan')):.1f}, cublas {r.get('cublas_us', float('nan')):.1f}; "
                   f"entries/block {r['pair_entries_per_block']:.2f}, exact {exact}, bits = rows {same}", flush=True)
@@ -141,15 +163,16 @@ def main():
             json.dump(rows, f, indent=1)
     nan = float("nan")
     print(f"\n# {gpu}, FP16, kernel us (median of {args.reps})")
-    print("| matrix | n | entries/block (pairs, quads) | rows | pairs | quads | best warp kernel / quads | "
-          "ELL (from Python) | cuBLAS (from Python) | default | exact (pairs, quads) | bits = rows |")
-    print("|" + "---|" * 12)
+    print("| matrix | n | entries/block (pairs, quads) | rows | pairs (warps) | pairs | quads | "
+          "best of rows, pairs / quads | ELL (from Python) | cuBLAS (from Python) | default | exact (pairs, quads) | "
+          "pairs' bits = rows, = pairs (warps) |")
+    print("|" + "---|" * 13)
     for r in rows:
         e, c = r.get("ell_us", nan), r.get("cublas_us", nan)
         print(f"| {r['matrix']} | {r['n']} | {r['pair_entries_per_block']:.2f}, {r['quad_entries_per_block']:.2f} | "
-              f"{r['rows_us']:.1f} | {r['pairs_us']:.1f} | {r['quads_us']:.1f} | "
+              f"{r['rows_us']:.1f} | {r['pairs_warp_us']:.1f} | {r['pairs_us']:.1f} | {r['quads_us']:.1f} | "
               f"{min(r['rows_us'], r['pairs_us']) / r['quads_us']:.2f}x | {e:.1f} | {c:.1f} | {r['auto']} | "
-              f"{r['exact']}, {r['exact_quads']} | {r['bits_equal_rows']} |")
+              f"{r['exact']}, {r['exact_quads']} | {r['bits_equal_rows']}, {r['bits_equal_pairs_warp']} |")
 
 
 if __name__ == "__main__":
