@@ -1307,12 +1307,13 @@ template <int E> int dispatch_narrow(const acc_tf32_args &p, cudaStream_t s) {
  * kernel 1.04-1.09x at n = 1-4, results/h100_narrow_vec.md. */
 constexpr int kCsrThreads = 256;
 
-/* x = B[row, 0 .. N) as exact float operands (TF32-rounded, or the half format E's values), zeros past n.
- * VEC: n == N and B's rows aligned to N elements, so one vector load takes the row (p.n == 1 is VEC-free) */
+/* x = B[row, c0 .. c0 + N) as exact float operands (TF32-rounded, or the half format E's values), zeros past
+ * n.  VEC: the N columns in range and aligned to N elements, so one vector load takes them (the narrow
+ * kernel: n == N and c0 = 0; p.n == 1 is VEC-free) */
 template <int E, int N, bool VEC>
-__device__ __forceinline__ void csr_b(const acc_tf32_args &p, int64_t row, float (&x)[N]) {
+__device__ __forceinline__ void csr_b(const acc_tf32_args &p, int64_t row, float (&x)[N], int64_t c0 = 0) {
     if constexpr (E == ACC_TF32_ELEM_TF32) {
-        const float *b = p.B + row * p.n;
+        const float *b = p.B + row * p.n + c0;
         if constexpr (VEC && N == 4) {
             const float4 v = __ldg(reinterpret_cast<const float4 *>(b));
             x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
@@ -1322,14 +1323,14 @@ __device__ __forceinline__ void csr_b(const acc_tf32_args &p, int64_t row, float
         } else {
 #pragma unroll
             for (int c = 0; c < N; c++)
-                x[c] = c < p.n ? __ldg(b + c) : 0.f;
+                x[c] = c0 + c < p.n ? __ldg(b + c) : 0.f;
         }
 #pragma unroll
         for (int c = 0; c < N; c++)
             x[c] = __uint_as_float(to_tf32(x[c]));
         return;
     }
-    const unsigned short *b = reinterpret_cast<const unsigned short *>(p.B) + row * p.n;
+    const unsigned short *b = reinterpret_cast<const unsigned short *>(p.B) + row * p.n + c0;
     if constexpr (VEC && N == 4) {
         const uint2 v = __ldg(reinterpret_cast<const uint2 *>(b));
         x[0] = half_to_f32<E>(v.x & 0xffff), x[1] = half_to_f32<E>(v.x >> 16);
@@ -1340,7 +1341,7 @@ __device__ __forceinline__ void csr_b(const acc_tf32_args &p, int64_t row, float
     } else {
 #pragma unroll
         for (int c = 0; c < N; c++)
-            x[c] = c < p.n ? half_to_f32<E>(__ldg(b + c)) : 0.f;
+            x[c] = c0 + c < p.n ? half_to_f32<E>(__ldg(b + c)) : 0.f;
     }
 }
 
@@ -1531,37 +1532,13 @@ int dispatch_csr_narrow(const acc_tf32_args &p, cudaStream_t s) {
  * loads and stores. */
 constexpr int kCsrWideThreads = 256;
 
-/* B[col, c0 .. c0 + 3] as exact float operands (TF32-rounded, or the half format E's values), zeros past n
- * (VEC: all four in range, one 16-byte load, or 8-byte for half B) */
+/* B[col, c0 .. c0 + 3] as exact float operands (csr_b; VEC: all four in range, one 16-byte load, or 8-byte
+ * for half B) */
 template <int E, bool VEC>
 __device__ __forceinline__ float4 wide_b(const acc_tf32_args &p, int32_t col, int64_t c0) {
-    float4 v;
-    if constexpr (E != ACC_TF32_ELEM_TF32) {
-        const unsigned short *h = reinterpret_cast<const unsigned short *>(p.B) + (int64_t)col * p.n + c0;
-        if constexpr (VEC) {
-            const uint2 u = __ldg(reinterpret_cast<const uint2 *>(h));
-            v.x = half_to_f32<E>(u.x & 0xffff), v.y = half_to_f32<E>(u.x >> 16);
-            v.z = half_to_f32<E>(u.y & 0xffff), v.w = half_to_f32<E>(u.y >> 16);
-        } else {
-            v.x = c0 < p.n ? half_to_f32<E>(__ldg(h)) : 0.f;
-            v.y = c0 + 1 < p.n ? half_to_f32<E>(__ldg(h + 1)) : 0.f;
-            v.z = c0 + 2 < p.n ? half_to_f32<E>(__ldg(h + 2)) : 0.f;
-            v.w = c0 + 3 < p.n ? half_to_f32<E>(__ldg(h + 3)) : 0.f;
-        }
-        return v;
-    }
-    const float *b = p.B + (int64_t)col * p.n + c0;
-    if constexpr (VEC) {
-        v = __ldg(reinterpret_cast<const float4 *>(b));
-    } else {
-        v.x = c0 < p.n ? __ldg(b) : 0.f;
-        v.y = c0 + 1 < p.n ? __ldg(b + 1) : 0.f;
-        v.z = c0 + 2 < p.n ? __ldg(b + 2) : 0.f;
-        v.w = c0 + 3 < p.n ? __ldg(b + 3) : 0.f;
-    }
-    v.x = __uint_as_float(to_tf32(v.x)), v.y = __uint_as_float(to_tf32(v.y));
-    v.z = __uint_as_float(to_tf32(v.z)), v.w = __uint_as_float(to_tf32(v.w));
-    return v;
+    float x[4];
+    csr_b<E, 4, VEC>(p, col, x, c0);
+    return make_float4(x[0], x[1], x[2], x[3]);
 }
 
 /* The group's chunk of entries: lane j holds entries base + j + G i (i < R: column, value) */
