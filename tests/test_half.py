@@ -566,6 +566,22 @@ def runs_quads(p, n):
     return p.format == "bsr16" and p.kernel_for(n) == "quads"
 
 
+def same_bits_either_way(monkeypatch, var, p, B, shape, prec):
+    """p(B) into poisoned half and FP32 outputs with the kernel switch ``var`` (an environment variable of
+    cuda/half_spmm.cu) at "0" and at "1": asserts both settings give the same bits, returns (half, f32) on the
+    host."""
+    got = {}
+    for setting in ("0", "1"):
+        monkeypatch.setenv(var, setting)
+        half, f32 = poisoned(shape, TORCH_DT[prec]), poisoned(shape, torch.float32)
+        p(B, out=half)
+        p(B, out=f32)
+        got[setting] = (half.cpu(), f32.cpu())
+    assert torch.equal(got["0"][0].view(torch.int16), got["1"][0].view(torch.int16)), (var, shape)
+    assert torch.equal(got["0"][1].view(torch.int32), got["1"][1].view(torch.int32)), (var, shape)
+    return got["1"]
+
+
 def split_rows(p, n):
     """Block rows (BSR16) or windows (BitTCF: the TF32 kernel's schedule for width n, after a call)
     that the plan's schedule cuts over several warps or thread blocks."""
@@ -695,17 +711,9 @@ def test_gpu_bsr16_tma_path_same_bits(prec, fmt, monkeypatch):
         B = int_dense(k, n, seed=n)
         base = torch.from_numpy(np.concatenate([np.zeros(skip, np.float32), B.ravel()])).cuda().to(TORCH_DT[prec])
         Bt = base[skip:].view(k, n)  # skip 8: 16 bytes into the buffer
-        got = {}
-        for tma in ("0", "1"):
-            monkeypatch.setenv("ACC_HALF_TMA", tma)
-            half, f32 = poisoned((m, n), TORCH_DT[prec]), poisoned((m, n), torch.float32)
-            p(Bt, out=half)
-            p(Bt, out=f32)
-            got[tma] = (half.cpu(), f32.cpu())
-        assert torch.equal(got["0"][0].view(torch.int16), got["1"][0].view(torch.int16))
-        assert torch.equal(got["0"][1], got["1"][1])
-        assert np.array_equal(got["1"][1].numpy(), (A @ B).astype(np.float32))
-        assert np.array_equal(got["1"][0].double().numpy(), half_ref(A, B, prec, "half"))
+        half, f32 = same_bits_either_way(monkeypatch, "ACC_HALF_TMA", p, Bt, (m, n), prec)
+        assert np.array_equal(f32.numpy(), (A @ B).astype(np.float32))
+        assert np.array_equal(half.double().numpy(), half_ref(A, B, prec, "half"))
 
 
 @pytest.mark.gpu
@@ -730,20 +738,12 @@ def test_gpu_pairs_in_thread_blocks_same_bits(prec, monkeypatch):
             B[rng.integers(0, k, 4), rng.integers(0, n, 4)] = np.inf
             B[rng.integers(0, k, 2), rng.integers(0, n, 2)] = np.nan
         Bt = torch.from_numpy(B).cuda().to(TORCH_DT[prec])
-        got = {}
-        for cta in ("0", "1"):
-            monkeypatch.setenv("ACC_HALF_PAIR_CTA", cta)
-            half, f32 = poisoned((m, n), TORCH_DT[prec]), poisoned((m, n), torch.float32)
-            p(Bt, out=half)
-            p(Bt, out=f32)
-            got[cta] = (half.cpu(), f32.cpu())
-        assert torch.equal(got["0"][0].view(torch.int16), got["1"][0].view(torch.int16)), n
-        assert torch.equal(got["0"][1].view(torch.int32), got["1"][1].view(torch.int32)), n
+        half, f32 = same_bits_either_way(monkeypatch, "ACC_HALF_PAIR_CTA", p, Bt, (m, n), prec)
         with np.errstate(invalid="ignore"):
             want = (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32)
-        assert np.array_equal(got["1"][1].numpy(), want, equal_nan=True), n
+        assert np.array_equal(f32.numpy(), want, equal_nan=True), n
         if n != 136:
-            assert np.array_equal(got["1"][0].double().numpy(), half_ref(A, B, prec, "half")), n
+            assert np.array_equal(half.double().numpy(), half_ref(A, B, prec, "half")), n
 
 
 @pytest.mark.gpu
