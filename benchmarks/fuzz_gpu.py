@@ -1,7 +1,7 @@
 """GPU fuzz as a new user would call the library (needs a GPU, CuPy and PyTorch): random and
 adversarial shapes (hub rows and columns, a dense row, empty tails, tall K = 1..3, very wide), A as
 users pass it (unsorted, duplicates, int32/int64 indices, float32/float64), every plan kind (TF32,
-FP64 through cuSPARSE, FP16/BF16 on BSR16 (its quads forced too), on BitTCF and by the format
+FP64 through cuSPARSE, FP16/BF16 on BSR16 (its quads and pairs forced too), on BitTCF and by the format
 model, with and without reordering), B from PyTorch, CuPy and NumPy in both layouts, ``out=``,
 vectors, B and out= as views (storage offsets, column steps, CuPy negative strides), and SpGEMM
 (A Aᵀ, both algorithms, scipy and CuPy operands, plan reuse).
@@ -162,10 +162,12 @@ for it in range(iters):
     # half precisions, both formats
     A32 = Am.astype(np.float32)
     for prec in ("fp16", "bf16"):
-        for fmt in ("bsr16", "bittcf", "auto", "quads"):  # auto: the format model; quads: forced (sm_90a)
+        # auto: the format model; quads (sm_90a) and pairs (thread blocks at widths a multiple of 8): forced
+        for fmt in ("bsr16", "bittcf", "auto", "quads", "pairs"):
             tag = f"{base} {prec} {fmt}"
             try:
-                extra = {"format": "bsr16", "tuning": {"kernel": "quads"}} if fmt == "quads" else {"format": fmt}
+                extra = ({"format": "bsr16", "tuning": {"kernel": fmt}} if fmt in ("quads", "pairs")
+                         else {"format": fmt})
                 p = accspmm.plan(A32, device="gpu", precision=prec, reorder=str(rng.choice(["none", "jaccard"])),
                                  **extra)
                 tdt = torch.float16 if prec == "fp16" else torch.bfloat16
