@@ -217,26 +217,28 @@ __device__ __forceinline__ void issue(const acc_half_args &p, uint4 *stage, int6
     issue_b_tile<VEC, TMA>(p, stage, bc, n0, lane, t);
 }
 
-/* acc[8h + j] += block h of the stage (its 32 pieces at kBPieces + 32h) x tile j of the stage's B
- * tile, for the stage's H blocks (H = 2: the two rows of a pair); each B fragment is loaded once
- * (ldmatrix.x4.trans) for all H blocks. */
-template <int FMT, int H>
-__device__ __forceinline__ void consume(const uint4 *stage, int lane, float (&acc)[H * kTiles][4]) {
+/* acc[TILES h + j] += block h of the stage x tile j of its B tile's columns from piece c0, for the stage's H
+ * blocks (H = 2: the two rows of a pair); each B fragment is loaded once (ldmatrix.x4.trans) for all H
+ * blocks.  The stage: the B tile's 16 rows of ROW 16-byte pieces (piece c of row r at slot c ^ (r % 8)), then
+ * the blocks' 32 pieces each. */
+template <int FMT, int H, int TILES = kTiles, int ROW = 8>
+__device__ __forceinline__ void consume(const uint4 *stage, int lane, float (&acc)[H * TILES][4],
+                                        int c0 = 0) {
     uint4 a[H];
 #pragma unroll
     for (int h = 0; h < H; h++)
-        a[h] = stage[kBPieces + 32 * h + lane];
+        a[h] = stage[16 * ROW + 32 * h + lane];
     const int mi = lane >> 3, r = 8 * (mi & 1) + (lane & 7);
 #pragma unroll
-    for (int jj = 0; jj < kTiles / 2; jj++) {
-        const int c =
-            2 * jj + (mi >> 1); /* matrices: (k 0-7, tile 2jj), (k 8-15, 2jj), (0-7, 2jj+1), (8-15, 2jj+1) */
+    for (int jj = 0; jj < TILES / 2; jj++) {
+        /* matrices: (k 0-7, tile 2jj), (k 8-15, 2jj), (0-7, 2jj+1), (8-15, 2jj+1) */
+        const int c = c0 + 2 * jj + (mi >> 1);
         uint32_t b[4];
-        ldmatrix_x4_trans(b, stage + 8 * r + (c ^ (r & 7)));
+        ldmatrix_x4_trans(b, stage + ROW * r + (c ^ (r & 7)));
 #pragma unroll
         for (int h = 0; h < H; h++) {
-            mma<FMT>(acc[kTiles * h + 2 * jj], a[h], b[0], b[1]);
-            mma<FMT>(acc[kTiles * h + 2 * jj + 1], a[h], b[2], b[3]);
+            mma<FMT>(acc[TILES * h + 2 * jj], a[h], b[0], b[1]);
+            mma<FMT>(acc[TILES * h + 2 * jj + 1], a[h], b[2], b[3]);
         }
     }
 }
@@ -247,6 +249,18 @@ template <int N> __device__ __forceinline__ void zero_acc(float (&acc)[N][4]) {
 #pragma unroll
     for (int j = 0; j < N; j++)
         acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+}
+
+/* Whether the lane's sums acc[OFF .. OFF + TILES - 1] are all finite, in one test: v * 0 is NaN exactly for
+ * NaN and inf, and NaN stays NaN through the additions. */
+template <int OFF, int TILES, int N> __device__ __forceinline__ bool sums_finite(const float (&acc)[N][4]) {
+    float z = 0.f;
+#pragma unroll
+    for (int j = 0; j < TILES; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            z = fmaf(acc[OFF + j][e], 0.f, z);
+    return isfinite(z);
 }
 
 /* Lane (g, t): rows g and g + 8 of block row r, columns n0 + 8j + 2t and + 1 of each tile j < TILES,
@@ -278,16 +292,9 @@ __device__ __forceinline__ void write_block_row(const acc_half_args &p, const fl
         const int64_t row = r * 16 + g + 8 * h;
         dst[h] = EARLY && row < p.m ? __ldg(p.perm + row) : -1;
     }
-    /* The common case in one test for the lane's 32 sums: all finite (v * 0 is NaN exactly for NaN
-     * and inf, and NaN stays NaN through the additions) and the slice's 64 columns all below n; then
-     * the stores go out without a test per element.  Otherwise each element as below. */
-    float z = 0.f;
-#pragma unroll
-    for (int j = 0; j < TILES; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            z = fmaf(acc[OFF + j][e], 0.f, z);
-    const bool fast = isfinite(z) && n0 + 8 * TILES <= p.n;
+    /* The common case in one test for the lane's sums: all finite (sums_finite) and the slice's columns all
+     * below n; then the stores go out without a test per element.  Otherwise each element as below. */
+    const bool fast = sums_finite<OFF, TILES>(acc) && n0 + 8 * TILES <= p.n;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int i = g + 8 * h;
@@ -366,6 +373,18 @@ struct BsrOps {
     }
 };
 
+/* Pair w's block rows over TILES tiles from column n0: 2w from acc[0 .. TILES - 1], 2w + 1 from
+ * acc[TILES ..]; a split part to a 32-row slot. */
+template <int FMT, bool OUT_F32, bool VEC, int TILES>
+__device__ __forceinline__ void write_pair(const acc_half_args &p, const float (&acc)[2 * TILES][4],
+                                           int64_t w, int64_t slot, int64_t n0, int lane) {
+    write_block_row<FMT, OUT_F32, VEC, 0, 2 * TILES, false, TILES>(p, acc, 2 * w, slot,
+                                                                   ACC_HALF_WINDOW_ROWS(1), 0, n0, lane);
+    if (2 * w + 1 < p.num_brows)
+        write_block_row<FMT, OUT_F32, VEC, TILES, 2 * TILES, false, TILES>(
+            p, acc, 2 * w + 1, slot, ACC_HALF_WINDOW_ROWS(1), 16, n0, lane);
+}
+
 /* Pairs of block rows (acc_half_args.pairs): window P is block rows 2P and 2P + 1, its "blocks" the
  * entries of the union of their column blocks.  An entry's stage holds one B tile and both rows'
  * blocks (zeros where a row has none: they add +-0 to sums that start at +0, so every finite bit is
@@ -418,16 +437,11 @@ struct PairOps {
                                                          float (&acc)[kTilesN][4]) {
         consume<FMT, 2>(stage, lane, acc);
     }
-    /* Block row 2P from acc[0 .. 7], 2P + 1 from acc[8 .. 15]; a split part to a 32-row slot. */
     template <int FMT, bool OUT_F32, bool VEC>
     static __device__ __forceinline__ void write(const acc_half_args &p, const float (&acc)[kTilesN][4],
                                                  int64_t w, int64_t slot, int64_t n0, int lane,
                                                  float * /*scratch*/) {
-        write_block_row<FMT, OUT_F32, VEC, 0, kTilesN, false>(p, acc, 2 * w, slot, ACC_HALF_WINDOW_ROWS(1), 0,
-                                                              n0, lane);
-        if (2 * w + 1 < p.num_brows)
-            write_block_row<FMT, OUT_F32, VEC, kTiles, kTilesN, false>(p, acc, 2 * w + 1, slot,
-                                                                       ACC_HALF_WINDOW_ROWS(1), 16, n0, lane);
+        write_pair<FMT, OUT_F32, VEC, kTiles>(p, acc, w, slot, n0, lane);
     }
 };
 
@@ -587,34 +601,13 @@ __device__ __forceinline__ void cta_issue(const acc_half_args &p, uint4 *stage, 
         issue_block_values(p, stage + kCtaBPieces + (tid & 32), tid < 32 ? e.top : e.bottom, tid & 31);
 }
 
-/* acc[j] (rows of the top block) and acc[4 + j] (bottom) += the stage's blocks x warp w's 4 tiles of B. */
-template <int FMT>
-__device__ __forceinline__ void cta_consume(const uint4 *stage, int warp, int lane, float (&acc)[8][4]) {
-    const uint4 a0 = stage[kCtaBPieces + lane], a1 = stage[kCtaBPieces + 32 + lane];
-    const int mi = lane >> 3, r = 8 * (mi & 1) + (lane & 7);
-#pragma unroll
-    for (int jj = 0; jj < 2; jj++) {
-        const int c = 4 * warp + 2 * jj + (mi >> 1);
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, stage + 16 * r + (c ^ (r & 7)));
-        mma<FMT>(acc[2 * jj], a0, b[0], b[1]);
-        mma<FMT>(acc[2 * jj + 1], a0, b[2], b[3]);
-        mma<FMT>(acc[4 + 2 * jj], a1, b[0], b[1]);
-        mma<FMT>(acc[4 + 2 * jj + 1], a1, b[2], b[3]);
-    }
-}
-
-/* Pair w's two block rows from warp w's 32 columns at nw, the general case (write_block_row at 4 tiles: a
+/* Pair w's two block rows from warp w's 32 columns at nw, the general case (write_pair at 4 tiles: a
  * split part's workspace slot, sums that are not finite, columns beyond n, rows beyond m), out of line so
  * that the common case keeps its registers. */
 template <int FMT, bool OUT_F32>
 __device__ __noinline__ void cta_write_slow(const acc_half_args &p, const float (&acc)[8][4], int64_t w,
                                             int64_t slot, int64_t nw, int lane) {
-    write_block_row<FMT, OUT_F32, true, 0, 8, false, 4>(p, acc, 2 * w, slot, ACC_HALF_WINDOW_ROWS(1), 0, nw,
-                                                        lane);
-    if (2 * w + 1 < p.num_brows)
-        write_block_row<FMT, OUT_F32, true, 4, 8, false, 4>(p, acc, 2 * w + 1, slot, ACC_HALF_WINDOW_ROWS(1),
-                                                            16, nw, lane);
+    write_pair<FMT, OUT_F32, true, 4>(p, acc, w, slot, nw, lane);
 }
 
 /* Pair w's rows from warp w's 32 columns at nw: lane (g, t) holds rows g, 8 + g, 16 + g and 24 + g, columns
@@ -625,13 +618,7 @@ template <int FMT, bool OUT_F32>
 __device__ __forceinline__ void cta_write(const acc_half_args &p, const float (&acc)[8][4], int64_t w,
                                           int64_t slot, int64_t nw, int lane) {
     const int g = lane >> 2, t = lane & 3;
-    float z = 0.f;
-#pragma unroll
-    for (int j = 0; j < 8; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            z = fmaf(acc[j][e], 0.f, z);
-    if (slot >= 0 || !isfinite(z) || nw + 32 > p.n || 32 * w + 32 > p.m) {
+    if (slot >= 0 || !sums_finite<0, 8>(acc) || nw + 32 > p.n || 32 * w + 32 > p.m) {
         float copy[8][4];
 #pragma unroll
         for (int j = 0; j < 8; j++)
@@ -697,7 +684,8 @@ __global__ void __launch_bounds__(kWarps * 32, kCtaBlocksPerSm)
                 cta_issue(p, smem + (i + S - 1) % S * kCtaStage,
                           PairOps::cols(cache, p, b0 + i + S - 1, b0 + nb, lane), n0, tid);
             cp_commit();
-            cta_consume<FMT>(smem + i % S * kCtaStage, warp, lane, acc);
+            /* acc[j] (the top block's rows) and acc[4 + j] (bottom) += both blocks x warp w's 4 tiles */
+            consume<FMT, 2, 4, kCtaCols / 8>(smem + i % S * kCtaStage, lane, acc, 4 * warp);
             if (i + 1 == stop) { /* block-uniform: pair w is complete */
                 cta_write<FMT, OUT_F32>(p, acc, w, slot, nw, lane);
                 zero_acc(acc);
