@@ -1606,30 +1606,22 @@ __device__ __forceinline__ float4 wide_walk(const acc_tf32_args &p, unsigned gma
     return acc;
 }
 
-/* C[row, c0 .. c0 + 3] = v (the columns below n) in the output format */
+/* C[row, c0 .. c0 + 3] = v (the columns below n) in the output format: one 8- or 16-byte store (VEC), else
+ * store_c's element by element */
 template <int E, bool VEC>
 __device__ __forceinline__ void wide_store(const acc_tf32_args &p, int64_t row, int64_t c0, float4 v) {
-    if (E != ACC_TF32_ELEM_TF32 && !p.out_f32) {
-        unsigned short *h = reinterpret_cast<unsigned short *>(p.C) + row * p.n + c0;
+    const int64_t at = row * p.n + c0;
+    if constexpr (!VEC) {
+        const float x[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            if (c0 + c < p.n) store_c<E>(p.C, p.out_f32, at + c, x[c]);
+    } else if (E != ACC_TF32_ELEM_TF32 && !p.out_f32) {
         const unsigned x = to_half<E>(v.x), y = to_half<E>(v.y), z = to_half<E>(v.z), w = to_half<E>(v.w);
-        if constexpr (VEC) {
-            __stcs(reinterpret_cast<uint2 *>(h), make_uint2(x | y << 16, z | w << 16));
-        } else {
-            if (c0 < p.n) __stcs(h, (unsigned short)x);
-            if (c0 + 1 < p.n) __stcs(h + 1, (unsigned short)y);
-            if (c0 + 2 < p.n) __stcs(h + 2, (unsigned short)z);
-            if (c0 + 3 < p.n) __stcs(h + 3, (unsigned short)w);
-        }
-        return;
-    }
-    float *c = p.C + row * p.n + c0;
-    if constexpr (VEC) {
-        __stcs(reinterpret_cast<float4 *>(c), v);
+        __stcs(reinterpret_cast<uint2 *>(reinterpret_cast<unsigned short *>(p.C) + at),
+               make_uint2(x | y << 16, z | w << 16));
     } else {
-        if (c0 < p.n) __stcs(c, v.x);
-        if (c0 + 1 < p.n) __stcs(c + 1, v.y);
-        if (c0 + 2 < p.n) __stcs(c + 2, v.z);
-        if (c0 + 3 < p.n) __stcs(c + 3, v.w);
+        __stcs(reinterpret_cast<float4 *>(p.C + at), v);
     }
 }
 
