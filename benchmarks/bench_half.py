@@ -1,11 +1,14 @@
 """FP16 / BF16 SpMM (accspmm._half, BSR16 on mma.m16n8k16) against the vendor paths, one process:
 
-    python benchmarks/bench_half.py [DIR] [--ns 32 128 256 512] [--sizes 8192] [--sparsity 0.5 0.7 0.9 0.95 0.99]
+    python benchmarks/bench_half.py [DIR] [--ns 32 128 256 512] [--sizes 8192] [--sparsity 0.5 ... 0.995]
+                                    [--bands 64 256 1024 4096] [--band-size 8192]
                                     [--prec fp16 bf16] [--reps 20] [--only NAME ...] [--out DIR]
 
 Matrices: synthetic block matrices of 32 x 32 dense blocks (``uniform``: the same number of blocks
 in every block row; ``irregular``: blocks per block row drawn from a power law with the same
-total), size x size for each ``--sizes``, at each ``--sparsity`` (fraction of zero blocks); and
+total), size x size for each ``--sizes``, at each ``--sparsity`` (fraction of zero blocks); SMaT's
+band matrices (``band_matrix``: --band-size square, each --bands bandwidth; ``--bands`` with no
+value skips them); and
 every Matrix Market file of DIR (real matrices, unstructured; their pattern with random normal values, which every format
 represents) at N = 128 and 512.
 
@@ -93,6 +96,20 @@ def block_matrix(size, sparsity, kind, bs=32, seed=0):
     rows, cols = np.concatenate(rows), np.concatenate(cols)
     data = rng.standard_normal((rows.size, bs, bs)).astype(np.float32)
     return sp.bsr_matrix((data, cols, np.concatenate(([0], np.cumsum(per)))), shape=(size, size)).tocsr()
+
+
+def band_matrix(size, width, seed=0):
+    """size x size band matrix of bandwidth ``width`` (SMaT's synthetic benchmark, section VI): entry (i, j)
+    stored iff |i - j| <= width // 2, standard normal values; its 16 x 16 and 32 x 32 blocks are dense inside
+    the band, so no reordering helps."""
+    h = width // 2
+    i = np.arange(size, dtype=np.int64)
+    lo, hi = np.maximum(0, i - h), np.minimum(size - 1, i + h)
+    counts = hi - lo + 1
+    indptr = np.concatenate(([0], np.cumsum(counts)))
+    idx = np.arange(indptr[-1], dtype=np.int64) - np.repeat(indptr[:-1] - lo, counts)
+    data = np.random.default_rng(seed).standard_normal(idx.size).astype(np.float32)
+    return sp.csr_matrix((data, idx.astype(np.int32), indptr), shape=(size, size))
 
 
 class BlockedEll:
@@ -290,7 +307,10 @@ def main():
     ap.add_argument("--ns", type=int, nargs="*", default=[32, 128, 256, 512])
     ap.add_argument("--real-ns", type=int, nargs="*", default=[128, 512])
     ap.add_argument("--sizes", type=int, nargs="*", default=[8192])
-    ap.add_argument("--sparsity", type=float, nargs="*", default=[0.5, 0.7, 0.9, 0.95, 0.99])
+    ap.add_argument("--sparsity", type=float, nargs="*", default=[0.5, 0.7, 0.9, 0.95, 0.99, 0.995])
+    ap.add_argument("--bands", type=int, nargs="*", default=[64, 256, 1024, 4096],
+                    help="bandwidths of SMaT's band matrices (band_matrix), --band-size square")
+    ap.add_argument("--band-size", type=int, default=8192)
     ap.add_argument("--kinds", nargs="*", default=["uniform", "irregular"])
     ap.add_argument("--prec", nargs="*", default=["fp16", "bf16"])
     ap.add_argument("--reps", type=int, default=20)
@@ -308,6 +328,10 @@ def main():
             for s in args.sparsity:
                 A = block_matrix(size, s, kind)
                 syn += run_matrix(f"{kind}32-{size}-{s:g}", A, args.ns, args.prec, args.reps, 32, hbm, size * size <= 1 << 28)
+    band = []
+    for width in args.bands:
+        band += run_matrix(f"band-{args.band_size}-{width}", band_matrix(args.band_size, width), args.ns, args.prec,
+                           args.reps, 32, hbm, args.band_size ** 2 <= 1 << 28)
     real = []
     for name, A in datasets.matrices(args.dir, args.only, np.float32) if args.dir else ():
         if A.nnz < args.min_nnz:
@@ -316,17 +340,18 @@ def main():
         real += run_matrix(name, A, args.real_ns, args.prec, args.reps, 16, hbm, A.shape[0] * A.shape[1] <= 1 << 28)
     os.makedirs(args.out, exist_ok=True)
     summary = {}
-    for label, rows in (("synthetic", syn), ("real", real)):
+    for label, rows in (("synthetic", syn), ("band", band), ("real", real)):
         for key in ("vs_cublas", "vs_ell", "vs_torch_bsr", "vs_torch_csr", "vs_tf32"):
             summary[f"{label} geomean {key}"] = geomean([r.get(key) for r in rows])
     meta = {"gpu": gpu, "sms": info.get("sm_count"), "date": datetime.date.today().isoformat(),
             "hbm_gbs_assumed": hbm, "args": vars(args)}
     with open(os.path.join(args.out, "half.json"), "w") as fh:
-        json.dump({"meta": meta, "synthetic": syn, "real": real, "summary": summary}, fh, indent=1)
+        json.dump({"meta": meta, "synthetic": syn, "band": band, "real": real, "summary": summary}, fh, indent=1)
     md = [f"# FP16/BF16 SpMM ({gpu}, {meta['date']})", "",
           "Times in ms per call (20 back-to-back calls between CUDA events, warm L2, median of the bursts; "
           "accspmm_kernel_ms: the kernel alone, launched from C); vs_X = X's time / accspmm's user-level time.", "",
-          table(syn, "Synthetic 32 x 32 block matrices"), "", table(real, "Real matrices"), "", "## Summary", ""]
+          table(syn, "Synthetic 32 x 32 block matrices"), "",
+          table(band, "Band matrices (SMaT's synthetic benchmark)"), "", table(real, "Real matrices"), "", "## Summary", ""]
     md += [f"- {k}: {v:.3f}" for k, v in summary.items()]
     with open(os.path.join(args.out, "half.md"), "w") as fh:
         fh.write("\n".join(md) + "\n")
