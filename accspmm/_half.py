@@ -88,6 +88,16 @@ LAYOUT_BYTES = {"bsr16": 16 * 128 + 512, "bittcf": 8 * 128 + 128 + 48}
 #: the price of multiplying a zero block where only one row of the pair has one (bcsstk16, 0.62
 #: entries per block: 0.85x).
 PAIR_SHARE_MAX = 0.55
+#: ... or at most PAIR_SHARE_MAX_BLOCKS at widths a multiple of 8, which run the pairs on thread blocks of
+#: 128 columns (pair_cta_kernel): its 72 registers a lane hide the zero blocks' extra MMAs.  H100, FP16,
+#: kernel us, rows -> pairs on thread blocks at n = 256 / 512 (benchmarks/NOTES.md, 2026-11-27 13:18):
+#: band matrices 8192^2 of bandwidth 32 (0.67 entries per block) 9.9 -> 8.3 / 14.5 -> 12.0, bandwidth 64
+#: (0.60) 10.4 -> 9.3 / 16.2 -> 14.0; bcsstk16 (0.62) 12.9 -> 12.8 / 20.2 -> 17.4; BSR16 forced on
+#: PROTEINS_full (0.64) 1.09x / 1.16x, bcsstk13 (0.63) 1.07x / 1.04x, bayer10 (0.64) 0.96x / 1.04x,
+#: minnesota (0.67) 1.06x / 0.99x, blogcatalog (0.67) 1.10x / 0.93x; and past it, cnr-2000 and rajat01
+#: (0.73) 0.97x / 0.86x at n = 512.  The warp kernel, which other widths run, lost there (bcsstk16 0.80x at
+#: n = 256).
+PAIR_SHARE_MAX_BLOCKS = 0.68
 #: ... and there only from this width up: the pair kernel holds 64 accumulators a lane (168 registers:
 #: 12 warps per SM against the row kernel's 16), which narrow products pay for.  H100, FP16, kernel us,
 #: rows -> pairs (results/h100_half_stackframe.txt, new build): uniform 32 x 32 blocks of 8192², 70%
@@ -121,6 +131,16 @@ PAIR_MIN_N = 256
 QUAD_MIN_N = 1
 QUAD_SHARE_MAX = 0.55
 QUAD_MIN_ENTRIES = 48  # 41 entries (uniform 32768^2, 99%): 0.77x at n = 128; 50 (8192^2, 95%): 1.18x
+#: ... or, for the kernel choice of a BSR16 plan (not the format model), quads with at most QUAD_PAIR_RATIO
+#: times the pairs' entries (B's tiles read that much less often than on pairs) and at least
+#: QUAD_MIN_ENTRIES_SHARED entries a nonempty quad: band matrices, whose neighbouring rows share their
+#: column blocks.  H100, FP16, kernel us at n = 128 / 256 / 512, the best of rows and pairs -> quads
+#: (benchmarks/NOTES.md, 2026-11-27 13:18): bandwidth 256 of 8192^2 (0.56 times the pairs' entries, 21
+#: entries a quad) 11.7 -> 9.9 / 15.7 -> 13.2 / 27.0 -> 20.7; bandwidth 512 (0.53, 37) 17.3 -> 10.8 / 24.4 ->
+#: 15.4 / 44.7 -> 25.2; bandwidth 128 (0.60, 13 entries) level (8.9 -> 9.0 / 11.3 -> 11.8 / 18.1 -> 18.0).
+#: 32 x 32 blocks put about 1.0 times the pairs' entries in quads, so QUAD_MIN_ENTRIES stays their rule.
+QUAD_PAIR_RATIO = 0.6
+QUAD_MIN_ENTRIES_SHARED = 16
 #: bytes an SM moves per quad entry and 64 columns: B's 16 rows, and the entry's packed blocks (2,048 bytes
 #: per thread block of 128 columns at n <= 128), for the format model (_quad_model)
 QUAD_ENTRY_BYTES = 16 * 128 + 1024
@@ -328,13 +348,16 @@ def _quads_may_win(bo16: np.ndarray, tc_blocks: int) -> bool:
     return bool(QUAD_ENTRY_BYTES * per_sm < LAYOUT_BYTES["bittcf"] * tc_blocks / REF_SMS)
 
 
-def _quad_rule(quads: tuple, bsr16_blocks: int) -> tuple:
+def _quad_rule(quads: tuple, bsr16_blocks: int, pair_entries: int | None = None) -> tuple:
     """(union entries per block, mean entries of a nonempty quad, whether the quads run by default: at
-    most QUAD_SHARE_MAX and at least QUAD_MIN_ENTRIES) of ``group_index``'s quads."""
+    most QUAD_SHARE_MAX and at least QUAD_MIN_ENTRIES; or, given the pairs' entries, at most
+    QUAD_PAIR_RATIO times those and at least QUAD_MIN_ENTRIES_SHARED) of ``group_index``'s quads."""
     per = np.diff(quads[0])
     per = per[per > 0]
     share, mean = quads[1].size / max(bsr16_blocks, 1), float(per.mean()) if per.size else 0.0
-    return share, mean, share <= QUAD_SHARE_MAX and mean >= QUAD_MIN_ENTRIES
+    shared = pair_entries is not None and quads[1].size <= QUAD_PAIR_RATIO * pair_entries
+    return share, mean, (share <= QUAD_SHARE_MAX and mean >= QUAD_MIN_ENTRIES
+                         or shared and mean >= QUAD_MIN_ENTRIES_SHARED)
 
 
 def _quad_model(quads: tuple, schedule: tuple, bsr16_blocks: int, tc_blocks: int) -> dict:
@@ -459,6 +482,7 @@ class HalfPlan:
         self._narrow_dev = {}
         self._T = None
         self._pair_min_n = None  # BSR16 on the GPU: pairs of block rows from this width up (PAIR_MIN_N)
+        self._pair_step = 1  # ... at widths a multiple of this (8: only where pair_cta_kernel runs)
         self._quad_min_n = None  # ... quads of block rows on warpgroup MMA (half_wgmma.cu) from this width up
         self._quad_makespan = 0  # ... their schedule's predicted entries an SM (acc_half_args.quad_makespan)
         self._layouts = {}  # BSR16 on the GPU: "rows" (and "pairs") -> (tasks, split rows, slots)
@@ -575,16 +599,18 @@ class HalfPlan:
             po, pc, pb = pair_index(offsets, f["block_cols"], k)
             share = pc.size / nblocks if nblocks else 1.0
             if kernel == "auto":
-                self._pair_min_n = PAIR_MIN_N if share <= PAIR_SHARE_MAX else None
+                self._pair_min_n = PAIR_MIN_N if share <= PAIR_SHARE_MAX_BLOCKS else None
+                self._pair_step = 1 if share <= PAIR_SHARE_MAX else 8
                 why = (f"{share:.2f} union entries per block over pairs of block rows: pairs at <= {PAIR_SHARE_MAX} "
-                       f"and n >= {PAIR_MIN_N}")
+                       f"(<= {PAIR_SHARE_MAX_BLOCKS} at widths a multiple of 8) and n >= {PAIR_MIN_N}")
                 if nblocks and cu.half_quads_usable():
                     quads = quads or group_index(offsets, f["block_cols"], k, 4)
-                    qshare, mean, rule = _quad_rule(quads, nblocks)
+                    qshare, mean, rule = _quad_rule(quads, nblocks, pc.size)
                     if rule:
                         self._quad_min_n = QUAD_MIN_N
                     why += (f"; quads: {qshare:.2f} union entries per block, {mean:.1f} entries a nonempty quad: "
-                            f"quads at <= {QUAD_SHARE_MAX}, >= {QUAD_MIN_ENTRIES} and n >= {QUAD_MIN_N}")
+                            f"quads at <= {QUAD_SHARE_MAX} and >= {QUAD_MIN_ENTRIES}, or at <= {QUAD_PAIR_RATIO} "
+                            f"times the pairs' entries and >= {QUAD_MIN_ENTRIES_SHARED}, for n >= {QUAD_MIN_N}")
             elif kernel == "quads":
                 if cu.half_quads_usable():
                     self._quad_min_n = 0
@@ -598,7 +624,8 @@ class HalfPlan:
             if self._quad_min_n is not None:
                 kernels = f"quads for n >= {self._quad_min_n}, else rows"
             elif self._pair_min_n is not None:
-                kernels = f"pairs for n >= {self._pair_min_n}, else rows"
+                kernels = (f"pairs for n >= {self._pair_min_n}" + (" and a multiple of 8" if self._pair_step > 1 else "")
+                           + ", else rows")
             sched = self.stats["schedule"] = {"kernel": kernels, "kernel_why": why, "pair_entries_per_block": share}
             self._layouts = {}
             for layout in ("rows", "pairs", "quads"):
@@ -640,7 +667,7 @@ class HalfPlan:
                 launchers[layout] = cu.HalfLauncher(m, k, *a[4:12], a[12], self._layouts[layout][2], _FMT[precision],
                                                     self._device_id, *a[18:])
             if wide is not None and wide != base:
-                launchers[base].set_wide(launchers[wide], wide_min)
+                launchers[base].set_wide(launchers[wide], wide_min, self._pair_step if wide == "pairs" else 1)
             self._fast = launchers[base].call
             self._half_launcher = launchers[base]
             if kernel == "auto" and cu.tf32_narrow_max() > 0:
@@ -814,10 +841,12 @@ class HalfPlan:
         TF32 kernel's CUDA-core paths instead: ``stats["narrow"]``): "quads" (warpgroups per quad of block
         rows; at widths that are not a multiple of 8, for a B or C off a 16-byte boundary, and at other widths
         that are not a multiple of 64 where the copies cost less than B's per-chunk requests, on copies padded
-        to a multiple of 64), "pairs" (a warp per pair of block rows) or "rows"."""
+        to a multiple of 64), "pairs" (a pair of block rows a warp, or a thread block at widths a multiple of 8;
+        where the pairs share fewer column blocks, PAIR_SHARE_MAX_BLOCKS, only at those widths) or "rows"."""
         if self._quad_min_n is not None and n >= self._quad_min_n:
             return "quads"
-        return "pairs" if self._pair_min_n is not None and n >= self._pair_min_n else "rows"
+        pairs = self._pair_min_n is not None and n >= self._pair_min_n and n % self._pair_step == 0
+        return "pairs" if pairs else "rows"
 
     def workspace_floats(self, n: int) -> int:
         """Floats of split-row workspace a call of width n needs (0 without split rows); widths

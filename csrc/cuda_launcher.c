@@ -515,8 +515,9 @@ typedef struct HalfLauncherObject {
     int64_t slots; /* workspace slots of ACC_HALF_WINDOW_ROWS(pairs) x max(n, 8) floats */
     elem_type et;
     unsigned long long fast_calls;
-    PyObject *wide; /* a HalfLauncher that takes the calls of n >= wide_min_n (set_wide), or NULL */
-    int64_t wide_min_n;
+    PyObject *wide; /* a HalfLauncher that takes the calls of n >= wide_min_n, a multiple of wide_step
+                     * (set_wide), or NULL */
+    int64_t wide_min_n, wide_step;
     PyObject *narrow; /* a Launcher that takes the calls of n <= narrow_max_n (set_narrow), or NULL: Python */
     int64_t narrow_max_n;
 } HalfLauncherObject;
@@ -589,7 +590,8 @@ static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *a
         self->narrow_max_n) /* the narrow widths' Launcher (its own counts), or Python until it is made */
         return self->narrow ? launcher_call((LauncherObject *)self->narrow, args, nargs) : Py_NewRef(Py_None);
     HalfLauncherObject *outer = self; /* counts the call */
-    if (self->wide && vb.cols >= self->wide_min_n) self = (HalfLauncherObject *)self->wide;
+    if (self->wide && vb.cols >= self->wide_min_n && vb.cols % self->wide_step == 0)
+        self = (HalfLauncherObject *)self->wide;
     const acc_half_args *base = &self->base;
     if (vb.device != self->device || vb.rows != base->k || base->m == 0 || base->num_tasks == 0)
         Py_RETURN_NONE;
@@ -642,12 +644,16 @@ static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *a
     return C;
 }
 
-/* set_wide(launcher, min_n): calls of n >= min_n go to `launcher` (another plan layout of the same
- * matrix, e.g. BSR16 on pairs of block rows); None detaches it. */
+/* set_wide(launcher, min_n, step=1): calls of n >= min_n, n a multiple of step, go to `launcher` (another
+ * plan layout of the same matrix, e.g. BSR16 on pairs of block rows); None detaches it. */
 static PyObject *half_launcher_set_wide(HalfLauncherObject *self, PyObject *args) {
     PyObject *wide;
-    long long min_n;
-    if (!PyArg_ParseTuple(args, "OL", &wide, &min_n)) return NULL;
+    long long min_n, step = 1;
+    if (!PyArg_ParseTuple(args, "OL|L", &wide, &min_n, &step)) return NULL;
+    if (step < 1) {
+        PyErr_SetString(PyExc_ValueError, "set_wide's step must be at least 1");
+        return NULL;
+    }
     if (wide != Py_None && (Py_TYPE(wide) != Py_TYPE((PyObject *)self) || wide == (PyObject *)self ||
                             ((HalfLauncherObject *)wide)->wide)) {
         PyErr_SetString(PyExc_TypeError, "set_wide takes another HalfLauncher without one of its own");
@@ -655,6 +661,7 @@ static PyObject *half_launcher_set_wide(HalfLauncherObject *self, PyObject *args
     }
     Py_XSETREF(self->wide, wide == Py_None ? NULL : Py_NewRef(wide));
     self->wide_min_n = min_n;
+    self->wide_step = step;
     Py_RETURN_NONE;
 }
 
@@ -684,7 +691,7 @@ static PyMethodDef half_launcher_methods[] = {
     {"call", (PyCFunction)(void (*)(void))half_launcher_call, METH_FASTCALL,
      "call(B, out) -> C, or None where the Python layer must take the call"},
     {"set_wide", (PyCFunction)(void (*)(void))half_launcher_set_wide, METH_VARARGS,
-     "set_wide(launcher, min_n): calls of n >= min_n go to launcher"},
+     "set_wide(launcher, min_n, step=1): calls of n >= min_n, a multiple of step, go to launcher"},
     {"set_narrow", (PyCFunction)(void (*)(void))half_launcher_set_narrow, METH_VARARGS,
      "set_narrow(launcher, max_n): calls of n <= max_n go to a (TF32-kernel) Launcher"},
     {NULL, NULL, 0, NULL}};

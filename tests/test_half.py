@@ -366,6 +366,37 @@ def test_quad_model_takes_dense_graphs_only():
         assert gate or not model["wins"]
 
 
+def band_csr(size, width, seed=0):
+    """size x size band matrix, entries |i - j| <= width // 2 with integer values (SMaT's band matrices)."""
+    i, j = np.indices((size, size))
+    dense = np.where(np.abs(i - j) <= width // 2, np.random.default_rng(seed).integers(1, 4, (size, size)), 0)
+    return sp.csr_matrix(dense.astype(np.float32))
+
+
+def test_quad_rule_takes_quads_that_share_more_than_pairs():
+    """The kernel choice's quads (_quad_rule with the pairs' entries): a band matrix of bandwidth 256, whose
+    quads hold about 0.56 times the pairs' entries with about 21 entries each, runs quads; without the pairs'
+    entries (the format model's rule) it needs QUAD_MIN_ENTRIES; a narrow band (13 entries a quad) and 32 x 32
+    blocks (quads hold about as many entries as pairs) keep their rows or pairs."""
+    def rule(A, with_pairs=True):
+        A = sp.csr_matrix(A)
+        m, k = A.shape
+        perm = np.arange(m, dtype=np.int64)
+        f = _core.bsr16_build(m, k, A.indptr.astype(np.int64), A.indices.astype(np.int32),
+                              np.zeros(A.nnz, np.uint16), perm)
+        bo, bc = f["brow_offsets"], f["block_cols"]
+        quads, pairs = _half.group_index(bo, bc, k, 4), _half.pair_index(bo, bc, k)
+        got = _half._quad_rule(quads, int(bo[-1]), pairs[1].size if with_pairs else None)
+        return got, quads[1].size / pairs[1].size
+    (share, mean, takes), ratio = rule(band_csr(2048, 256))
+    assert takes and _half.QUAD_MIN_ENTRIES_SHARED <= mean < _half.QUAD_MIN_ENTRIES
+    assert share > _half.QUAD_SHARE_MAX / 2 and ratio <= _half.QUAD_PAIR_RATIO
+    assert not rule(band_csr(2048, 256), with_pairs=False)[0][2]
+    assert not rule(band_csr(2048, 128))[0][2]  # 0.60 of the pairs' entries, 13 entries a quad
+    blocks = blocky_matrix(2048, 2048, density=0.05, seed=3)
+    assert not rule(blocks)[0][2] and rule(blocks)[0][1] < _half.QUAD_MIN_ENTRIES
+
+
 def test_makespan_is_greedy_list_scheduling():
     rng = np.random.default_rng(0)
     for _ in range(20):
@@ -1004,6 +1035,37 @@ def test_gpu_bsr16_kernel_model():
     p = accspmm.plan(shifted, device="gpu", precision="fp16", format="bsr16")
     assert p.stats["schedule"]["pair_entries_per_block"] > _half.PAIR_SHARE_MAX
     assert p.kernel_for(10**6) == "rows" and "pairs" not in p.stats["schedule"]
+
+
+@pytest.mark.gpu
+def test_gpu_bsr16_kernel_model_bands():
+    """Band matrices: pairs at 0.60 union entries per block (bandwidth 64) only at widths a multiple of 8,
+    which run them on thread blocks, from Python and the C call alike; quads for bandwidth 256, whose quads
+    hold under QUAD_PAIR_RATIO times the pairs' entries.  Exact either way."""
+    narrow = band_csr(2048, 64, seed=1)
+    p = accspmm.plan(narrow, device="gpu", precision="fp16", format="bsr16")
+    sched = p.stats["schedule"]
+    assert _half.PAIR_SHARE_MAX < sched["pair_entries_per_block"] <= _half.PAIR_SHARE_MAX_BLOCKS, sched["kernel_why"]
+    assert [p.kernel_for(n) for n in (248, 256, 260, 264)] == ["rows", "pairs", "rows", "pairs"], sched["kernel"]
+    launcher = p._fast.__self__
+    before = launcher.fast_calls
+    for n in (256, 260):
+        B = int_dense(2048, n, seed=n)
+        Bt = torch.from_numpy(B).cuda().half()
+        C = p(Bt)  # a half C: the C call, which routes n as kernel_for does
+        assert np.array_equal(C.double().cpu().numpy(), half_ref(narrow, B, "fp16", "half")), n
+        C = p(Bt, out=poisoned((2048, n), torch.float32))  # a float32 C: the Python layer's call
+        assert np.array_equal(C.cpu().numpy(), (narrow @ B).astype(np.float32)), n
+    assert launcher.fast_calls == before + 2
+    if not quads_usable():
+        return
+    wide = band_csr(2048, 256, seed=2)
+    p = accspmm.plan(wide, device="gpu", precision="fp16", format="bsr16")
+    assert p.kernel_for(128) == "quads" and p.kernel_for(100) == "quads", p.stats["schedule"]["kernel_why"]
+    for n in (100, 128):
+        B = int_dense(2048, n, seed=n)
+        C = p(torch.from_numpy(B).cuda().half())
+        assert np.array_equal(C.double().cpu().numpy(), half_ref(wide, B, "fp16", "half")), n
 
 
 @pytest.mark.gpu
