@@ -112,6 +112,16 @@ PAIR_SHARE_MAX_BLOCKS = 0.68
 #: rule fitted to these eight cases was kept, so pairs run from n = 256 up.  (Either kernel is
 #: deterministic; a width's kernel is fixed, as the TF32 schedule is per width.)
 PAIR_MIN_N = 256
+#: ... or from PAIR_MIN_N_UNSPLIT where the pairs share their column blocks (PAIR_SHARE_MAX) and their schedule
+#: splits no pair, at the widths below PAIR_MIN_N that fill the thread-block kernel's last 128-column slice
+#: more than half (fills_slices: 128 and 200-248, not 136-192, where the row kernel's 64-column slices waste
+#: less).  H100, FP16, kernel us, rows -> pairs (benchmarks/NOTES.md, 2026-11-27 13:18): n = 128, uniform
+#: 32 x 32 blocks of 8192^2 at 98 / 99 / 99.5% 10.1 -> 9.1, 8.0 -> 7.3, 7.2 -> 6.5, of 32768^2 at 99 / 99.5%
+#: 37.9 -> 31.1, 23.9 -> 19.4; n = 200 12.5 -> 12.0, 17.1 -> 14.0, 71.0 -> 58.5, 47.2 -> 40.5; left to rows:
+#: n = 136 9.6 -> 12.3 (32768^2: 32.4 -> 39.9), n = 192 9.4 -> 12.1, n = 32-96 1.1-1.5x slower, and split
+#: pairs (irregular 32 x 32 block rows at 99%, n = 128: 16.2 -> 17.4).
+PAIR_MIN_N_UNSPLIT = 128
+PAIR_CTA_COLS = 128  # columns of a thread block of the pair kernel (ACC_HALF_CTA_COLS, cuda/half_spmm.h)
 #: BSR16 on quads of block rows (64 rows) with Hopper's warpgroup MMA (cuda/half_wgmma.cu; a GPU of
 #: compute capability 9.0): a thread block per quad and column tile multiplies the union of the four rows'
 #: column blocks, B's tiles by TMA, so each tile feeds 64 rows.  It runs where (1) the quads share their
@@ -348,6 +358,12 @@ def _quads_may_win(bo16: np.ndarray, tc_blocks: int) -> bool:
     return bool(QUAD_ENTRY_BYTES * per_sm < LAYOUT_BYTES["bittcf"] * tc_blocks / REF_SMS)
 
 
+def fills_slices(n: int) -> bool:
+    """Whether width n runs the pairs' thread blocks (a multiple of 8) with its last PAIR_CTA_COLS-column slice
+    more than half full (acc_half_fills_slices, cuda/half_spmm.h, which the C call applies)."""
+    return n % 8 == 0 and (n % PAIR_CTA_COLS == 0 or n % PAIR_CTA_COLS > PAIR_CTA_COLS // 2)
+
+
 def _quad_rule(quads: tuple, bsr16_blocks: int, pair_entries: int | None = None) -> tuple:
     """(union entries per block, mean entries of a nonempty quad, whether the quads run by default: at
     most QUAD_SHARE_MAX and at least QUAD_MIN_ENTRIES; or, given the pairs' entries, at most
@@ -483,6 +499,7 @@ class HalfPlan:
         self._T = None
         self._pair_min_n = None  # BSR16 on the GPU: pairs of block rows from this width up (PAIR_MIN_N)
         self._pair_step = 1  # ... at widths a multiple of this (8: only where pair_cta_kernel runs)
+        self._pair_sliced_n = 0  # ... and below this width only at widths that fill_slices
         self._quad_min_n = None  # ... quads of block rows on warpgroup MMA (half_wgmma.cu) from this width up
         self._quad_makespan = 0  # ... their schedule's predicted entries an SM (acc_half_args.quad_makespan)
         self._layouts = {}  # BSR16 on the GPU: "rows" (and "pairs") -> (tasks, split rows, slots)
@@ -601,8 +618,12 @@ class HalfPlan:
             if kernel == "auto":
                 self._pair_min_n = PAIR_MIN_N if share <= PAIR_SHARE_MAX_BLOCKS else None
                 self._pair_step = 1 if share <= PAIR_SHARE_MAX else 8
+                if share <= PAIR_SHARE_MAX and schedule(po)[1].shape[0] == 0:  # no split pair
+                    self._pair_min_n, self._pair_sliced_n = PAIR_MIN_N_UNSPLIT, PAIR_MIN_N
                 why = (f"{share:.2f} union entries per block over pairs of block rows: pairs at <= {PAIR_SHARE_MAX} "
-                       f"(<= {PAIR_SHARE_MAX_BLOCKS} at widths a multiple of 8) and n >= {PAIR_MIN_N}")
+                       f"(<= {PAIR_SHARE_MAX_BLOCKS} at widths a multiple of 8) and n >= {PAIR_MIN_N} (from "
+                       f"{PAIR_MIN_N_UNSPLIT} at <= {PAIR_SHARE_MAX} without split pairs, at widths filling their "
+                       f"{PAIR_CTA_COLS}-column slices)")
                 if nblocks and cu.half_quads_usable():
                     quads = quads or group_index(offsets, f["block_cols"], k, 4)
                     qshare, mean, rule = _quad_rule(quads, nblocks, pc.size)
@@ -625,7 +646,8 @@ class HalfPlan:
                 kernels = f"quads for n >= {self._quad_min_n}, else rows"
             elif self._pair_min_n is not None:
                 kernels = (f"pairs for n >= {self._pair_min_n}" + (" and a multiple of 8" if self._pair_step > 1 else "")
-                           + ", else rows")
+                           + (f" (below {self._pair_sliced_n}: widths filling their {PAIR_CTA_COLS}-column slices)"
+                              if self._pair_sliced_n else "") + ", else rows")
             sched = self.stats["schedule"] = {"kernel": kernels, "kernel_why": why, "pair_entries_per_block": share}
             self._layouts = {}
             for layout in ("rows", "pairs", "quads"):
@@ -667,7 +689,9 @@ class HalfPlan:
                 launchers[layout] = cu.HalfLauncher(m, k, *a[4:12], a[12], self._layouts[layout][2], _FMT[precision],
                                                     self._device_id, *a[18:])
             if wide is not None and wide != base:
-                launchers[base].set_wide(launchers[wide], wide_min, self._pair_step if wide == "pairs" else 1)
+                pairs = wide == "pairs"
+                launchers[base].set_wide(launchers[wide], wide_min, self._pair_step if pairs else 1,
+                                         self._pair_sliced_n if pairs else 0)
             self._fast = launchers[base].call
             self._half_launcher = launchers[base]
             if kernel == "auto" and cu.tf32_narrow_max() > 0:
@@ -845,7 +869,8 @@ class HalfPlan:
         where the pairs share fewer column blocks, PAIR_SHARE_MAX_BLOCKS, only at those widths) or "rows"."""
         if self._quad_min_n is not None and n >= self._quad_min_n:
             return "quads"
-        pairs = self._pair_min_n is not None and n >= self._pair_min_n and n % self._pair_step == 0
+        pairs = (self._pair_min_n is not None and n >= self._pair_min_n and n % self._pair_step == 0
+                 and (n >= self._pair_sliced_n or fills_slices(n)))
         return "pairs" if pairs else "rows"
 
     def workspace_floats(self, n: int) -> int:

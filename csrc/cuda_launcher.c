@@ -515,9 +515,9 @@ typedef struct HalfLauncherObject {
     int64_t slots; /* workspace slots of ACC_HALF_WINDOW_ROWS(pairs) x max(n, 8) floats */
     elem_type et;
     unsigned long long fast_calls;
-    PyObject *wide; /* a HalfLauncher that takes the calls of n >= wide_min_n, a multiple of wide_step
-                     * (set_wide), or NULL */
-    int64_t wide_min_n, wide_step;
+    PyObject *wide; /* a HalfLauncher that takes the calls of n >= wide_min_n, a multiple of wide_step, and
+                     * below wide_sliced_n only widths that fill their last slice (set_wide), or NULL */
+    int64_t wide_min_n, wide_step, wide_sliced_n;
     PyObject *narrow; /* a Launcher that takes the calls of n <= narrow_max_n (set_narrow), or NULL: Python */
     int64_t narrow_max_n;
 } HalfLauncherObject;
@@ -590,7 +590,8 @@ static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *a
         self->narrow_max_n) /* the narrow widths' Launcher (its own counts), or Python until it is made */
         return self->narrow ? launcher_call((LauncherObject *)self->narrow, args, nargs) : Py_NewRef(Py_None);
     HalfLauncherObject *outer = self; /* counts the call */
-    if (self->wide && vb.cols >= self->wide_min_n && vb.cols % self->wide_step == 0)
+    if (self->wide && vb.cols >= self->wide_min_n && vb.cols % self->wide_step == 0 &&
+        (vb.cols >= self->wide_sliced_n || acc_half_fills_slices(vb.cols)))
         self = (HalfLauncherObject *)self->wide;
     const acc_half_args *base = &self->base;
     if (vb.device != self->device || vb.rows != base->k || base->m == 0 || base->num_tasks == 0)
@@ -644,12 +645,13 @@ static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *a
     return C;
 }
 
-/* set_wide(launcher, min_n, step=1): calls of n >= min_n, n a multiple of step, go to `launcher` (another
- * plan layout of the same matrix, e.g. BSR16 on pairs of block rows); None detaches it. */
+/* set_wide(launcher, min_n, step=1, sliced_n=0): calls of n >= min_n, n a multiple of step and, below
+ * sliced_n, a width that fills its thread blocks' column slices (acc_half_fills_slices), go to `launcher`
+ * (another plan layout of the same matrix, e.g. BSR16 on pairs of block rows); None detaches it. */
 static PyObject *half_launcher_set_wide(HalfLauncherObject *self, PyObject *args) {
     PyObject *wide;
-    long long min_n, step = 1;
-    if (!PyArg_ParseTuple(args, "OL|L", &wide, &min_n, &step)) return NULL;
+    long long min_n, step = 1, sliced_n = 0;
+    if (!PyArg_ParseTuple(args, "OL|LL", &wide, &min_n, &step, &sliced_n)) return NULL;
     if (step < 1) {
         PyErr_SetString(PyExc_ValueError, "set_wide's step must be at least 1");
         return NULL;
@@ -662,6 +664,7 @@ static PyObject *half_launcher_set_wide(HalfLauncherObject *self, PyObject *args
     Py_XSETREF(self->wide, wide == Py_None ? NULL : Py_NewRef(wide));
     self->wide_min_n = min_n;
     self->wide_step = step;
+    self->wide_sliced_n = sliced_n;
     Py_RETURN_NONE;
 }
 
@@ -687,11 +690,22 @@ static void half_launcher_dealloc(HalfLauncherObject *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+static PyObject *half_launcher_fills_slices(PyObject *Py_UNUSED(cls), PyObject *args) {
+    long long n;
+    if (!PyArg_ParseTuple(args, "L", &n)) return NULL;
+    return PyBool_FromLong(acc_half_fills_slices(n));
+}
+
 static PyMethodDef half_launcher_methods[] = {
     {"call", (PyCFunction)(void (*)(void))half_launcher_call, METH_FASTCALL,
      "call(B, out) -> C, or None where the Python layer must take the call"},
     {"set_wide", (PyCFunction)(void (*)(void))half_launcher_set_wide, METH_VARARGS,
-     "set_wide(launcher, min_n, step=1): calls of n >= min_n, a multiple of step, go to launcher"},
+     "set_wide(launcher, min_n, step=1, sliced_n=0): calls of n >= min_n, a multiple of step and below "
+     "sliced_n "
+     "filling their column slices, go to launcher"},
+    {"fills_slices", (PyCFunction)half_launcher_fills_slices, METH_VARARGS | METH_STATIC,
+     "fills_slices(n): whether width n runs the thread-block pair kernel with its last column slice over "
+     "half full"},
     {"set_narrow", (PyCFunction)(void (*)(void))half_launcher_set_narrow, METH_VARARGS,
      "set_narrow(launcher, max_n): calls of n <= max_n go to a (TF32-kernel) Launcher"},
     {NULL, NULL, 0, NULL}};

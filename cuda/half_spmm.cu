@@ -582,6 +582,8 @@ __global__ void __launch_bounds__(kWarps * 32)
  * gain), and each lane's 16 bytes of a row by a transpose across the quad, one 16-byte store instead of four
  * 4-byte ones (0.79x at 99%). */
 constexpr int kCtaCols = kWarps * 32;
+static_assert(kCtaCols == ACC_HALF_CTA_COLS,
+              "the plan's width rule (acc_half_fills_slices) assumes these columns");
 constexpr int kCtaBPieces = 16 * kCtaCols / 8; /* 256 */
 constexpr int kCtaStage = kCtaBPieces + 64;    /* pieces: 5,120 bytes */
 constexpr int kCtaDepth = 4;

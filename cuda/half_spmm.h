@@ -17,6 +17,14 @@ extern "C" {
 #define ACC_HALF_SLICE 64 /* columns of B and C per warp */
 #define ACC_HALF_TASK_WORDS 5
 #define ACC_HALF_QUADS 2 /* acc_half_args.pairs: quads of block rows on warpgroup MMA */
+#define ACC_HALF_CTA_COLS 128 /* columns of a thread block of the pair kernel at widths a multiple of 8 */
+
+/* Whether width n runs the pairs' thread blocks (a multiple of 8) with its last column slice more than half
+ * full: what a plan asks of a width below PAIR_MIN_N (accspmm/_half.py), where the row kernel's 64-column
+ * slices otherwise waste less. */
+static inline int acc_half_fills_slices(int64_t n) {
+    return n % 8 == 0 && (n % ACC_HALF_CTA_COLS == 0 || n % ACC_HALF_CTA_COLS > ACC_HALF_CTA_COLS / 2);
+}
 
 /* Rows of a schedule window, and of a split workspace slot: a block row (16), a pair (32) or a quad (64). */
 #define ACC_HALF_WINDOW_ROWS(pairs) ((pairs) == ACC_HALF_QUADS ? 64 : (pairs) ? 32 : 16)

@@ -397,6 +397,14 @@ def test_quad_rule_takes_quads_that_share_more_than_pairs():
     assert not rule(blocks)[0][2] and rule(blocks)[0][1] < _half.QUAD_MIN_ENTRIES
 
 
+def test_fills_slices_matches_the_c_call():
+    """The plan's width rule below PAIR_MIN_N (fills_slices) is the C call's (acc_half_fills_slices)."""
+    cu = pytest.importorskip("accspmm._cuda")
+    want = [n for n in range(1, 600) if _half.fills_slices(n)]
+    assert want == [n for n in range(1, 600) if cu.HalfLauncher.fills_slices(n)]
+    assert want[:4] == [72, 80, 88, 96] and 128 in want and 136 not in want and 192 not in want and 200 in want
+
+
 def test_makespan_is_greedy_list_scheduling():
     rng = np.random.default_rng(0)
     for _ in range(20):
@@ -1021,16 +1029,20 @@ def test_gpu_bsr16_kernel_model():
     sched = p.stats["schedule"]
     assert p.format == "bsr16" and sched["pair_entries_per_block"] == 0.5, sched["kernel_why"]
     assert p.kernel_for(_half.PAIR_MIN_N - 1) == "rows" and p.kernel_for(_half.PAIR_MIN_N) == "pairs"
+    # no split pair: from PAIR_MIN_N_UNSPLIT at the widths that fill their thread blocks' column slices
+    assert sched["pairs"]["split_rows"] == 0
+    assert [p.kernel_for(n) for n in (120, 128, 136, 192, 200, 248, 250)] == [
+        "rows", "pairs", "rows", "rows", "pairs", "pairs", "rows"], sched["kernel"]
     launcher = p._fast.__self__
     before = launcher.fast_calls
-    for n in (_half.PAIR_MIN_N - 8, _half.PAIR_MIN_N):  # either kernel by width, from Python and the C call
+    for n in (136, _half.PAIR_MIN_N_UNSPLIT, _half.PAIR_MIN_N):  # either kernel by width, from Python and the C call
         B = int_dense(4000, n, seed=n)
         Bt = torch.from_numpy(B).cuda().half()
         C = p(Bt, out=poisoned((4000, n), torch.float32))  # a float32 C: the Python layer's call
         assert np.array_equal(C.cpu().numpy(), (blocky @ B).astype(np.float32))
         C = p(Bt)  # a half C: the C call
         assert np.array_equal(C.double().cpu().numpy(), half_ref(blocky, B, "fp16", "half"))
-    assert launcher.fast_calls == before + 2
+    assert launcher.fast_calls == before + 3
     shifted = blocky_matrix(4000, 4000, block=16, density=0.02, seed=2)
     p = accspmm.plan(shifted, device="gpu", precision="fp16", format="bsr16")
     assert p.stats["schedule"]["pair_entries_per_block"] > _half.PAIR_SHARE_MAX
