@@ -164,7 +164,7 @@ class Plan:
         Cores; "csr" at every n > 4; the bits may differ between the two, never between calls).
         FP16/BF16 plans take only ``{"autotune": bool}``, the narrow keys and ``"wide"`` (BitTCF: the same rules
         and timing) and ``{"kernel": "rows" | "pairs" | "quads" | "auto"}`` (BSR16: a warp per block row, or per
-        pair of block rows (accspmm._half.PAIR_MIN_N), or a warpgroup per quad).
+        pair of block rows (accspmm._half.PAIR_MIN_N, PAIR_SHARE_MAX), or a warpgroup per quad).
     cusparse_alg : cuSPARSE CSR algorithm for "fp32"/"fp64" on the GPU: "default", "alg1", "alg2", "alg3".
 
     Statistics: ``plan.stats`` holds the format's metrics, ``seconds`` (every preprocessing step;
