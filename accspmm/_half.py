@@ -23,8 +23,8 @@ Semantics (README "Half precision"; GUIDE section 3):
 Kernels: on the GPU, two formats, picked per matrix by a byte model (``stats["format_model"]``):
 BSR16 blocks (16 x 16, SMaT's block CSR: csrc/acc_bsr16_build.c) on ``mma.m16n8k16``
 (cuda/half_spmm.cu; a warp per block row, or per pair of block rows where the pairs share their
-column blocks and n >= PAIR_MIN_N, or PAIR_MIN_N_UNSPLIT where no pair is split) or, on Hopper, on ``wgmma`` (cuda/half_wgmma.cu: a warpgroup per
-quad of block rows where the quads share their column blocks and are dense enough, a hub quad split
+column blocks and n >= PAIR_MIN_N, or PAIR_MIN_N_UNSPLIT where no pair is split) or, on Hopper, on
+``wgmma`` (cuda/half_wgmma.cu: a warpgroup per quad of block rows where the quads share their column blocks and are dense enough, a hub quad split
 in parts: QUAD_MIN_N, quad_schedule; ``stats["schedule"]``, ``tuning={"kernel": "rows" | "pairs" |
 "quads"}`` forces one), or
 BitTCF's 8 x 8 blocks on the TF32 kernel's pipeline with half operands
