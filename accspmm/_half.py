@@ -24,8 +24,8 @@ Kernels: on the GPU, two formats, picked per matrix by a byte model (``stats["fo
 BSR16 blocks (16 x 16, SMaT's block CSR: csrc/acc_bsr16_build.c) on ``mma.m16n8k16``
 (cuda/half_spmm.cu; a warp per block row, or per pair of block rows where the pairs share their
 column blocks and n >= PAIR_MIN_N, or PAIR_MIN_N_UNSPLIT where no pair is split) or, on Hopper, on
-``wgmma`` (cuda/half_wgmma.cu: a warpgroup per quad of block rows where the quads share their column blocks and are dense enough, a hub quad split
-in parts: QUAD_MIN_N, quad_schedule; ``stats["schedule"]``, ``tuning={"kernel": "rows" | "pairs" |
+``wgmma`` (cuda/half_wgmma.cu: a warpgroup per quad of block rows where the quads share their column
+blocks and are dense enough, a hub quad split in parts: QUAD_MIN_N, quad_schedule; ``stats["schedule"]``, ``tuning={"kernel": "rows" | "pairs" |
 "quads"}`` forces one), or
 BitTCF's 8 x 8 blocks on the TF32 kernel's pipeline with half operands
 (cuda/tf32_spmm.cu, ``mma.m16n8k8``; accspmm._tf32.TF32Runner: the same schedule, cost model,
@@ -645,7 +645,8 @@ class HalfPlan:
             if self._quad_min_n is not None:
                 kernels = f"quads for n >= {self._quad_min_n}, else rows"
             elif self._pair_min_n is not None:
-                kernels = (f"pairs for n >= {self._pair_min_n}" + (" and a multiple of 8" if self._pair_step > 1 else "")
+                kernels = (f"pairs for n >= {self._pair_min_n}"
+                           + (" and a multiple of 8" if self._pair_step > 1 else "")
                            + (f" (below {self._pair_sliced_n}: widths filling their {PAIR_CTA_COLS}-column slices)"
                               if self._pair_sliced_n else "") + ", else rows")
             sched = self.stats["schedule"] = {"kernel": kernels, "kernel_why": why, "pair_entries_per_block": share}
