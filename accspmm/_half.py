@@ -25,8 +25,8 @@ BSR16 blocks (16 x 16, SMaT's block CSR: csrc/acc_bsr16_build.c) on ``mma.m16n8k
 (cuda/half_spmm.cu; a warp per block row, or per pair of block rows where the pairs share their
 column blocks and n >= PAIR_MIN_N, or PAIR_MIN_N_UNSPLIT where no pair is split) or, on Hopper, on
 ``wgmma`` (cuda/half_wgmma.cu: a warpgroup per quad of block rows where the quads share their column
-blocks and are dense enough, a hub quad split in parts: QUAD_MIN_N, quad_schedule; ``stats["schedule"]``, ``tuning={"kernel": "rows" | "pairs" |
-"quads"}`` forces one), or
+blocks and are dense enough, a hub quad split in parts: QUAD_MIN_N, quad_schedule; ``stats["schedule"]``,
+``tuning={"kernel": "rows" | "pairs" | "quads"}`` forces one), or
 BitTCF's 8 x 8 blocks on the TF32 kernel's pipeline with half operands
 (cuda/tf32_spmm.cu, ``mma.m16n8k8``; accspmm._tf32.TF32Runner: the same schedule, cost model,
 variant timing and C call as TF32 plans, and for n <= 4 the same choice of a CUDA-core kernel on
