@@ -615,11 +615,14 @@ class HalfPlan:
             t = time.perf_counter()
             po, pc, pb = pair_index(offsets, f["block_cols"], k)
             share = pc.size / nblocks if nblocks else 1.0
+            pair_sched = None  # the pairs' schedule, made once: the rule below and the pairs' layout use it
             if kernel == "auto":
                 self._pair_min_n = PAIR_MIN_N if share <= PAIR_SHARE_MAX_BLOCKS else None
                 self._pair_step = 1 if share <= PAIR_SHARE_MAX else 8
-                if share <= PAIR_SHARE_MAX and schedule(po)[1].shape[0] == 0:  # no split pair
-                    self._pair_min_n, self._pair_sliced_n = PAIR_MIN_N_UNSPLIT, PAIR_MIN_N
+                if share <= PAIR_SHARE_MAX:
+                    pair_sched = schedule(po)
+                    if pair_sched[1].shape[0] == 0:  # no split pair
+                        self._pair_min_n, self._pair_sliced_n = PAIR_MIN_N_UNSPLIT, PAIR_MIN_N
                 why = (f"{share:.2f} union entries per block over pairs of block rows: pairs at <= {PAIR_SHARE_MAX} "
                        f"(<= {PAIR_SHARE_MAX_BLOCKS} at widths a multiple of 8) and n >= {PAIR_MIN_N} (from "
                        f"{PAIR_MIN_N_UNSPLIT} at <= {PAIR_SHARE_MAX} without split pairs, at widths filling their "
@@ -664,7 +667,10 @@ class HalfPlan:
                     sched["quad_predicted_entries"] = pred
                 else:
                     go, gc, gb = po, pc, pb
-                    tasks, splits, slots, cap, pack = schedule(offsets if layout == "rows" else po)
+                    if layout == "rows":
+                        tasks, splits, slots, cap, pack = schedule(offsets)
+                    else:
+                        tasks, splits, slots, cap, pack = schedule(po) if pair_sched is None else pair_sched
                 sched[layout] = {"tasks": int(tasks.shape[0]), "split_rows": int(splits.shape[0]), "parts": slots,
                                  "cap": cap, "pack_blocks": pack}
                 arrays = {"tasks": tasks.reshape(-1), "splits": splits.reshape(-1)}

@@ -700,9 +700,8 @@ static PyMethodDef half_launcher_methods[] = {
     {"call", (PyCFunction)(void (*)(void))half_launcher_call, METH_FASTCALL,
      "call(B, out) -> C, or None where the Python layer must take the call"},
     {"set_wide", (PyCFunction)(void (*)(void))half_launcher_set_wide, METH_VARARGS,
-     "set_wide(launcher, min_n, step=1, sliced_n=0): calls of n >= min_n, a multiple of step and below "
-     "sliced_n "
-     "filling their column slices, go to launcher"},
+     "set_wide(launcher, min_n, step=1, sliced_n=0): calls of n >= min_n, a multiple of step and, below "
+     "sliced_n, filling their column slices, go to launcher"},
     {"fills_slices", (PyCFunction)half_launcher_fills_slices, METH_VARARGS | METH_STATIC,
      "fills_slices(n): whether width n runs the thread-block pair kernel with its last column slice over "
      "half full"},
