@@ -23,7 +23,7 @@ Semantics (README "Half precision"; GUIDE section 3):
 Kernels: on the GPU, two formats, picked per matrix by a byte model (``stats["format_model"]``):
 BSR16 blocks (16 x 16, SMaT's block CSR: csrc/acc_bsr16_build.c) on ``mma.m16n8k16``
 (cuda/half_spmm.cu; a warp per block row, or per pair of block rows where the pairs share their
-column blocks and n >= PAIR_MIN_N, or PAIR_MIN_N_UNSPLIT where no pair is split) or, on Hopper, on
+column blocks and n >= PAIR_MIN_N, or PAIR_MIN_N_SLICED with enough pairs) or, on Hopper, on
 ``wgmma`` (cuda/half_wgmma.cu: a warpgroup per quad of block rows where the quads share their column
 blocks and are dense enough, a hub quad split in parts: QUAD_MIN_N, quad_schedule; ``stats["schedule"]``,
 ``tuning={"kernel": "rows" | "pairs" | "quads"}`` forces one), or
@@ -112,15 +112,18 @@ PAIR_SHARE_MAX_BLOCKS = 0.68
 #: rule fitted to these eight cases was kept, so pairs run from n = 256 up.  (Either kernel is
 #: deterministic; a width's kernel is fixed, as the TF32 schedule is per width.)
 PAIR_MIN_N = 256
-#: ... or from PAIR_MIN_N_UNSPLIT where the pairs share their column blocks (PAIR_SHARE_MAX) and their schedule
-#: splits no pair, at the widths below PAIR_MIN_N that fill the thread-block kernel's last 128-column slice
-#: more than half (fills_slices: 128 and 200-248, not 136-192, where the row kernel's 64-column slices waste
-#: less).  H100, FP16, kernel us, rows -> pairs (benchmarks/NOTES.md, 2026-11-27 13:18): n = 128, uniform
-#: 32 x 32 blocks of 8192^2 at 98 / 99 / 99.5% 10.1 -> 9.1, 8.0 -> 7.3, 7.2 -> 6.5, of 32768^2 at 99 / 99.5%
-#: 37.9 -> 31.1, 23.9 -> 19.4; n = 200 12.5 -> 12.0, 17.1 -> 14.0, 71.0 -> 58.5, 47.2 -> 40.5; left to rows:
-#: n = 136 9.6 -> 12.3 (32768^2: 32.4 -> 39.9), n = 192 9.4 -> 12.1, n = 32-96 1.1-1.5x slower, and split
-#: pairs (irregular 32 x 32 block rows at 99%, n = 128: 16.2 -> 17.4).
-PAIR_MIN_N_UNSPLIT = 128
+#: ... or from PAIR_MIN_N_SLICED where the pair schedule has at least PAIR_SLICED_MIN_TASKS tasks (thread blocks
+#: of one 128-column slice: 1.5 an SM), at the widths below PAIR_MIN_N that fill the thread-block kernel's
+#: last slice more than half (fills_slices: 72-128 and 200-248, not 136-192, where the row kernel's 64-column
+#: slices waste less).  H100, FP16, kernel us, rows / pairs (benchmarks/NOTES.md, 2026-11-27 14:43:
+#: `half_pair_widths.py`, with the thread-block kernel's warps beyond n idle and its split parts written
+#: without the slow path): 256 tasks or more, n = 72-128: uniform 32 x 32 blocks of 8192^2 and 32768^2 at
+#: 98-99.5% 1.09-1.38x, irregular 32 x 32 block rows (split pairs) at 90-99.5% 1.00-1.18x, bands 64-256 of
+#: 8192^2 1.05-1.15x, landmark 1.22-1.42x, PROTEINS_full 1.04-1.21x; n = 200: 1.02-1.49x; fewer tasks:
+#: bcsstk16 (153) 0.95-1.05x and 0.97-0.98x, ogbl-ddi (134) 0.99-1.04x, bcsstk13 (63) 0.86-0.89x.  Left to rows:
+#: n = 64 (0.75-1.05x) and 136-192 (0.87-1.10x).
+PAIR_MIN_N_SLICED = 72
+PAIR_SLICED_MIN_TASKS = 3 * REF_SMS // 2
 PAIR_CTA_COLS = 128  # columns of a thread block of the pair kernel (ACC_HALF_CTA_COLS, cuda/half_spmm.h)
 #: BSR16 on quads of block rows (64 rows) with Hopper's warpgroup MMA (cuda/half_wgmma.cu; a GPU of
 #: compute capability 9.0): a thread block per quad and column tile multiplies the union of the four rows'
@@ -615,17 +618,17 @@ class HalfPlan:
             t = time.perf_counter()
             po, pc, pb = pair_index(offsets, f["block_cols"], k)
             share = pc.size / nblocks if nblocks else 1.0
-            pair_sched = None  # the pairs' schedule, made once: the rule below and the pairs' layout use it
+            pair_sched = None
             if kernel == "auto":
                 self._pair_min_n = PAIR_MIN_N if share <= PAIR_SHARE_MAX_BLOCKS else None
                 self._pair_step = 1 if share <= PAIR_SHARE_MAX else 8
-                if share <= PAIR_SHARE_MAX:
-                    pair_sched = schedule(po)
-                    if pair_sched[1].shape[0] == 0:  # no split pair
-                        self._pair_min_n, self._pair_sliced_n = PAIR_MIN_N_UNSPLIT, PAIR_MIN_N
+                if share <= PAIR_SHARE_MAX_BLOCKS:
+                    pair_sched = schedule(po)  # made once: the rule and the pairs' layout below use it
+                    if pair_sched[0].shape[0] >= PAIR_SLICED_MIN_TASKS:
+                        self._pair_min_n, self._pair_sliced_n = PAIR_MIN_N_SLICED, PAIR_MIN_N
                 why = (f"{share:.2f} union entries per block over pairs of block rows: pairs at <= {PAIR_SHARE_MAX} "
                        f"(<= {PAIR_SHARE_MAX_BLOCKS} at widths a multiple of 8) and n >= {PAIR_MIN_N} (from "
-                       f"{PAIR_MIN_N_UNSPLIT} at <= {PAIR_SHARE_MAX} without split pairs, at widths filling their "
+                       f"{PAIR_MIN_N_SLICED} with >= {PAIR_SLICED_MIN_TASKS} pair tasks, at widths filling their "
                        f"{PAIR_CTA_COLS}-column slices)")
                 if nblocks and cu.half_quads_usable():
                     quads = quads or group_index(offsets, f["block_cols"], k, 4)

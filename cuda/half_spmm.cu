@@ -609,18 +609,39 @@ __device__ __forceinline__ void cta_issue(const acc_half_args &p, uint4 *stage, 
 template <int FMT, bool OUT_F32>
 __device__ __noinline__ void cta_write_slow(const acc_half_args &p, const float (&acc)[8][4], int64_t w,
                                             int64_t slot, int64_t nw, int lane) {
-    write_pair<FMT, OUT_F32, true, 4>(p, acc, w, slot, nw, lane);
+    if (nw >= p.n) return; /* every column of the warp beyond n: nothing to write */
+    write_block_row<FMT, OUT_F32, true, 0, 8, true, 4>(p, acc, 2 * w, slot, ACC_HALF_WINDOW_ROWS(1), 0, nw,
+                                                       lane);
+    if (2 * w + 1 < p.num_brows)
+        write_block_row<FMT, OUT_F32, true, 4, 8, true, 4>(p, acc, 2 * w + 1, slot, ACC_HALF_WINDOW_ROWS(1),
+                                                           16, nw, lane);
 }
 
 /* Pair w's rows from warp w's 32 columns at nw: lane (g, t) holds rows g, 8 + g, 16 + g and 24 + g, columns
- * nw + 8j + 2t and + 1.  The common case (the pair's 32 rows below m, the lane's sums finite, the 32 columns
- * below n, no split) with one test and the four rows' perm loaded first; else cta_write_slow (on a copy: a
- * callee taking acc's address would put acc in local memory for the whole kernel). */
-template <int FMT, bool OUT_F32>
+ * nw + 8j + 2t and + 1.  With GENERAL (pair_cta_kernel), a split part's raw sums go straight to its
+ * workspace slot.  The common case (the pair's 32 rows below m, the lane's sums finite, no split, the warp's
+ * 32 columns below n, or with GENERAL some of them: its tiles below n, as n is a multiple of 8 here) with
+ * one test and the four rows' perm loaded first; else cta_write_slow (on a copy: a callee taking acc's
+ * address would put acc in local memory for the whole kernel), which writes nothing for a warp whose columns
+ * all lie beyond n. */
+template <int FMT, bool OUT_F32, bool GENERAL>
 __device__ __forceinline__ void cta_write(const acc_half_args &p, const float (&acc)[8][4], int64_t w,
                                           int64_t slot, int64_t nw, int lane) {
     const int g = lane >> 2, t = lane & 3;
-    if (slot >= 0 || !sums_finite<0, 8>(acc) || nw + 32 > p.n || 32 * w + 32 > p.m) {
+    if (GENERAL && slot >= 0) { /* a part of a split pair: its raw sums to workspace slot `slot` (32 rows) */
+#pragma unroll
+        for (int h = 0; h < 4; h++) {
+            float *ws = p.workspace + (slot * 32 + 8 * h + g) * p.n + nw + 2 * t;
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                if (nw + 8 * j < p.n) {
+                    ws[8 * j] = acc[4 * (h / 2) + j][2 * (h % 2)];
+                    ws[8 * j + 1] = acc[4 * (h / 2) + j][2 * (h % 2) + 1];
+                }
+        }
+        return;
+    }
+    if (slot >= 0 || !sums_finite<0, 8>(acc) || (GENERAL ? nw >= p.n : nw + 32 > p.n) || 32 * w + 32 > p.m) {
         float copy[8][4];
 #pragma unroll
         for (int j = 0; j < 8; j++)
@@ -638,14 +659,22 @@ __device__ __forceinline__ void cta_write(const acc_half_args &p, const float (&
     for (int h = 0; h < 4; h++)
 #pragma unroll
         for (int j = 0; j < 4; j++) /* row 8h + g: block h / 2, its rows g + 8 (h % 2) */
-            store2<FMT, OUT_F32>(p, dst[h] + 8 * j, acc[4 * (h / 2) + j][2 * (h % 2)],
-                                 acc[4 * (h / 2) + j][2 * (h % 2) + 1]);
+            if (!GENERAL || nw + 8 * j < p.n)
+                store2<FMT, OUT_F32>(p, dst[h] + 8 * j, acc[4 * (h / 2) + j][2 * (h % 2)],
+                                     acc[4 * (h / 2) + j][2 * (h % 2) + 1]);
 }
 
 /* Task blockIdx.x of the pairs' schedule (half_kernel's task semantics: a pack of whole pairs, or a part of
  * a split one) over column slices blockIdx.y, + gridDim.y, ... of kCtaCols columns.  `p` is a grid constant:
- * cta_write_slow takes its address, which would otherwise copy it to local memory (measured 4x slower). */
-template <int FMT, bool OUT_F32>
+ * cta_write_slow takes its address, which would otherwise copy it to local memory (measured 4x slower).
+ * GENERAL: n is not a multiple of kCtaCols, or the schedule splits pairs.  Then warps of the last slice may
+ * have columns beyond n: cta_write stores a warp's tiles below n, and a split part's sums, without the slow
+ * path, and a warp wholly beyond n writes nothing (H100, kernel us, FP16, uniform 32 x 32 blocks of 8192^2
+ * at 99%: n = 136 12.2 -> 9.0, 200 12.4 -> 9.3, 320 14.1 -> 11.5, 448 16.0 -> 13.1; irregular 32 x 32 block
+ * rows at 99%, 10 split pairs: n = 256 23.4 -> 20.5, 512 27.9 -> 25.5; benchmarks/NOTES.md, 2026-11-27
+ * 14:43).  Its own instance, because those tests cost the other widths 1-2% in spills (uniform 32768^2 at
+ * 99.5%, n = 512: 55.6 -> 56.4). */
+template <int FMT, bool OUT_F32, bool GENERAL>
 __global__ void __launch_bounds__(kWarps * 32, kCtaBlocksPerSm)
     pair_cta_kernel(const __grid_constant__ acc_half_args p) {
     constexpr int S = kCtaDepth;
@@ -667,7 +696,7 @@ __global__ void __launch_bounds__(kWarps * 32, kCtaBlocksPerSm)
         int stop = slot >= 0 || w1 == w0 + 1 ? nb : (int)(PairOps::window_start(p, w0 + 1) - b0);
         if (w < w1 && stop == 0) pdl_wait(); /* C is written only after the kernels before this one */
         while (w < w1 && stop == 0) {        /* leading empty pairs of a pack */
-            cta_write<FMT, OUT_F32>(p, acc, w, slot, nw, lane);
+            cta_write<FMT, OUT_F32, GENERAL>(p, acc, w, slot, nw, lane);
             w++;
             stop = w < w1 ? (int)(PairOps::window_start(p, w + 1) - b0) : -1;
         }
@@ -689,12 +718,12 @@ __global__ void __launch_bounds__(kWarps * 32, kCtaBlocksPerSm)
             /* acc[j] (the top block's rows) and acc[4 + j] (bottom) += both blocks x warp w's 4 tiles */
             consume<FMT, 2, 4, kCtaCols / 8>(smem + i % S * kCtaStage, lane, acc, 4 * warp);
             if (i + 1 == stop) { /* block-uniform: pair w is complete */
-                cta_write<FMT, OUT_F32>(p, acc, w, slot, nw, lane);
+                cta_write<FMT, OUT_F32, GENERAL>(p, acc, w, slot, nw, lane);
                 zero_acc(acc);
                 w++;
                 stop = next_stop;
                 while (w < w1 && stop == i + 1) { /* empty pairs */
-                    cta_write<FMT, OUT_F32>(p, acc, w, slot, nw, lane);
+                    cta_write<FMT, OUT_F32, GENERAL>(p, acc, w, slot, nw, lane);
                     w++;
                     stop = w < w1 ? (int)(PairOps::window_start(p, w + 1) - b0) : -1;
                 }
@@ -855,9 +884,9 @@ template <int FMT, bool OUT_F32> int reduce(const acc_half_args &p, cudaStream_t
 
 typedef void (*pair_cta_fn)(const acc_half_args);
 
-template <int FMT, bool OUT_F32> int run_pair_cta(const acc_half_args &p, cudaStream_t s) {
+template <int FMT, bool OUT_F32, bool GENERAL> int run_pair_cta(const acc_half_args &p, cudaStream_t s) {
     static unsigned char pdl[kMaxDevices];
-    const pair_cta_fn k = pair_cta_kernel<FMT, OUT_F32>;
+    const pair_cta_fn k = pair_cta_kernel<FMT, OUT_F32, GENERAL>;
     const int64_t slices = (p.n + kCtaCols - 1) / kCtaCols;
     const dim3 grid((unsigned)p.num_tasks, (unsigned)(slices < 65535 ? slices : 65535));
     return acc_cuda_status(launch_ex(k, grid, dim3(kWarps * 32), kCtaDepth * kCtaStage * 16, s,
@@ -877,7 +906,8 @@ template <int FMT, bool OUT_F32> int launch(const acc_half_args &p, bool vec, cu
     /* slice-major thread blocks where every warp of one has a slice (file header) */
     int st;
     if (use_pair_cta(p, vec))
-        st = run_pair_cta<FMT, OUT_F32>(p, s);
+        st = p.n % kCtaCols || p.num_splits > 0 ? run_pair_cta<FMT, OUT_F32, true>(p, s)
+                                                : run_pair_cta<FMT, OUT_F32, false>(p, s);
     else if ((p.n + kSlice - 1) / kSlice >= kWarps && p.num_tasks < 0x7fffffffLL)
         st = launch_kernel<FMT, OUT_F32, true>(p, vec, s);
     else

@@ -761,8 +761,9 @@ def test_gpu_pairs_in_thread_blocks_same_bits(prec, monkeypatch):
     """At widths with 16-byte rows of B and C the pairs run in thread blocks of 128 columns (pair_cta_kernel,
     cuda/half_spmm.cu); ACC_HALF_PAIR_CTA=0 forces the warp kernel.  Both give the same bits: a split hub
     pair (workspace parts), packs of short pairs with empty ones among them, m off the 32-row grid (the last
-    pair's rows beyond m), widths ending inside a warp's 32 columns and inside a thread block's 128, inf and
-    NaN in B (sums recomputed from the stored entries), FP32 and half C; exact on integer data."""
+    pair's rows beyond m), widths ending inside a warp's 32 columns and inside a thread block's 128 (warps
+    wholly beyond n in the last slice: 72, 320), inf and NaN in B (sums recomputed from the stored entries),
+    FP32 and half C; exact on integer data."""
     rng = np.random.default_rng(31)
     m, k = 1400, 2011
     A = sp.random(m, k, density=0.0003, format="lil", random_state=np.random.default_rng(32))
@@ -771,9 +772,9 @@ def test_gpu_pairs_in_thread_blocks_same_bits(prec, monkeypatch):
     A = with_int_values(sp.csr_matrix(A), seed=33)
     p = gpu_half_plan(A, prec, "bsr16-pairs")
     assert split_rows(p, 256) >= 1
-    for n in (8, 40, 128, 136, 264):
+    for n in (8, 40, 72, 128, 136, 264, 320):
         B = int_dense(k, n, seed=n)
-        if n == 136:
+        if n in (136, 320):
             B[rng.integers(0, k, 4), rng.integers(0, n, 4)] = np.inf
             B[rng.integers(0, k, 2), rng.integers(0, n, 2)] = np.nan
         Bt = torch.from_numpy(B).cuda().to(TORCH_DT[prec])
@@ -781,7 +782,7 @@ def test_gpu_pairs_in_thread_blocks_same_bits(prec, monkeypatch):
         with np.errstate(invalid="ignore"):
             want = (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32)
         assert np.array_equal(f32.numpy(), want, equal_nan=True), n
-        if n != 136:
+        if n not in (136, 320):
             assert np.array_equal(half.double().numpy(), half_ref(A, B, prec, "half")), n
 
 
@@ -1022,31 +1023,67 @@ def test_gpu_bsr16_slice_major_thread_blocks(fmt):
 
 @pytest.mark.gpu
 def test_gpu_bsr16_kernel_model():
-    """Pairs (from PAIR_MIN_N columns) where 32 x 32 blocks put the same column blocks in both rows of
-    a pair, through the C call too; rows where the pairs' rows have different column blocks."""
-    blocky = blocky_matrix(4000, 4000, density=0.05, seed=1)
+    """Pairs (from PAIR_MIN_N columns, or PAIR_MIN_N_SLICED with enough pair tasks) where 32 x 32 blocks put the
+    same column blocks in both rows of a pair, through the C call too; rows where the pairs' rows have
+    different column blocks."""
+    blocky = blocky_matrix(8000, 4000, density=0.05, seed=1)
     p = accspmm.plan(blocky, device="gpu", precision="fp16")
     sched = p.stats["schedule"]
     assert p.format == "bsr16" and sched["pair_entries_per_block"] == 0.5, sched["kernel_why"]
     assert p.kernel_for(_half.PAIR_MIN_N - 1) == "rows" and p.kernel_for(_half.PAIR_MIN_N) == "pairs"
-    # no split pair: from PAIR_MIN_N_UNSPLIT at the widths that fill their thread blocks' column slices
-    assert sched["pairs"]["split_rows"] == 0
-    assert [p.kernel_for(n) for n in (120, 128, 136, 192, 200, 248, 250)] == [
-        "rows", "pairs", "rows", "rows", "pairs", "pairs", "rows"], sched["kernel"]
+    # 250 pair tasks (>= PAIR_SLICED_MIN_TASKS): from PAIR_MIN_N_SLICED at the widths that fill their slices
+    assert [p.kernel_for(n) for n in (64, 72, 120, 128, 136, 192, 200, 248, 250)] == [
+        "rows", "pairs", "pairs", "pairs", "rows", "rows", "pairs", "pairs", "rows"], sched["kernel"]
     launcher = p._fast.__self__
     before = launcher.fast_calls
-    for n in (136, _half.PAIR_MIN_N_UNSPLIT, _half.PAIR_MIN_N):  # either kernel by width, from Python and the C call
+    for n in (136, _half.PAIR_MIN_N_SLICED, _half.PAIR_MIN_N):  # either kernel by width, from Python and the C call
         B = int_dense(4000, n, seed=n)
         Bt = torch.from_numpy(B).cuda().half()
-        C = p(Bt, out=poisoned((4000, n), torch.float32))  # a float32 C: the Python layer's call
+        C = p(Bt, out=poisoned((8000, n), torch.float32))  # a float32 C: the Python layer's call
         assert np.array_equal(C.cpu().numpy(), (blocky @ B).astype(np.float32))
         C = p(Bt)  # a half C: the C call
         assert np.array_equal(C.double().cpu().numpy(), half_ref(blocky, B, "fp16", "half"))
     assert launcher.fast_calls == before + 3
+    few = accspmm.plan(blocky[:4000], device="gpu", precision="fp16", format="bsr16")  # 125 pair tasks
+    assert few.stats["schedule"]["pairs"]["tasks"] < _half.PAIR_SLICED_MIN_TASKS
+    assert [few.kernel_for(n) for n in (72, 128, 200, 256)] == ["rows", "rows", "rows", "pairs"]
     shifted = blocky_matrix(4000, 4000, block=16, density=0.02, seed=2)
     p = accspmm.plan(shifted, device="gpu", precision="fp16", format="bsr16")
     assert p.stats["schedule"]["pair_entries_per_block"] > _half.PAIR_SHARE_MAX
     assert p.kernel_for(10**6) == "rows" and "pairs" not in p.stats["schedule"]
+
+
+@pytest.mark.gpu
+def test_gpu_bsr16_kernel_model_split_pairs():
+    """32 x 32 blocks with a hub block row, whose pair the schedule splits: pairs from PAIR_MIN_N_SLICED at the
+    widths that fill their thread blocks' slices all the same (the split parts go to the workspace without
+    the slow path), from Python and the C call alike; exact, also with inf in B at a width ending inside a
+    warp's columns."""
+    A = sp.lil_matrix(blocky_matrix(8000, 4000, density=0.02, seed=5))
+    A[2016:2048, :] = np.random.default_rng(6).integers(1, 5, (32, 4000))  # a dense pair of block rows
+    A = sp.csr_matrix(A)
+    p = accspmm.plan(A, device="gpu", precision="fp16", format="bsr16")
+    sched = p.stats["schedule"]
+    assert sched["pair_entries_per_block"] <= _half.PAIR_SHARE_MAX, sched["kernel_why"]
+    assert "quads" in sched or sched["pairs"]["split_rows"] >= 1 and sched["pairs"]["tasks"] >= 200, sched
+    if "quads" in sched:
+        pytest.skip("quads take this matrix on this GPU (their own tests cover split quads)")
+    assert [p.kernel_for(n) for n in (64, 72, 136, 200)] == ["rows", "pairs", "rows", "pairs"], sched["kernel"]
+    launcher = p._fast.__self__
+    before = launcher.fast_calls
+    for n in (72, 200):
+        B = int_dense(4000, n, seed=n)
+        if n == 200:
+            B[[3, 2030], [198, 5]] = np.inf
+        Bt = torch.from_numpy(B).cuda().half()
+        with np.errstate(invalid="ignore", over="ignore"):
+            want = (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32)
+            want_half = want.astype(np.float16).astype(np.float32)  # the exact sum rounded once
+        C = p(Bt, out=poisoned((8000, n), torch.float32))  # a float32 C: the Python layer's call
+        assert np.array_equal(C.cpu().numpy(), want, equal_nan=True), n
+        C = p(Bt)  # a half C: the C call
+        assert np.array_equal(C.float().cpu().numpy(), want_half, equal_nan=True), n
+    assert launcher.fast_calls == before + 2
 
 
 @pytest.mark.gpu
