@@ -368,9 +368,13 @@ def test_quad_model_takes_dense_graphs_only():
 
 def band_csr(size, width, seed=0):
     """size x size band matrix, entries |i - j| <= width // 2 with integer values (SMaT's band matrices)."""
-    i, j = np.indices((size, size))
-    dense = np.where(np.abs(i - j) <= width // 2, np.random.default_rng(seed).integers(1, 4, (size, size)), 0)
-    return sp.csr_matrix(dense.astype(np.float32))
+    i = np.arange(size)
+    lo, hi = np.maximum(0, i - width // 2), np.minimum(size - 1, i + width // 2)
+    counts = hi - lo + 1
+    indptr = np.concatenate(([0], np.cumsum(counts)))
+    cols = np.arange(indptr[-1]) - np.repeat(indptr[:-1] - lo, counts)
+    values = np.random.default_rng(seed).integers(1, 4, indptr[-1]).astype(np.float32)
+    return sp.csr_matrix((values, cols, indptr), shape=(size, size))
 
 
 def test_quad_rule_takes_quads_that_share_more_than_pairs():
@@ -1089,8 +1093,9 @@ def test_gpu_bsr16_kernel_model_split_pairs():
 @pytest.mark.gpu
 def test_gpu_bsr16_kernel_model_bands():
     """Band matrices: pairs at 0.60 union entries per block (bandwidth 64) only at widths a multiple of 8,
-    which run them on thread blocks, from Python and the C call alike; quads for bandwidth 256, whose quads
-    hold under QUAD_PAIR_RATIO times the pairs' entries.  Exact either way."""
+    which run them on thread blocks, from Python and the C call alike, below 256 columns only with enough
+    pair tasks; quads for bandwidth 256, whose quads hold under QUAD_PAIR_RATIO times the pairs' entries.
+    Exact either way."""
     narrow = band_csr(2048, 64, seed=1)
     p = accspmm.plan(narrow, device="gpu", precision="fp16", format="bsr16")
     sched = p.stats["schedule"]
@@ -1106,6 +1111,19 @@ def test_gpu_bsr16_kernel_model_bands():
         C = p(Bt, out=poisoned((2048, n), torch.float32))  # a float32 C: the Python layer's call
         assert np.array_equal(C.cpu().numpy(), (narrow @ B).astype(np.float32)), n
     assert launcher.fast_calls == before + 2
+    # 8192 rows: 256 pair tasks, so from PAIR_MIN_N_SLICED at the widths a multiple of 8 that fill their slices
+    tall = band_csr(8192, 64, seed=3)
+    p = accspmm.plan(tall, device="gpu", precision="fp16", format="bsr16")
+    sched = p.stats["schedule"]
+    assert sched["pairs"]["tasks"] >= _half.PAIR_SLICED_MIN_TASKS and sched["pair_entries_per_block"] > 0.55, sched
+    assert [p.kernel_for(n) for n in (64, 72, 76, 136, 200)] == ["rows", "pairs", "rows", "rows", "pairs"]
+    launcher = p._fast.__self__
+    before = launcher.fast_calls
+    for n in (72, 76, 200):
+        B = int_dense(8192, n, seed=n)
+        C = p(torch.from_numpy(B).cuda().half())  # the C call, which routes n as kernel_for does
+        assert np.array_equal(C.double().cpu().numpy(), half_ref(tall, B, "fp16", "half")), n
+    assert launcher.fast_calls == before + 3
     if not quads_usable():
         return
     wide = band_csr(2048, 256, seed=2)
