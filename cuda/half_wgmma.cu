@@ -82,9 +82,11 @@ template <int NW> struct Quad {
     static constexpr int kSmem = 1024 + kStages * kStage + kStages * 16; /* alignment, stages, barriers */
     /* stage loads the producer issues side by side: a pass waits for all of its stages to be free, and the
      * consumers free a stage one load later, so a pass of kStages loads or more would wait for itself, and
-     * a long pass leaves stages idle; four where the stages are small, two at NW = 256 (H100: n = 512 1.05x
-     * on uniform 70% and ogbl-ddi), else one (two at NW = 128: 0.95x at n = 256, and racecheck hazards) */
-    static constexpr int kLanes = NW == 64 ? 4 : NW == 256 ? 2 : 1;
+     * a long pass leaves stages idle; two at NW = 256 (H100: n = 512 1.05x on uniform 70% and ogbl-ddi),
+     * else one (two at NW = 128: 0.95x at n = 256, and racecheck hazards; four at NW = 64, once kept, drew
+     * racecheck hazards on long quads and ran 1.04x slower in geometric mean, uniform 70% at n = 128 41.5
+     * against 36.9 us: benchmarks/NOTES.md, 2026-11-27 14:43) */
+    static constexpr int kLanes = NW == 256 ? 2 : 1;
     /* A's blocks evict-first in L2 (bulk_copy's policy) from 256 columns a thread block: H100, uniform 70%
      * and ogbl-ddi 1.02-1.09x (with two stage loads at once at NW = 256); at NW = 64 uniform 90% took 18.0
      * -> 20.0 us, so not there */
