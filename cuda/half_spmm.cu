@@ -374,14 +374,14 @@ struct BsrOps {
 };
 
 /* Pair w's block rows over TILES tiles from column n0: 2w from acc[0 .. TILES - 1], 2w + 1 from
- * acc[TILES ..]; a split part to a 32-row slot. */
-template <int FMT, bool OUT_F32, bool VEC, int TILES>
+ * acc[TILES ..]; a split part to a 32-row slot.  EARLY: write_block_row's (each row's perm loaded first). */
+template <int FMT, bool OUT_F32, bool VEC, int TILES, bool EARLY = false>
 __device__ __forceinline__ void write_pair(const acc_half_args &p, const float (&acc)[2 * TILES][4],
                                            int64_t w, int64_t slot, int64_t n0, int lane) {
-    write_block_row<FMT, OUT_F32, VEC, 0, 2 * TILES, false, TILES>(p, acc, 2 * w, slot,
+    write_block_row<FMT, OUT_F32, VEC, 0, 2 * TILES, EARLY, TILES>(p, acc, 2 * w, slot,
                                                                    ACC_HALF_WINDOW_ROWS(1), 0, n0, lane);
     if (2 * w + 1 < p.num_brows)
-        write_block_row<FMT, OUT_F32, VEC, TILES, 2 * TILES, false, TILES>(
+        write_block_row<FMT, OUT_F32, VEC, TILES, 2 * TILES, EARLY, TILES>(
             p, acc, 2 * w + 1, slot, ACC_HALF_WINDOW_ROWS(1), 16, n0, lane);
 }
 
@@ -610,11 +610,7 @@ template <int FMT, bool OUT_F32>
 __device__ __noinline__ void cta_write_slow(const acc_half_args &p, const float (&acc)[8][4], int64_t w,
                                             int64_t slot, int64_t nw, int lane) {
     if (nw >= p.n) return; /* every column of the warp beyond n: nothing to write */
-    write_block_row<FMT, OUT_F32, true, 0, 8, true, 4>(p, acc, 2 * w, slot, ACC_HALF_WINDOW_ROWS(1), 0, nw,
-                                                       lane);
-    if (2 * w + 1 < p.num_brows)
-        write_block_row<FMT, OUT_F32, true, 4, 8, true, 4>(p, acc, 2 * w + 1, slot, ACC_HALF_WINDOW_ROWS(1),
-                                                           16, nw, lane);
+    write_pair<FMT, OUT_F32, true, 4, true>(p, acc, w, slot, nw, lane);
 }
 
 /* Pair w's rows from warp w's 32 columns at nw: lane (g, t) holds rows g, 8 + g, 16 + g and 24 + g, columns
@@ -631,7 +627,7 @@ __device__ __forceinline__ void cta_write(const acc_half_args &p, const float (&
     if (GENERAL && slot >= 0) { /* a part of a split pair: its raw sums to workspace slot `slot` (32 rows) */
 #pragma unroll
         for (int h = 0; h < 4; h++) {
-            float *ws = p.workspace + (slot * 32 + 8 * h + g) * p.n + nw + 2 * t;
+            float *ws = p.workspace + (slot * ACC_HALF_WINDOW_ROWS(1) + 8 * h + g) * p.n + nw + 2 * t;
 #pragma unroll
             for (int j = 0; j < 4; j++)
                 if (nw + 8 * j < p.n) {
