@@ -13,9 +13,13 @@ every Matrix Market file of DIR (real matrices, unstructured; their pattern with
 represents) at N = 128 and 512.
 
 Paths, all on the same device arrays, warm L2, 20 back-to-back calls between CUDA events (GUIDE
-section 4: a user's loop of calls, whose host cost overlaps the GPU work), median of max(5, --reps / 4)
-such bursts (until 2026-11-26 one call between events, which added each path's host latency to
-every call: 7.5-8.7 us for Blocked-ELL's ctypes call at 99% sparsity, 6.5 us for ours):
+section 4: a user's loop of calls, whose host cost overlaps the GPU work), after --warm-ms (20) of warm-up
+calls of each path, the paths of a matrix and width timed in turns (a burst of each per round) and each
+path's median over max(20, --reps) rounds (``interleaved_ms``).  Until 2026-11-27 each path was timed alone,
+a median of max(5, --reps / 4) bursts after one call: slow spells of the machine then fell on one path and
+moved its 10 us calls 1.5-10x between runs (benchmarks/NOTES.md).  Until 2026-11-26 one call between
+events, which added each path's host latency to every call (7.5-8.7 us for Blocked-ELL's ctypes call at 99%
+sparsity, 6.5 us for ours):
 
 - ``accspmm``: ``plan(A, precision=p)(B)`` with a half PyTorch B (the user-level call, C allocated
   per call) and the kernel alone launched from C (``_cuda.time_half``);
@@ -41,6 +45,7 @@ import datetime
 import json
 import os
 import sys
+import time
 
 import numpy as np
 import scipy.sparse as sp
@@ -53,22 +58,29 @@ TORCH_DT = {"fp16": torch.float16, "bf16": torch.bfloat16}
 CUDA_DT = {"fp16": 2, "bf16": 14}  # CUDA_R_16F, CUDA_R_16BF
 CUDA_R_32F, IDX32, ORDER_ROW, BLOCKED_ELL_ALG1 = 0, 2, 2, 13
 ELL_MAX_BYTES = 8 << 30  # a padded Blocked-ELL above this is reported as not runnable
+#: Warm-up of every timed path (cuda_ms): calls for this long first (GUIDE section 4's warm-up runs).
+WARM_MS = 20.0
 
 
-def cuda_ms(fn, reps, burst=20):
+def cuda_ms(fn, reps, burst=20, warm_ms=None):
     """ms per call of fn as GUIDE section 4 times a user's calls: `burst` back-to-back calls between two
     CUDA events (the host's cost of a call overlaps the previous call's GPU work, as in a loop of
-    calls), median over max(5, reps // 4) bursts.  A path slower than 1 ms a call runs bursts of 4
-    (the host's cost is hidden there anyway)."""
+    calls), median over max(20, reps) bursts (GUIDE section 4: at least 20), after `warm_ms` (default
+    WARM_MS) of warm-up calls.
+    A path slower than 1 ms a call runs bursts of 4 (the host's cost is hidden there anyway)."""
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    fn()
-    b.record()
-    b.synchronize()
+    warm_until = time.perf_counter() + (WARM_MS if warm_ms is None else warm_ms) / 1e3
+    while True:  # at least one call: the probe below times the last
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        if time.perf_counter() >= warm_until:
+            break
     if a.elapsed_time(b) > 1.0:
         burst = 4
     out = []
-    for _ in range(max(5, reps // 4)):
+    for _ in range(max(20, reps)):
         a.record()
         for _ in range(burst):
             fn()
@@ -76,6 +88,36 @@ def cuda_ms(fn, reps, burst=20):
         b.synchronize()
         out.append(a.elapsed_time(b) / burst)
     return float(np.median(out))
+
+
+def interleaved_ms(fns, reps, burst=20):
+    """{key: ms per call} of each fn of the dict, timed as cuda_ms times one, but in turns: after each fn's
+    WARM_MS of warm-up, round r times a burst of every fn in order, and each fn's time is the median over
+    max(20, reps) rounds.  A slow spell of the machine (on the H100 machine, minutes-long stretches where
+    10 us calls took 1.5-3x, and single bursts 10x) then falls on every path of a comparison alike, as
+    bench_python.user_ms does."""
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    bursts = {}
+    for key, fn in fns.items():
+        warm_until = time.perf_counter() + WARM_MS / 1e3
+        while True:
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            if time.perf_counter() >= warm_until:
+                break
+        bursts[key] = 4 if a.elapsed_time(b) > 1.0 else burst  # slow paths: bursts of 4 (as cuda_ms)
+    out = {key: [] for key in fns}
+    for _ in range(max(20, reps)):
+        for key, fn in fns.items():
+            a.record()
+            for _ in range(bursts[key]):
+                fn()
+            b.record()
+            b.synchronize()
+            out[key].append(a.elapsed_time(b) / bursts[key])
+    return {key: float(np.median(t)) for key, t in out.items()}
 
 
 def block_matrix(size, sparsity, kind, bs=32, seed=0):
@@ -221,7 +263,41 @@ def run_matrix(name, A, ns, precs, reps, bs_ell, hbm_gbs, dense_ok):
             r = {"matrix": name, "m": m, "k": k, "nnz": int(A.nnz), "n": n, "precision": prec,
                  "density": A.nnz / (m * k), "format": p.format, "block_fill": p.stats["block_fill"]}
             C = p(Bh)
-            r["accspmm_ms"] = cuda_ms(lambda: p(Bh), reps)
+            nref = min(n, 32)
+            ref = np.asarray(A.astype(np.float64) @ Bf[:, :nref].double().cpu().numpy())
+            r["err_half"] = rel_err(C[:, :nref].double().cpu().numpy(), ref)
+            r["err_tf32"] = rel_err(tf(Bf)[:, :nref].double().cpu().numpy(), ref)
+            # every path's user-level call, timed in turns (interleaved_ms)
+            paths = {"accspmm_ms": lambda: p(Bh), "tf32_ms": lambda: tf(Bf)}
+            if Ad is not None:
+                paths["cublas_ms"] = lambda: torch.mm(Ad, Bh)
+            paths["torch_csr_ms"] = lambda: torch.mm(Acsr, Bh)
+            if Absr is not None:
+                try:
+                    torch.mm(Absr, Bh)
+                    paths["torch_bsr_ms"] = lambda: torch.mm(Absr, Bh)
+                except Exception as exc:  # noqa: BLE001
+                    print(f"  {name}: torch BSR failed: {exc}", file=sys.stderr)
+            if ell is not None:
+                Mp, Kp = ell.shape
+                Bp = torch.zeros(Kp, n, dtype=TORCH_DT[prec], device="cuda")
+                Bp[:k] = Bh
+                Cp = torch.empty(Mp, n, dtype=TORCH_DT[prec], device="cuda")
+                try:
+                    run, keep = ell.prepare(Bp, Cp)
+                    paths["ell_ms"] = run
+                except Exception as exc:  # noqa: BLE001
+                    print(f"  {name}: Blocked-ELL failed: {exc}", file=sys.stderr)
+            r.update(interleaved_ms(paths, reps))
+            if "ell_ms" in paths:
+                Cp.fill_(float("nan"))  # the answer checked is the one of a launch after the timed ones
+                paths["ell_ms"]()
+                torch.cuda.synchronize()
+                r["ell_padded_blocks"] = ell.padded_blocks
+                r["err_ell"] = rel_err(Cp[:m, :nref].double().cpu().numpy(), ref)
+                if r["err_ell"] >= 1e-2:  # a wrong answer is no baseline (reported in err_ell)
+                    del r["ell_ms"]
+                    print(f"  {name}: Blocked-ELL result wrong (error {r['err_ell']:.2g}); not timed", file=sys.stderr)
             Ck = torch.empty_like(C)
             if p._runner is not None:  # BitTCF: the TF32 kernel's runner on half operands
                 a, vt = p._runner.args(Bh.data_ptr(), Ck.data_ptr(), n)
@@ -232,38 +308,6 @@ def run_matrix(name, A, ns, precs, reps, bs_ell, hbm_gbs, dense_ok):
                 args = p.kernel_args(Bh.data_ptr(), Ck.data_ptr(), n, False,
                                      ws.data_ptr() if p.workspace_floats(n) else 0)
                 r["accspmm_kernel_ms"] = float(np.median(_cuda.time_half(args, reps, None, 0, None)))
-            r["tf32_ms"] = cuda_ms(lambda: tf(Bf), reps)
-            nref = min(n, 32)
-            ref = np.asarray(A.astype(np.float64) @ Bf[:, :nref].double().cpu().numpy())
-            r["err_half"] = rel_err(C[:, :nref].double().cpu().numpy(), ref)
-            r["err_tf32"] = rel_err(tf(Bf)[:, :nref].double().cpu().numpy(), ref)
-            if Ad is not None:
-                r["cublas_ms"] = cuda_ms(lambda: torch.mm(Ad, Bh), reps)
-            r["torch_csr_ms"] = cuda_ms(lambda: torch.mm(Acsr, Bh), reps)
-            if Absr is not None:
-                try:
-                    r["torch_bsr_ms"] = cuda_ms(lambda: torch.mm(Absr, Bh), reps)
-                except Exception as exc:  # noqa: BLE001
-                    print(f"  {name}: torch BSR failed: {exc}", file=sys.stderr)
-            if ell is not None:
-                Mp, Kp = ell.shape
-                Bp = torch.zeros(Kp, n, dtype=TORCH_DT[prec], device="cuda")
-                Bp[:k] = Bh
-                Cp = torch.empty(Mp, n, dtype=TORCH_DT[prec], device="cuda")
-                try:
-                    run, keep = ell.prepare(Bp, Cp)
-                    ms = cuda_ms(run, reps)
-                    Cp.fill_(float("nan"))  # the answer checked is the one of a launch after the timed ones
-                    run()
-                    torch.cuda.synchronize()
-                    r["ell_padded_blocks"] = ell.padded_blocks
-                    r["err_ell"] = rel_err(Cp[:m, :nref].double().cpu().numpy(), ref)
-                    if r["err_ell"] < 1e-2:  # a wrong answer is no baseline (reported in err_ell)
-                        r["ell_ms"] = ms
-                    else:
-                        print(f"  {name}: Blocked-ELL result wrong (error {r['err_ell']:.2g}); not timed", file=sys.stderr)
-                except Exception as exc:  # noqa: BLE001
-                    print(f"  {name}: Blocked-ELL failed: {exc}", file=sys.stderr)
             r["gflops"] = 2.0 * A.nnz * n / (r["accspmm_kernel_ms"] * 1e6)
             bytes_ = (p.stats.get("bsr16_blocks", 0) * 512 + p.stats.get("tc_blocks", 0) * (128 + 48)
                       + 2 * (k * n + m * n))
@@ -302,6 +346,7 @@ def geomean(xs):
 
 
 def main():
+    global WARM_MS
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir", nargs="?", default=None)
     ap.add_argument("--ns", type=int, nargs="*", default=[32, 128, 256, 512])
@@ -317,7 +362,9 @@ def main():
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--min-nnz", type=int, default=0)
     ap.add_argument("--out", default="benchmarks/results/raw")
+    ap.add_argument("--warm-ms", type=float, default=WARM_MS, help="warm-up calls of each timed path, ms")
     args = ap.parse_args()
+    WARM_MS = args.warm_ms
     info = accspmm.device_info()
     gpu = torch.cuda.get_device_name()
     hbm = 3350.0 if "H100" in gpu else 4800.0 if "H200" in gpu else 2000.0  # GB/s, spec sheet
