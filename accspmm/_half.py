@@ -154,6 +154,23 @@ QUAD_MIN_ENTRIES = 48  # 41 entries (uniform 32768^2, 99%): 0.77x at n = 128; 50
 #: 32 x 32 blocks put about 1.0 times the pairs' entries in quads, so QUAD_MIN_ENTRIES stays their rule.
 QUAD_PAIR_RATIO = 0.6
 QUAD_MIN_ENTRIES_SHARED = 16
+#: ... or, for the kernel choice only and at widths up to QUAD_CRITICAL_MAX_N, where the quads' predicted
+#: makespan (quad_schedule: entries of one SM, its tasks' own costs included) is at most QUAD_CRITICAL_RATIO times
+#: the row kernel's longest task (schedule: entries): the row and pair kernels' thread blocks then wait on a long
+#: task (a small matrix, long or irregular block rows), which the quads' pipeline streams; above 256 columns a
+#: quad's thread block takes 512 of them alone, and pairs of short quads run more columns at once.  H100, FP16,
+#: kernel us, every kernel forced at n = 32 / 128 / 256 / 512, the faster of rows and pairs -> quads
+#: (benchmarks/NOTES.md, 2026-11-27 16:41): irregular 32 x 32 block rows of 8192^2 at 95% (ratio 2.7) 1.22 /
+#: 1.35 / 1.25 / 1.18x, bcsstk16 (2.1) 1.22 / 1.22 / 1.09 / 1.00x, rajat01 forced to BSR16 (2.1) 1.34 / 1.36 /
+#: 1.44 / 1.18x, random 32 x 32 blocks of 8000 x 4000 at 2% (2.3) 1.13 / 1.13 / 0.94 / 0.81x, random 16 x 16
+#: blocks of 4000^2 at 2% (2.7) 1.06 / 0.95 / 0.93 / 0.73x; above the ratio, uniform 99% (3.7) 1.04 / 0.84 / 0.77 /
+#: 0.72x, band 64 (3.6), PROTEINS_full (5.7), landmark (14) and G3_circuit (197) 0.35-0.9x.  Over 48 matrices
+#: (15 synthetic block and band matrices, the 24 real ones forced to BSR16, 9 random block matrices like the
+#: tests') the rule against the one before: 1.114 / 1.126 / 1.096 / 1.00x in geometric mean, worst 0.91x
+#: (pubmed, n = 32).  The ratio is set between pubmed's 2.99 (gains 1.31-1.34x at n = 128-256)
+#: and 3.15 (random 16 x 16 blocks at 5%: 0.83x at n = 32), the one gap of the data near the best.
+QUAD_CRITICAL_RATIO = 3.1
+QUAD_CRITICAL_MAX_N = 256
 #: bytes an SM moves per quad entry and 64 columns: B's 16 rows, and the entry's packed blocks (2,048 bytes
 #: per thread block of 128 columns at n <= 128), for the format model (_quad_model)
 QUAD_ENTRY_BYTES = 16 * 128 + 1024
@@ -504,6 +521,7 @@ class HalfPlan:
         self._pair_step = 1  # ... at widths a multiple of this (8: only where pair_cta_kernel runs)
         self._pair_sliced_n = 0  # ... and below this width only at widths that fill_slices
         self._quad_min_n = None  # ... quads of block rows on warpgroup MMA (half_wgmma.cu) from this width up
+        self._quad_max_n = None  # ... to this width (None: every width)
         self._quad_makespan = 0  # ... their schedule's predicted entries an SM (acc_half_args.quad_makespan)
         self._layouts = {}  # BSR16 on the GPU: "rows" (and "pairs") -> (tasks, split rows, slots)
         self._dev = {}
@@ -618,7 +636,7 @@ class HalfPlan:
             t = time.perf_counter()
             po, pc, pb = pair_index(offsets, f["block_cols"], k)
             share = pc.size / nblocks if nblocks else 1.0
-            pair_sched = None
+            pair_sched = rows_sched = None
             if kernel == "auto":
                 self._pair_min_n = PAIR_MIN_N if share <= PAIR_SHARE_MAX_BLOCKS else None
                 self._pair_step = 1 if share <= PAIR_SHARE_MAX else 8
@@ -632,12 +650,21 @@ class HalfPlan:
                        f"{PAIR_CTA_COLS}-column slices)")
                 if nblocks and cu.half_quads_usable():
                     quads = quads or group_index(offsets, f["block_cols"], k, 4)
+                    # made once: the rule and the layouts below use them
+                    qsched = quad_schedule(quads[0]) if qsched is None else qsched
+                    rows_sched = schedule(offsets)
+                    longest = int((rows_sched[0][:, 3] - rows_sched[0][:, 2]).max()) if rows_sched[0].size else 0
                     qshare, mean, rule = _quad_rule(quads, nblocks, pc.size)
                     if rule:
                         self._quad_min_n = QUAD_MIN_N
-                    why += (f"; quads: {qshare:.2f} union entries per block, {mean:.1f} entries a nonempty quad: "
-                            f"quads at <= {QUAD_SHARE_MAX} and >= {QUAD_MIN_ENTRIES}, or at <= {QUAD_PAIR_RATIO} "
-                            f"times the pairs' entries and >= {QUAD_MIN_ENTRIES_SHARED}, for n >= {QUAD_MIN_N}")
+                    elif qsched[4] <= QUAD_CRITICAL_RATIO * max(longest, 1):
+                        self._quad_min_n, self._quad_max_n = QUAD_MIN_N, QUAD_CRITICAL_MAX_N
+                    why += (f"; quads: {qshare:.2f} union entries per block, {mean:.1f} entries a nonempty quad, "
+                            f"a predicted makespan of {qsched[4]:.0f} entries against the row kernel's longest task "
+                            f"of {longest}: quads for n >= {QUAD_MIN_N} at <= {QUAD_SHARE_MAX} and >= "
+                            f"{QUAD_MIN_ENTRIES}, or at <= {QUAD_PAIR_RATIO} times the pairs' entries and >= "
+                            f"{QUAD_MIN_ENTRIES_SHARED}; else for {QUAD_MIN_N} <= n <= {QUAD_CRITICAL_MAX_N} at a "
+                            f"makespan <= {QUAD_CRITICAL_RATIO} times that task")
             elif kernel == "quads":
                 if cu.half_quads_usable():
                     self._quad_min_n = 0
@@ -648,13 +675,15 @@ class HalfPlan:
                 self._pair_min_n = 0 if kernel == "pairs" else None
                 why = f"tuning['kernel'] = {kernel!r}"
             kernels = "rows"
-            if self._quad_min_n is not None:
+            if self._quad_min_n is not None and self._quad_max_n is None:
                 kernels = f"quads for n >= {self._quad_min_n}, else rows"
             elif self._pair_min_n is not None:
                 kernels = (f"pairs for n >= {self._pair_min_n}"
                            + (" and a multiple of 8" if self._pair_step > 1 else "")
                            + (f" (below {self._pair_sliced_n}: widths filling their {PAIR_CTA_COLS}-column slices)"
                               if self._pair_sliced_n else "") + ", else rows")
+            if self._quad_max_n is not None:
+                kernels = f"quads for {self._quad_min_n} <= n <= {self._quad_max_n}; else {kernels}"
             sched = self.stats["schedule"] = {"kernel": kernels, "kernel_why": why, "pair_entries_per_block": share}
             self._layouts = {}
             for layout in ("rows", "pairs", "quads"):
@@ -671,7 +700,7 @@ class HalfPlan:
                 else:
                     go, gc, gb = po, pc, pb
                     if layout == "rows":
-                        tasks, splits, slots, cap, pack = schedule(offsets)
+                        tasks, splits, slots, cap, pack = schedule(offsets) if rows_sched is None else rows_sched
                     else:
                         tasks, splits, slots, cap, pack = schedule(po) if pair_sched is None else pair_sched
                 sched[layout] = {"tasks": int(tasks.shape[0]), "split_rows": int(splits.shape[0]), "parts": slots,
@@ -688,20 +717,24 @@ class HalfPlan:
                                                                           self._device_id)
                 self._layouts[layout] = (int(tasks.shape[0]), int(splits.shape[0]), slots)
             sched.update(sched["rows"])  # the row kernel's schedule at the top level, as before pairs
-            # the C call: calls of n >= the wide kernel's first width go to it (quads fall back to rows in C
-            # where the width or B's and C's alignment do not allow them)
-            wide = "quads" if "quads" in self._layouts else "pairs" if "pairs" in self._layouts else None
-            wide_min = self._quad_min_n if wide == "quads" else self._pair_min_n
-            base = wide if wide == "pairs" and wide_min == 0 else "rows"
+            # the C call: the widths kernel_for gives another layout go to it, by routes checked in order (quads,
+            # then pairs: set_wide); quads fall back to rows in C where the width or B's and C's alignment do not
+            # allow them
+            quads_all = "quads" in self._layouts and self._quad_max_n is None  # no width left to pairs
+            base = "pairs" if self._pair_min_n == 0 and "quads" not in self._layouts else "rows"
+            routes = []
+            if "quads" in self._layouts:
+                routes.append(("quads", self._quad_min_n, 1, 0, -1 if quads_all else self._quad_max_n))
+            if "pairs" in self._layouts and base != "pairs" and not quads_all:
+                routes.append(("pairs", self._pair_min_n, self._pair_step, self._pair_sliced_n, -1))
             launchers = {}
-            for layout in dict.fromkeys((base, wide) if wide else (base,)):
+            for layout in dict.fromkeys([base] + [r[0] for r in routes]):
                 a = self._layout_args(layout, 0, 0, 0, False, 0)
                 launchers[layout] = cu.HalfLauncher(m, k, *a[4:12], a[12], self._layouts[layout][2], _FMT[precision],
                                                     self._device_id, *a[18:])
-            if wide is not None and wide != base:
-                pairs = wide == "pairs"
-                launchers[base].set_wide(launchers[wide], wide_min, self._pair_step if pairs else 1,
-                                         self._pair_sliced_n if pairs else 0)
+            for i, (layout, min_n, step, sliced_n, max_n) in enumerate(routes):
+                launchers[base].set_wide(launchers[layout], min_n, step, sliced_n, max_n, i)
+            self._half_routes = [r[0] for r in routes] + [base]  # route_for(n)'s layouts (-1: the base's)
             self._fast = launchers[base].call
             self._half_launcher = launchers[base]
             if kernel == "auto" and cu.tf32_narrow_max() > 0:
@@ -877,7 +910,7 @@ class HalfPlan:
         that are not a multiple of 64 where the copies cost less than B's per-chunk requests, on copies padded
         to a multiple of 64), "pairs" (a pair of block rows a warp, or a thread block at widths a multiple of 8;
         where the pairs share fewer column blocks, PAIR_SHARE_MAX_BLOCKS, only at those widths) or "rows"."""
-        if self._quad_min_n is not None and n >= self._quad_min_n:
+        if self._quad_min_n is not None and self._quad_min_n <= n <= (self._quad_max_n or n):
             return "quads"
         pairs = (self._pair_min_n is not None and n >= self._pair_min_n and n % self._pair_step == 0
                  and (n >= self._pair_sliced_n or fills_slices(n)))

@@ -509,15 +509,28 @@ static PyTypeObject LauncherType = {
  * temporary of the library's allocator on the call's stream.  Everything else (float32 B, float32
  * out, autograd, errors) returns None: accspmm._half takes the call. */
 
+/* A HalfLauncher `to` that takes the calls of min_n <= n <= max_n (max_n < 0: no bound), n a multiple of
+ * step, and below sliced_n only widths that fill their last column slice (acc_half_fills_slices). */
+typedef struct half_route {
+    PyObject *to;
+    int64_t min_n, max_n, step, sliced_n;
+} half_route;
+
+#define HALF_ROUTES 2 /* e.g. quads at narrow widths, then pairs at wide ones (accspmm._half) */
+
+static int half_route_takes(const half_route *r, int64_t n) {
+    return r->to && n >= r->min_n && (r->max_n < 0 || n <= r->max_n) && n % r->step == 0 &&
+           (n >= r->sliced_n || acc_half_fills_slices(n));
+}
+
 typedef struct HalfLauncherObject {
     PyObject_HEAD acc_half_args base; /* the format and schedule (n, B, C, workspace per call) */
     int device;
     int64_t slots; /* workspace slots of ACC_HALF_WINDOW_ROWS(pairs) x max(n, 8) floats */
     elem_type et;
     unsigned long long fast_calls;
-    PyObject *wide; /* a HalfLauncher that takes the calls of n >= wide_min_n, a multiple of wide_step, and
-                     * below wide_sliced_n only widths that fill their last slice (set_wide), or NULL */
-    int64_t wide_min_n, wide_step, wide_sliced_n;
+    half_route wide[HALF_ROUTES]; /* other layouts of the matrix that take some widths (set_wide): the first
+                                   * route that takes n (half_route_takes) */
     PyObject *narrow; /* a Launcher that takes the calls of n <= narrow_max_n (set_narrow), or NULL: Python */
     int64_t narrow_max_n;
 } HalfLauncherObject;
@@ -569,6 +582,13 @@ static PyObject *half_launcher_new(PyTypeObject *type, PyObject *args, PyObject 
     return (PyObject *)self;
 }
 
+/* The index of the first route of `self` that takes width n (set_wide), or -1: `self` takes it. */
+static int half_route_of(const HalfLauncherObject *self, int64_t n) {
+    for (int r = 0; r < HALF_ROUTES; r++)
+        if (half_route_takes(&self->wide[r], n)) return r;
+    return -1;
+}
+
 /* call(B, out) -> C, or None where the Python layer must take the call. */
 static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2) {
@@ -590,9 +610,8 @@ static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *a
         self->narrow_max_n) /* the narrow widths' Launcher (its own counts), or Python until it is made */
         return self->narrow ? launcher_call((LauncherObject *)self->narrow, args, nargs) : Py_NewRef(Py_None);
     HalfLauncherObject *outer = self; /* counts the call */
-    if (self->wide && vb.cols >= self->wide_min_n && vb.cols % self->wide_step == 0 &&
-        (vb.cols >= self->wide_sliced_n || acc_half_fills_slices(vb.cols)))
-        self = (HalfLauncherObject *)self->wide;
+    const int route = half_route_of(self, vb.cols);
+    if (route >= 0) self = (HalfLauncherObject *)outer->wide[route].to;
     const acc_half_args *base = &self->base;
     if (vb.device != self->device || vb.rows != base->k || base->m == 0 || base->num_tasks == 0)
         Py_RETURN_NONE;
@@ -645,26 +664,33 @@ static PyObject *half_launcher_call(HalfLauncherObject *self, PyObject *const *a
     return C;
 }
 
-/* set_wide(launcher, min_n, step=1, sliced_n=0): calls of n >= min_n, n a multiple of step and, below
- * sliced_n, a width that fills its thread blocks' column slices (acc_half_fills_slices), go to `launcher`
- * (another plan layout of the same matrix, e.g. BSR16 on pairs of block rows); None detaches it. */
+/* set_wide(launcher, min_n, step=1, sliced_n=0, max_n=-1, route=0): calls of min_n <= n <= max_n (max_n < 0:
+ * no bound), n a multiple of step and, below sliced_n, a width that fills its thread blocks' column slices
+ * (acc_half_fills_slices), go to `launcher` (another plan layout of the same matrix, e.g. BSR16 on pairs of
+ * block rows), unless an earlier route takes them; None detaches route `route`. */
 static PyObject *half_launcher_set_wide(HalfLauncherObject *self, PyObject *args) {
     PyObject *wide;
-    long long min_n, step = 1, sliced_n = 0;
-    if (!PyArg_ParseTuple(args, "OL|LL", &wide, &min_n, &step, &sliced_n)) return NULL;
-    if (step < 1) {
-        PyErr_SetString(PyExc_ValueError, "set_wide's step must be at least 1");
+    long long min_n, step = 1, sliced_n = 0, max_n = -1;
+    int route = 0;
+    if (!PyArg_ParseTuple(args, "OL|LLLi", &wide, &min_n, &step, &sliced_n, &max_n, &route)) return NULL;
+    if (step < 1 || route < 0 || route >= HALF_ROUTES) {
+        PyErr_SetString(PyExc_ValueError, "set_wide's step must be at least 1 and its route 0 or 1");
         return NULL;
     }
-    if (wide != Py_None && (Py_TYPE(wide) != Py_TYPE((PyObject *)self) || wide == (PyObject *)self ||
-                            ((HalfLauncherObject *)wide)->wide)) {
+    int own = 0; /* whether `wide` has routes of its own */
+    if (wide != Py_None && Py_TYPE(wide) == Py_TYPE((PyObject *)self))
+        for (int r = 0; r < HALF_ROUTES; r++)
+            own |= ((HalfLauncherObject *)wide)->wide[r].to != NULL;
+    if (wide != Py_None && (Py_TYPE(wide) != Py_TYPE((PyObject *)self) || wide == (PyObject *)self || own)) {
         PyErr_SetString(PyExc_TypeError, "set_wide takes another HalfLauncher without one of its own");
         return NULL;
     }
-    Py_XSETREF(self->wide, wide == Py_None ? NULL : Py_NewRef(wide));
-    self->wide_min_n = min_n;
-    self->wide_step = step;
-    self->wide_sliced_n = sliced_n;
+    half_route *r = &self->wide[route];
+    Py_XSETREF(r->to, wide == Py_None ? NULL : Py_NewRef(wide));
+    r->min_n = min_n;
+    r->max_n = max_n;
+    r->step = step;
+    r->sliced_n = sliced_n;
     Py_RETURN_NONE;
 }
 
@@ -686,8 +712,16 @@ static PyObject *half_launcher_set_narrow(HalfLauncherObject *self, PyObject *ar
 
 static void half_launcher_dealloc(HalfLauncherObject *self) {
     Py_CLEAR(self->narrow);
-    Py_CLEAR(self->wide);
+    for (int r = 0; r < HALF_ROUTES; r++)
+        Py_CLEAR(self->wide[r].to);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* route_for(n): the index of the route (set_wide) that takes a call of width n, or -1 (this launcher). */
+static PyObject *half_launcher_route_for(HalfLauncherObject *self, PyObject *args) {
+    long long n;
+    if (!PyArg_ParseTuple(args, "L", &n)) return NULL;
+    return PyLong_FromLong(half_route_of(self, n));
 }
 
 static PyObject *half_launcher_fills_slices(PyObject *Py_UNUSED(cls), PyObject *args) {
@@ -700,8 +734,11 @@ static PyMethodDef half_launcher_methods[] = {
     {"call", (PyCFunction)(void (*)(void))half_launcher_call, METH_FASTCALL,
      "call(B, out) -> C, or None where the Python layer must take the call"},
     {"set_wide", (PyCFunction)(void (*)(void))half_launcher_set_wide, METH_VARARGS,
-     "set_wide(launcher, min_n, step=1, sliced_n=0): calls of n >= min_n, a multiple of step and, below "
-     "sliced_n, filling their column slices, go to launcher"},
+     "set_wide(launcher, min_n, step=1, sliced_n=0, max_n=-1, route=0): calls of min_n <= n <= max_n "
+     "(max_n < 0: no bound), a multiple of step and, below sliced_n, filling their column slices, go to "
+     "launcher unless an earlier route takes them"},
+    {"route_for", (PyCFunction)half_launcher_route_for, METH_VARARGS,
+     "route_for(n): the index of the route (set_wide) that takes a call of width n, or -1 (this launcher)"},
     {"fills_slices", (PyCFunction)half_launcher_fills_slices, METH_VARARGS | METH_STATIC,
      "fills_slices(n): whether width n runs the thread-block pair kernel with its last column slice over "
      "half full"},

@@ -432,9 +432,9 @@ def test_half_tuning_is_checked(tuning):
 
 
 def test_half_launcher_set_wide_is_checked():
-    """HalfLauncher.set_wide (the C call's hand-over of wide products to the pair kernel) takes another
-    launcher without one of its own, or None; the launchers free cleanly either way.  No device is
-    touched (the launchers are never called)."""
+    """HalfLauncher.set_wide (the C call's hand-over of some widths to the pair or quad kernel, two routes at
+    most) takes another launcher without routes of its own, or None; the launchers free cleanly either way.
+    No device is touched (the launchers are never called)."""
     cu = pytest.importorskip("accspmm._cuda")
     make = lambda pairs: cu.HalfLauncher(40, 30, *([0] * 6), 0, 0, 0, 0, 0, 0, pairs, 0, 0, 0, 0)  # noqa: E731
     rows, pairs, other = make(0), make(1), make(0)
@@ -447,7 +447,15 @@ def test_half_launcher_set_wide_is_checked():
     rows.set_wide(pairs, 256)
     rows.set_wide(None, 0)
     rows.set_wide(pairs, 512)
-    del pairs, other  # rows keeps its wide launcher alive
+    quads = make(2)
+    rows.set_wide(quads, 1, 1, 0, 256, 0)  # quads up to 256 columns, then pairs: two routes
+    rows.set_wide(pairs, 257, 1, 0, -1, 1)
+    for route in (-1, 2):
+        with pytest.raises(ValueError, match="route"):
+            rows.set_wide(pairs, 1, 1, 0, -1, route)
+    with pytest.raises(TypeError, match="set_wide"):
+        quads.set_wide(rows, 1)  # rows has routes of its own
+    del pairs, other, quads  # rows keeps its wide launchers alive
     import gc
 
     gc.collect()
@@ -601,6 +609,13 @@ def gpu_half_plan(A, prec, fmt, **kw):
     elif fmt.startswith("bsr16"):
         assert p.kernel_for(1) == p.kernel_for(10**6) == kw["tuning"]["kernel"]
     return p
+
+
+def assert_c_routes(p):
+    """The C call (HalfLauncher.route_for) runs every width above the narrow ones on kernel_for's kernel."""
+    launcher = p._fast.__self__
+    widths = (*range(5, 600), 1000, 4096, 10**6)
+    assert [p._half_routes[launcher.route_for(n)] for n in widths] == [p.kernel_for(n) for n in widths]
 
 
 def runs_quads(p, n):
@@ -974,6 +989,20 @@ def blocky_matrix(m, k, block=32, density=0.12, seed=0, values="int"):
     return A
 
 
+def uniform_blocks(m, k, per_row=2, block=32, seed=0):
+    """m x k of dense block x block blocks, `per_row` of them in every block row (random columns): rows no
+    longer than their neighbours, so the quads' critical rule (QUAD_CRITICAL_RATIO) leaves them to rows and
+    pairs."""
+    rng = np.random.default_rng(seed)
+    R, K = -(-m // block), -(-k // block)
+    cols = np.concatenate([rng.choice(K, per_row, replace=False) for _ in range(R)])
+    S = sp.csr_matrix((np.ones(R * per_row), cols, np.arange(0, R * per_row + 1, per_row)), shape=(R, K))
+    A = sp.csr_matrix(sp.kron(S, np.ones((block, block)), format="csr")[:m, :k], dtype=np.float32)
+    A.data = rng.integers(-4, 5, A.nnz).astype(np.float32)
+    A.eliminate_zeros()
+    return A
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("prec", PRECS)
 def test_gpu_pairs_same_bits_as_rows(prec):
@@ -1030,7 +1059,7 @@ def test_gpu_bsr16_kernel_model():
     """Pairs (from PAIR_MIN_N columns, or PAIR_MIN_N_SLICED with enough pair tasks) where 32 x 32 blocks put the
     same column blocks in both rows of a pair, through the C call too; rows where the pairs' rows have
     different column blocks."""
-    blocky = blocky_matrix(8000, 4000, density=0.05, seed=1)
+    blocky = uniform_blocks(8000, 4000, seed=1)
     p = accspmm.plan(blocky, device="gpu", precision="fp16")
     sched = p.stats["schedule"]
     assert p.format == "bsr16" and sched["pair_entries_per_block"] == 0.5, sched["kernel_why"]
@@ -1038,6 +1067,7 @@ def test_gpu_bsr16_kernel_model():
     # 250 pair tasks (>= PAIR_SLICED_MIN_TASKS): from PAIR_MIN_N_SLICED at the widths that fill their slices
     assert [p.kernel_for(n) for n in (64, 72, 120, 128, 136, 192, 200, 248, 250)] == [
         "rows", "pairs", "pairs", "pairs", "rows", "rows", "pairs", "pairs", "rows"], sched["kernel"]
+    assert_c_routes(p)
     launcher = p._fast.__self__
     before = launcher.fast_calls
     for n in (136, _half.PAIR_MIN_N_SLICED, _half.PAIR_MIN_N):  # either kernel by width, from Python and the C call
@@ -1051,10 +1081,10 @@ def test_gpu_bsr16_kernel_model():
     few = accspmm.plan(blocky[:4000], device="gpu", precision="fp16", format="bsr16")  # 125 pair tasks
     assert few.stats["schedule"]["pairs"]["tasks"] < _half.PAIR_SLICED_MIN_TASKS
     assert [few.kernel_for(n) for n in (72, 128, 200, 256)] == ["rows", "rows", "rows", "pairs"]
-    shifted = blocky_matrix(4000, 4000, block=16, density=0.02, seed=2)
+    shifted = uniform_blocks(4000, 4000, block=16, seed=2)
     p = accspmm.plan(shifted, device="gpu", precision="fp16", format="bsr16")
     assert p.stats["schedule"]["pair_entries_per_block"] > _half.PAIR_SHARE_MAX
-    assert p.kernel_for(10**6) == "rows" and "pairs" not in p.stats["schedule"]
+    assert p.kernel_for(10**6) == p.kernel_for(128) == "rows" and "pairs" not in p.stats["schedule"]
 
 
 @pytest.mark.gpu
@@ -1063,7 +1093,7 @@ def test_gpu_bsr16_kernel_model_split_pairs():
     widths that fill their thread blocks' slices all the same (the split parts go to the workspace without
     the slow path), from Python and the C call alike; exact, also with inf in B at a width ending inside a
     warp's columns."""
-    A = sp.lil_matrix(blocky_matrix(8000, 4000, density=0.02, seed=5))
+    A = sp.lil_matrix(uniform_blocks(8000, 4000, seed=5))
     A[2016:2048, :] = np.random.default_rng(6).integers(1, 5, (32, 4000))  # a dense pair of block rows
     A = sp.csr_matrix(A)
     p = accspmm.plan(A, device="gpu", precision="fp16", format="bsr16")
@@ -1073,6 +1103,7 @@ def test_gpu_bsr16_kernel_model_split_pairs():
     if "quads" in sched:
         pytest.skip("quads take this matrix on this GPU (their own tests cover split quads)")
     assert [p.kernel_for(n) for n in (64, 72, 136, 200)] == ["rows", "pairs", "rows", "pairs"], sched["kernel"]
+    assert_c_routes(p)
     launcher = p._fast.__self__
     before = launcher.fast_calls
     for n in (72, 200):
@@ -1091,6 +1122,33 @@ def test_gpu_bsr16_kernel_model_split_pairs():
 
 
 @pytest.mark.gpu
+def test_gpu_bsr16_quads_up_to_the_critical_width():
+    """Random 32 x 32 blocks (block rows of uneven length, 24 entries a quad): the quads' predicted makespan is
+    under QUAD_CRITICAL_RATIO times the row kernel's longest task, so quads run up to QUAD_CRITICAL_MAX_N
+    columns and pairs above, from Python and through the C call's two routes alike (route_for: the C call's
+    choice), each width's result the forced kernel's bit for bit on random values."""
+    if not quads_usable():
+        pytest.skip("no warpgroup MMA on this GPU or build (sm_90a)")
+    A = blocky_matrix(8000, 4000, density=0.05, seed=1, values="normal")
+    p = accspmm.plan(A, device="gpu", precision="fp16")
+    sched = p.stats["schedule"]
+    assert p.format == "bsr16" and sched["kernel"].startswith("quads for 1 <= n <= 256"), sched["kernel_why"]
+    top = _half.QUAD_CRITICAL_MAX_N
+    assert [p.kernel_for(n) for n in (8, 72, 200, top, top + 1, top + 8, 512)] == ["quads"] * 4 + ["pairs"] * 3
+    assert_c_routes(p)
+    launcher = p._fast.__self__
+    forced = {kern: gpu_half_plan(A, "fp16", f"bsr16-{kern}") for kern in ("quads", "pairs")}
+    before = launcher.fast_calls
+    for n in (200, top, top + 8, 512):
+        B = torch.randn(4000, n, device="cuda").half()
+        got = p(B)  # the C call
+        assert torch.equal(got, forced[p.kernel_for(n)](B)), n
+        got32 = p(B, out=poisoned((8000, n), torch.float32))  # the Python layer's call
+        assert torch.equal(got32, forced[p.kernel_for(n)](B, out=poisoned((8000, n), torch.float32))), n
+    assert launcher.fast_calls == before + 4
+
+
+@pytest.mark.gpu
 def test_gpu_bsr16_kernel_model_bands():
     """Band matrices: pairs at 0.60 union entries per block (bandwidth 64) only at widths a multiple of 8,
     which run them on thread blocks, from Python and the C call alike, below 256 columns only with enough
@@ -1101,6 +1159,7 @@ def test_gpu_bsr16_kernel_model_bands():
     sched = p.stats["schedule"]
     assert _half.PAIR_SHARE_MAX < sched["pair_entries_per_block"] <= _half.PAIR_SHARE_MAX_BLOCKS, sched["kernel_why"]
     assert [p.kernel_for(n) for n in (248, 256, 260, 264)] == ["rows", "pairs", "rows", "pairs"], sched["kernel"]
+    assert_c_routes(p)
     launcher = p._fast.__self__
     before = launcher.fast_calls
     for n in (256, 260):
@@ -1117,6 +1176,7 @@ def test_gpu_bsr16_kernel_model_bands():
     sched = p.stats["schedule"]
     assert sched["pairs"]["tasks"] >= _half.PAIR_SLICED_MIN_TASKS and sched["pair_entries_per_block"] > 0.55, sched
     assert [p.kernel_for(n) for n in (64, 72, 76, 136, 200)] == ["rows", "pairs", "rows", "rows", "pairs"]
+    assert_c_routes(p)
     launcher = p._fast.__self__
     before = launcher.fast_calls
     for n in (72, 76, 200):
@@ -1129,6 +1189,7 @@ def test_gpu_bsr16_kernel_model_bands():
     wide = band_csr(2048, 256, seed=2)
     p = accspmm.plan(wide, device="gpu", precision="fp16", format="bsr16")
     assert p.kernel_for(128) == "quads" and p.kernel_for(100) == "quads", p.stats["schedule"]["kernel_why"]
+    assert_c_routes(p)
     for n in (100, 128):
         B = int_dense(2048, n, seed=n)
         C = p(torch.from_numpy(B).cuda().half())
