@@ -166,8 +166,9 @@ QUAD_MIN_ENTRIES_SHARED = 16
 #: blocks of 4000^2 at 2% (2.7) 1.06 / 0.95 / 0.93 / 0.73x; above the ratio, uniform 99% (3.7) 1.04 / 0.84 / 0.77 /
 #: 0.72x, band 64 (3.6), PROTEINS_full (5.7), landmark (14) and G3_circuit (197) 0.35-0.9x.  Over 48 matrices
 #: (15 synthetic block and band matrices, the 24 real ones forced to BSR16, 9 random block matrices like the
-#: tests') the rule against the one before: 1.114 / 1.126 / 1.096 / 1.00x in geometric mean, worst 0.91x
-#: (pubmed, n = 32).  The ratio is set between pubmed's 2.99 (gains 1.31-1.34x at n = 128-256)
+#: tests') the rule against the one before: 1.121 / 1.130 / 1.097 / 1.00x in geometric mean, worst 0.91x
+#: (pubmed, n = 32); the per-case best kernel would give 1.127x over all (`benchmarks/fit_quad_rule.py`,
+#: results/h100_quad_critical.json).  The ratio is set between pubmed's 2.99 (gains 1.31-1.34x at n = 128-256)
 #: and 3.15 (random 16 x 16 blocks at 5%: 0.83x at n = 32), the one gap of the data near the best.
 QUAD_CRITICAL_RATIO = 3.1
 QUAD_CRITICAL_MAX_N = 256
@@ -637,6 +638,7 @@ class HalfPlan:
             po, pc, pb = pair_index(offsets, f["block_cols"], k)
             share = pc.size / nblocks if nblocks else 1.0
             pair_sched = rows_sched = None
+            critical = None  # the quads' critical rule's numbers (QUAD_CRITICAL_RATIO), where it was weighed
             if kernel == "auto":
                 self._pair_min_n = PAIR_MIN_N if share <= PAIR_SHARE_MAX_BLOCKS else None
                 self._pair_step = 1 if share <= PAIR_SHARE_MAX else 8
@@ -655,9 +657,11 @@ class HalfPlan:
                     rows_sched = schedule(offsets)
                     longest = int((rows_sched[0][:, 3] - rows_sched[0][:, 2]).max()) if rows_sched[0].size else 0
                     qshare, mean, rule = _quad_rule(quads, nblocks, pc.size)
+                    critical = {"quad_makespan": float(qsched[4]), "rows_longest_task": longest,
+                                "ratio": float(qsched[4]) / max(longest, 1)}
                     if rule:
                         self._quad_min_n = QUAD_MIN_N
-                    elif qsched[4] <= QUAD_CRITICAL_RATIO * max(longest, 1):
+                    elif critical["ratio"] <= QUAD_CRITICAL_RATIO:
                         self._quad_min_n, self._quad_max_n = QUAD_MIN_N, QUAD_CRITICAL_MAX_N
                     why += (f"; quads: {qshare:.2f} union entries per block, {mean:.1f} entries a nonempty quad, "
                             f"a predicted makespan of {qsched[4]:.0f} entries against the row kernel's longest task "
@@ -685,6 +689,8 @@ class HalfPlan:
             if self._quad_max_n is not None:
                 kernels = f"quads for {self._quad_min_n} <= n <= {self._quad_max_n}; else {kernels}"
             sched = self.stats["schedule"] = {"kernel": kernels, "kernel_why": why, "pair_entries_per_block": share}
+            if critical is not None:
+                sched["quad_critical"] = critical
             self._layouts = {}
             for layout in ("rows", "pairs", "quads"):
                 if layout == "pairs" and self._pair_min_n is None or layout == "quads" and self._quad_min_n is None:

@@ -64,12 +64,13 @@ def main():
         plans = {k: accspmm.plan(A, device="gpu", precision="fp16", format="bsr16",
                                  **({} if k == "auto" else {"tuning": {"kernel": k}})) for k in args.kernels}
         sched = next(iter(plans.values())).stats["schedule"]
-        why = plans["auto"].stats["schedule"]["kernel_why"] if "auto" in plans else ""
+        auto = plans["auto"].stats["schedule"] if "auto" in plans else {}
+        why, critical = auto.get("kernel_why", ""), auto.get("quad_critical", {}).get("ratio")
         for n in args.ns:
             B = torch.randint(-3, 4, (A.shape[1], n), device="cuda").half()
             row = {"matrix": name, "n": n, "share": sched["pair_entries_per_block"],
                    "splits": plans["pairs"].stats["schedule"]["pairs"]["split_rows"] if "pairs" in plans else None,
-                   "why": why}
+                   "why": why, "critical_ratio": critical}
             ref = None
             for k, p in plans.items():
                 C = p(B)

@@ -1063,6 +1063,7 @@ def test_gpu_bsr16_kernel_model():
     p = accspmm.plan(blocky, device="gpu", precision="fp16")
     sched = p.stats["schedule"]
     assert p.format == "bsr16" and sched["pair_entries_per_block"] == 0.5, sched["kernel_why"]
+    assert not quads_usable() or sched["quad_critical"]["ratio"] > _half.QUAD_CRITICAL_RATIO, sched["kernel_why"]
     assert p.kernel_for(_half.PAIR_MIN_N - 1) == "rows" and p.kernel_for(_half.PAIR_MIN_N) == "pairs"
     # 250 pair tasks (>= PAIR_SLICED_MIN_TASKS): from PAIR_MIN_N_SLICED at the widths that fill their slices
     assert [p.kernel_for(n) for n in (64, 72, 120, 128, 136, 192, 200, 248, 250)] == [
@@ -1133,6 +1134,8 @@ def test_gpu_bsr16_quads_up_to_the_critical_width():
     p = accspmm.plan(A, device="gpu", precision="fp16")
     sched = p.stats["schedule"]
     assert p.format == "bsr16" and sched["kernel"].startswith("quads for 1 <= n <= 256"), sched["kernel_why"]
+    crit = sched["quad_critical"]
+    assert crit["ratio"] == crit["quad_makespan"] / crit["rows_longest_task"] <= _half.QUAD_CRITICAL_RATIO, crit
     top = _half.QUAD_CRITICAL_MAX_N
     assert [p.kernel_for(n) for n in (8, 72, 200, top, top + 1, top + 8, 512)] == ["quads"] * 4 + ["pairs"] * 3
     assert_c_routes(p)
