@@ -62,36 +62,17 @@ ELL_MAX_BYTES = 8 << 30  # a padded Blocked-ELL above this is reported as not ru
 WARM_MS = 20.0
 
 
-def cuda_ms(fn, reps, burst=20, warm_ms=None):
+def cuda_ms(fn, reps, burst=20):
     """ms per call of fn as GUIDE section 4 times a user's calls: `burst` back-to-back calls between two
     CUDA events (the host's cost of a call overlaps the previous call's GPU work, as in a loop of
-    calls), median over max(20, reps) bursts (GUIDE section 4: at least 20), after `warm_ms` (default
-    WARM_MS) of warm-up calls.
-    A path slower than 1 ms a call runs bursts of 4 (the host's cost is hidden there anyway)."""
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    warm_until = time.perf_counter() + (WARM_MS if warm_ms is None else warm_ms) / 1e3
-    while True:  # at least one call: the probe below times the last
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        if time.perf_counter() >= warm_until:
-            break
-    if a.elapsed_time(b) > 1.0:
-        burst = 4
-    out = []
-    for _ in range(max(20, reps)):
-        a.record()
-        for _ in range(burst):
-            fn()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b) / burst)
-    return float(np.median(out))
+    calls), median over max(20, reps) bursts (GUIDE section 4: at least 20), after WARM_MS of warm-up
+    calls.  A path slower than 1 ms a call runs bursts of 4 (the host's cost is hidden there anyway).
+    Paths compared with each other: interleaved_ms."""
+    return interleaved_ms({"fn": fn}, reps, burst)["fn"]
 
 
 def interleaved_ms(fns, reps, burst=20):
-    """{key: ms per call} of each fn of the dict, timed as cuda_ms times one, but in turns: after each fn's
+    """{key: ms per call} of each fn of the dict, each timed as cuda_ms says, in turns: after each fn's
     WARM_MS of warm-up, round r times a burst of every fn in order, and each fn's time is the median over
     max(20, reps) rounds.  A slow spell of the machine (on the H100 machine, minutes-long stretches where
     10 us calls took 1.5-3x, and single bursts 10x) then falls on every path of a comparison alike, as
@@ -107,7 +88,7 @@ def interleaved_ms(fns, reps, burst=20):
             b.synchronize()
             if time.perf_counter() >= warm_until:
                 break
-        bursts[key] = 4 if a.elapsed_time(b) > 1.0 else burst  # slow paths: bursts of 4 (as cuda_ms)
+        bursts[key] = 4 if a.elapsed_time(b) > 1.0 else burst  # slow paths: bursts of 4
     out = {key: [] for key in fns}
     for _ in range(max(20, reps)):
         for key, fn in fns.items():
