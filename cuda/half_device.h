@@ -53,8 +53,9 @@ struct LastBMap {
 /* half_wgmma.cu: acc_half_spmm for quads (args.pairs == ACC_HALF_QUADS); ACC_ERR_UNSUPPORTED where
  * this build or device has no warpgroup MMA or B and C do not allow its copies (nothing launched). */
 int acc_half_quads(const acc_half_args &p, cudaStream_t s);
-/* Columns of a quad thread block at width n (its column tile: 128, 256 or 512). */
-int64_t acc_half_quad_cols(int64_t n);
+/* Columns of a quad thread block at width n for a schedule of `tasks` quads or parts (its column tile: 128,
+ * 256 or 512; narrower where the wider tile's grid would leave SMs idle). */
+int64_t acc_half_quad_cols(int64_t n, int64_t tasks);
 
 namespace acc_half {
 

@@ -935,7 +935,8 @@ template <typename Run> int on_padded_copies(const acc_half_args &p, int64_t n8,
  * times there, this rule takes the faster in 23 of the 30 cases; the others lose at most 10% (ego-Facebook
  * and email-Eu-core at n >= 264, where a request costs about half as much, and uniform 90% at n = 264). */
 bool pad_pays(const acc_half_args &p) {
-    const int64_t cols = acc_half_quad_cols(p.n), tiles = (p.n + cols - 1) / cols, n64 = (p.n + 63) / 64 * 64;
+    const int64_t cols = acc_half_quad_cols(p.n, p.num_tasks), tiles = (p.n + cols - 1) / cols,
+                  n64 = (p.n + 63) / 64 * 64;
     const double requests = 0.02 * (double)(cols / 64 - 1) * (double)p.quad_makespan * (double)tiles;
     const double copies =
         4.0 + (4.0 * (double)p.k + 2.0 * (p.out_f32 ? 4.0 : 2.0) * (double)p.m) * (double)n64 / 1.7e6;

@@ -51,6 +51,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "acc_cuda_internal.h"
 #include "half_device.h"
@@ -512,15 +513,45 @@ template <int FMT, bool OUT_F32, int NW> int run_quads(const acc_half_args &p, c
 }
 
 template <int FMT, bool OUT_F32> int launch_quads(const acc_half_args &p, cudaStream_t s) {
-    const int64_t cols = acc_half_quad_cols(p.n);
+    const int64_t cols = acc_half_quad_cols(p.n, p.num_tasks);
     if (cols == Quad<256>::kCols) return run_quads<FMT, OUT_F32, 256>(p, s);
     if (cols == Quad<128>::kCols) return run_quads<FMT, OUT_F32, 128>(p, s);
     return run_quads<FMT, OUT_F32, 64>(p, s);
 }
 
+/* The SMs of the current device (cached per device; 0 where it cannot be had). */
+int64_t sm_count() {
+    static int known[kMaxDevices];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (!known[dev] && cudaDeviceGetAttribute(&known[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        known[dev] = 0;
+    }
+    return known[dev];
+}
+
 } // namespace
 
-int64_t acc_half_quad_cols(int64_t n) { return n > 256 ? 512 : n > 128 ? 256 : 128; }
+/* 512 columns above 256, 256 above 128, else 128; then halved (to 128 at least) while the grid of `tasks`
+ * thread blocks per column tile, one an SM, still fits the SMs at the narrower tile: a thread block streams
+ * its quad's entries alone, so a grid of fewer thread blocks than SMs leaves the others idle (H100, quads
+ * forced, kernel us, n = 512 -> narrower tiles: benchmarks/NOTES.md, 2026-11-27 16:41).  Where the tiles
+ * would make a second wave (128 quads of 8192^2 at n = 512: 256 thread blocks), each tile re-reads A and
+ * refills the pipeline, and the narrower tiles were slower (benchmarks/NOTES.md, 2026-11-27 06:16).  The
+ * tile changes which thread block sums an element, not its sum: the same bits either way (tests/test_half.py,
+ * ACC_HALF_QUAD_NARROW=0 keeps the widest tile). */
+int64_t acc_half_quad_cols(int64_t n, int64_t tasks) {
+    int64_t cols = n > 256 ? 512 : n > 128 ? 256 : 128;
+    const char *env = getenv("ACC_HALF_QUAD_NARROW"); /* "0": the widest tile always (for comparisons) */
+    const int64_t sms = env && env[0] == '0' ? 0 : sm_count();
+    while (cols > 128 && tasks * ((n + cols / 2 - 1) / (cols / 2)) <= sms)
+        cols /= 2;
+    return cols;
+}
 
 extern "C" int acc_half_quads_usable(void) { return quads_usable() ? 1 : 0; }
 

@@ -1152,6 +1152,41 @@ def test_gpu_bsr16_quads_up_to_the_critical_width():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("prec", PRECS)
+def test_gpu_quads_narrow_tiles_same_bits(monkeypatch, prec):
+    """Few quads (32 and a split hub quad) at wide n: the quad kernel's column tile narrows until the grid
+    fills the SMs (acc_half_quad_cols), and gives the widest tile's bits (ACC_HALF_QUAD_NARROW=0), on random
+    values with inf and NaN in B, at widths a multiple of 64 and not (padded copies or per-chunk requests);
+    integer data exact."""
+    if not quads_usable():
+        pytest.skip("no warpgroup MMA on this GPU or build (sm_90a)")
+    A = sp.lil_matrix(blocky_matrix(2000, 1500, density=0.1, seed=11, values="normal"))
+    A[0:64, :] = np.random.default_rng(12).standard_normal((64, 1500))  # a hub quad, cut into parts
+    A = sp.csr_matrix(A)
+    p = gpu_half_plan(A, prec, "bsr16-quads")
+    assert p.stats["schedule"]["quads"]["tasks"] * 2 <= 132, p.stats["schedule"]["quads"]
+    rng = np.random.default_rng(13)
+    for n in (264, 320, 512):
+        B = rng.standard_normal((1500, n)).astype(np.float32)
+        Bt = torch.from_numpy(B).cuda().to(TORCH_DT[prec])
+        half, f32 = same_bits_either_way(monkeypatch, "ACC_HALF_QUAD_NARROW", p, Bt, (2000, n), prec)
+        check_bound(A, B, f32.numpy(), prec)
+        B[[7, 900], [n - 1, 3]] = [np.inf, np.nan]  # scipy's non-finite semantics, either tile
+        Bt = torch.from_numpy(B).cuda().to(TORCH_DT[prec])
+        half, f32 = same_bits_either_way(monkeypatch, "ACC_HALF_QUAD_NARROW", p, Bt, (2000, n), prec)
+        with np.errstate(invalid="ignore"):
+            ref = half_ref(A, B, prec, "float32")
+        assert np.array_equal(np.isnan(f32.numpy()), np.isnan(ref)) and np.isnan(ref).any(), n
+        assert np.array_equal(np.isposinf(f32.numpy()), np.isposinf(ref)), n
+        assert np.array_equal(np.isneginf(f32.numpy()), np.isneginf(ref)), n
+    Ai = blocky_matrix(2000, 1500, density=0.1, seed=11)
+    pi = gpu_half_plan(Ai, prec, "bsr16-quads")
+    B = int_dense(1500, 512, seed=14)
+    C = pi(torch.from_numpy(B).cuda().to(TORCH_DT[prec]), out=poisoned((2000, 512), torch.float32))
+    assert np.array_equal(C.cpu().numpy(), (Ai @ B).astype(np.float32))
+
+
+@pytest.mark.gpu
 def test_gpu_bsr16_kernel_model_bands():
     """Band matrices: pairs at 0.60 union entries per block (bandwidth 64) only at widths a multiple of 8,
     which run them on thread blocks, from Python and the C call alike, below 256 columns only with enough
