@@ -524,6 +524,7 @@ class HalfPlan:
         self._quad_min_n = None  # ... quads of block rows on warpgroup MMA (half_wgmma.cu) from this width up
         self._quad_max_n = None  # ... to this width (None: every width)
         self._quad_makespan = 0  # ... their schedule's predicted entries an SM (acc_half_args.quad_makespan)
+        self._pair_sizes = (0, 0)  # the pairs' schedule: all its entries, the most in a task (acc_half_args)
         self._layouts = {}  # BSR16 on the GPU: "rows" (and "pairs") -> (tasks, split rows, slots)
         self._dev = {}
         self._device_id = None
@@ -709,8 +710,13 @@ class HalfPlan:
                         tasks, splits, slots, cap, pack = schedule(offsets) if rows_sched is None else rows_sched
                     else:
                         tasks, splits, slots, cap, pack = schedule(po) if pair_sched is None else pair_sched
+                        task_entries = tasks[:, 3] - tasks[:, 2]
+                        # the C call's choice of wide thread blocks (cuda/half_spmm.cu: use_wide_cta)
+                        self._pair_sizes = (int(task_entries.sum()), int(task_entries.max(initial=0)))
                 sched[layout] = {"tasks": int(tasks.shape[0]), "split_rows": int(splits.shape[0]), "parts": slots,
                                  "cap": cap, "pack_blocks": pack}
+                if layout == "pairs":
+                    sched[layout].update(entries=self._pair_sizes[0], longest_task=self._pair_sizes[1])
                 arrays = {"tasks": tasks.reshape(-1), "splits": splits.reshape(-1)}
                 if layout != "rows":
                     arrays.update(pair_offsets=go, pair_cols=gc)
@@ -907,7 +913,7 @@ class HalfPlan:
         return (m, k, n, -(-m // 16), d["perm"].ptr, d["brow_offsets"].ptr, d["block_cols"].ptr, d["block_values"].ptr,
                 d["block_masks"].ptr, d[f"{layout}_tasks"].ptr, ntasks, d[f"{layout}_splits"].ptr, nsplits, d_workspace,
                 d_B, d_C, _FMT[self.precision], int(out_f32), _LAYOUT_FLAG[layout], *groups,
-                self._quad_makespan if layout == "quads" else 0)
+                self._quad_makespan if layout == "quads" else 0, *(self._pair_sizes if layout == "pairs" else (0, 0)))
 
     def kernel_for(self, n: int) -> str:
         """BSR16 on the GPU: the BSR16 kernel of width n (a plan whose kernel is not forced runs n <= 4 on the

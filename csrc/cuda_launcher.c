@@ -536,7 +536,7 @@ typedef struct HalfLauncherObject {
 } HalfLauncherObject;
 
 static PyObject *half_launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    long long m, k, ntasks, nsplits, slots, makespan;
+    long long m, k, ntasks, nsplits, slots, makespan, entries, longest;
     unsigned long long perm, bo, cols, vals, masks, tasks, splits, po, pc, pb;
     int fmt, device, pairs;
     if (kwds && PyDict_GET_SIZE(kwds)) {
@@ -545,11 +545,11 @@ static PyObject *half_launcher_new(PyTypeObject *type, PyObject *args, PyObject 
     }
     if (!PyArg_ParseTuple(
             args,
-            "LLKKKKKKLKLLiiiKKKL;HalfLauncher(m, k, perm, brow_offsets, block_cols, block_values, "
+            "LLKKKKKKLKLLiiiKKKLLL;HalfLauncher(m, k, perm, brow_offsets, block_cols, block_values, "
             "block_masks, tasks, num_tasks, splits, num_splits, slots, fmt, device, pairs, "
-            "pair_offsets, pair_cols, pair_blocks, quad_makespan)",
+            "pair_offsets, pair_cols, pair_blocks, quad_makespan, pair_entries, pair_longest)",
             &m, &k, &perm, &bo, &cols, &vals, &masks, &tasks, &ntasks, &splits, &nsplits, &slots, &fmt,
-            &device, &pairs, &po, &pc, &pb, &makespan))
+            &device, &pairs, &po, &pc, &pb, &makespan, &entries, &longest))
         return NULL;
     if (m < 0 || k < 0 || ntasks < 0 || nsplits < 0 || slots < 0 ||
         (fmt != ACC_HALF_FP16 && fmt != ACC_HALF_BF16)) {
@@ -576,6 +576,8 @@ static PyObject *half_launcher_new(PyTypeObject *type, PyObject *args, PyObject 
     a->pairs = pairs;
     acc_half_set_groups(a, (uintptr_t)po, (uintptr_t)pc, (uintptr_t)pb);
     a->quad_makespan = makespan;
+    a->pair_entries = entries;
+    a->pair_longest = longest;
     self->slots = slots;
     self->device = device;
     self->et = fmt == ACC_HALF_FP16 ? k_float16 : k_bfloat16;

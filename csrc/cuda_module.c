@@ -387,18 +387,21 @@ static PyObject *time_runs(acc_run_fn fn, void *ctx, int reps, PyObject *flush,
 
 /* half_spmm((m, k, n, num_brows, perm, brow_offsets, block_cols, block_values, block_masks, tasks,
  * num_tasks, splits, num_splits, workspace, B, C, fmt, out_f32, pairs, pair_offsets, pair_cols,
- * pair_blocks, quad_makespan), stream): device addresses as ints (A in BSR16; cuda/half_spmm.h). */
+ * pair_blocks, quad_makespan, pair_entries, pair_longest), stream): device addresses as ints (A in BSR16;
+ * cuda/half_spmm.h). */
 static int parse_half(PyObject *tup, acc_half_args *a) {
     unsigned long long perm, bo, cols, vals, masks, tasks, splits, ws, B, C, po, pc, pb;
-    long long m, k, n, nbr, ntasks, nsplits, makespan;
+    long long m, k, n, nbr, ntasks, nsplits, makespan, entries, longest;
     int fmt, out_f32, pairs;
     memset(a, 0, sizeof(*a));
-    if (!PyArg_ParseTuple(tup, "LLLLKKKKKKLKLKKKiiiKKKL;half args", &m, &k, &n, &nbr, &perm, &bo, &cols,
+    if (!PyArg_ParseTuple(tup, "LLLLKKKKKKLKLKKKiiiKKKLLL;half args", &m, &k, &n, &nbr, &perm, &bo, &cols,
                           &vals, &masks, &tasks, &ntasks, &splits, &nsplits, &ws, &B, &C, &fmt, &out_f32,
-                          &pairs, &po, &pc, &pb, &makespan))
+                          &pairs, &po, &pc, &pb, &makespan, &entries, &longest))
         return -1;
     a->pairs = pairs;
     a->quad_makespan = makespan;
+    a->pair_entries = entries;
+    a->pair_longest = longest;
     acc_half_set_groups(a, (uintptr_t)po, (uintptr_t)pc, (uintptr_t)pb);
     a->m = m;
     a->k = k;
@@ -438,6 +441,16 @@ static PyObject *py_half_spmm(PyObject *self, PyObject *args) {
 
 static int run_half(void *ctx, void *stream) { return acc_half_spmm((const acc_half_args *)ctx, stream); }
 
+/* half_pair_cols(args) -> int: the pair kernel's thread-block columns for these arguments (256, 128, or 0:
+ * the warp kernel or not pairs; acc_half_pair_cta_cols) */
+static PyObject *py_half_pair_cols(PyObject *self, PyObject *args) {
+    PyObject *tup;
+    acc_half_args a;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!", &PyTuple_Type, &tup) || parse_half(tup, &a) < 0) return NULL;
+    return PyLong_FromLong(acc_half_pair_cta_cols(&a));
+}
+
 /* half_quads_usable() -> bool: whether the current device runs the BSR16 quad kernels (warpgroup MMA) */
 static PyObject *py_half_quads_usable(PyObject *self, PyObject *noargs) {
     (void)self;
@@ -445,7 +458,7 @@ static PyObject *py_half_quads_usable(PyObject *self, PyObject *noargs) {
     return PyBool_FromLong(acc_half_quads_usable());
 }
 
-/* time_half(args22, reps, flush, flush_bytes, stream) -> [ms] */
+/* time_half(args, reps, flush, flush_bytes, stream) -> [ms] */
 static PyObject *py_time_half(PyObject *self, PyObject *args) {
     PyObject *tup, *flush, *s;
     int reps;
@@ -895,8 +908,10 @@ static PyMethodDef cuda_methods[] = {
     {"event_wait", py_event_wait, METH_O,
      "event_wait(handle): wait for a deferred build and destroy its event"},
     {"event_destroy", py_event_destroy, METH_O, "event_destroy(handle): destroy a deferred build's event"},
-    {"half_spmm", py_half_spmm, METH_VARARGS, "half_spmm(args22, stream): launch the FP16/BF16 BSR16 kernel"},
-    {"time_half", py_time_half, METH_VARARGS, "time_half(args22, reps, flush, flush_bytes, stream) -> [ms]"},
+    {"half_spmm", py_half_spmm, METH_VARARGS, "half_spmm(args, stream): launch the FP16/BF16 BSR16 kernel"},
+    {"time_half", py_time_half, METH_VARARGS, "time_half(args, reps, flush, flush_bytes, stream) -> [ms]"},
+    {"half_pair_cols", py_half_pair_cols, METH_VARARGS,
+     "half_pair_cols(args) -> int: the pair kernel's thread-block columns for these arguments (0: warps)"},
     {"half_quads_usable", py_half_quads_usable, METH_NOARGS,
      "half_quads_usable() -> bool: the current device runs BSR16 on quads of block rows (wgmma)"},
     {"half_tiles", py_half_tiles, METH_VARARGS,

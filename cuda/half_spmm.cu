@@ -584,23 +584,36 @@ __global__ void __launch_bounds__(kWarps * 32)
 constexpr int kCtaCols = kWarps * 32;
 static_assert(kCtaCols == ACC_HALF_CTA_COLS,
               "the plan's width rule (acc_half_fills_slices) assumes these columns");
-constexpr int kCtaBPieces = 16 * kCtaCols / 8; /* 256 */
-constexpr int kCtaStage = kCtaBPieces + 64;    /* pieces: 5,120 bytes */
 constexpr int kCtaDepth = 4;
-constexpr int kCtaBlocksPerSm = 7;
+/* The thread block's shape for H column groups a warp (H = 2: the wide thread block, 32 columns at nw and
+ * 32 at nw + kCtaCols, 64 accumulators a lane): its columns, B tile pieces (16 rows), stage (pieces, with
+ * the two blocks) and thread blocks an SM (H = 1: 72 registers; H = 2: at most 128). */
+template <int H> struct CtaShape {
+    static constexpr int kCols = H * kCtaCols;
+    static constexpr int kRow = kCols / 8;          /* pieces a row of the B tile */
+    static constexpr int kRowLog = H == 1 ? 4 : 5;
+    static constexpr int kBPieces = 16 * kRow;      /* 256 (H = 1), 512 */
+    static constexpr int kStage = kBPieces + 64;    /* 5,120 bytes (H = 1), 9,216 */
+    static constexpr int kBlocksPerSm = H == 1 ? 7 : 4;
+    static constexpr int kSmem = kCtaDepth * kStage * 16;
+    static_assert(kRow == 1 << kRowLog, "a row of the B tile is 2^kRowLog pieces");
+};
 
 /* Entry e's tile of B (columns n0 ..) and its two blocks into a stage, by thread tid of the block. */
+template <int H>
 __device__ __forceinline__ void cta_issue(const acc_half_args &p, uint4 *stage, const PairOps::Col &e,
                                           int64_t n0, int tid) {
+    using Sh = CtaShape<H>;
 #pragma unroll
-    for (int j = 0; j < kCtaBPieces / (kWarps * 32); j++) {
-        const int q = tid + kWarps * 32 * j, r = q >> 4, c = q & 15;
+    for (int j = 0; j < Sh::kBPieces / (kWarps * 32); j++) {
+        const int q = tid + kWarps * 32 * j, r = q >> Sh::kRowLog, c = q & (Sh::kRow - 1);
         const int64_t krow = (int64_t)e.c * 16 + r, col = n0 + 8 * c;
         const bool ok = krow < p.k && col < p.n;
-        cp_async16<false>(stage + 16 * r + (c ^ (r & 7)), ok ? p.B + krow * p.n + col : p.B, ok ? 16 : 0);
+        cp_async16<false>(stage + Sh::kRow * r + (c ^ (r & 7)), ok ? p.B + krow * p.n + col : p.B,
+                          ok ? 16 : 0);
     }
     if (tid < 64) /* warps 0 and 1: the top and the bottom block */
-        issue_block_values(p, stage + kCtaBPieces + (tid & 32), tid < 32 ? e.top : e.bottom, tid & 31);
+        issue_block_values(p, stage + Sh::kBPieces + (tid & 32), tid < 32 ? e.top : e.bottom, tid & 31);
 }
 
 /* Pair w's two block rows from warp w's 32 columns at nw, the general case (write_pair at 4 tiles: a
@@ -670,20 +683,24 @@ __device__ __forceinline__ void cta_write(const acc_half_args &p, const float (&
  * rows at 99%, 10 split pairs: n = 256 23.4 -> 20.5, 512 27.9 -> 25.5; benchmarks/NOTES.md, 2026-11-27
  * 14:43).  Its own instance, because those tests cost the other widths 1-2% in spills (uniform 32768^2 at
  * 99.5%, n = 512: 55.6 -> 56.4). */
-template <int FMT, bool OUT_F32, bool GENERAL>
-__global__ void __launch_bounds__(kWarps * 32, kCtaBlocksPerSm)
+template <int FMT, bool OUT_F32, bool GENERAL, int H>
+__global__ void __launch_bounds__(kWarps * 32, CtaShape<H>::kBlocksPerSm)
     pair_cta_kernel(const __grid_constant__ acc_half_args p) {
+    using Sh = CtaShape<H>;
     constexpr int S = kCtaDepth;
     extern __shared__ uint4 smem[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int64_t *T = p.tasks + ACC_HALF_TASK_WORDS * (int64_t)blockIdx.x;
     const int64_t w0 = T[0], w1 = T[1], b0 = T[2], slot = T[4];
     const int nb = (int)(T[3] - b0);
-    const int64_t slices = (p.n + kCtaCols - 1) / kCtaCols;
+    const int64_t slices = (p.n + Sh::kCols - 1) / Sh::kCols;
     for (int64_t slice = blockIdx.y; slice < slices; slice += gridDim.y) {
-        const int64_t n0 = slice * kCtaCols, nw = n0 + 32 * warp;
-        float acc[8][4];
-        zero_acc(acc);
+        /* column group h of warp `warp`: columns nw + kCtaCols h .. + 31, its sums acc[h] */
+        const int64_t n0 = slice * Sh::kCols, nw = n0 + 32 * warp;
+        float acc[H][8][4];
+#pragma unroll
+        for (int h = 0; h < H; h++)
+            zero_acc(acc[h]);
         PairOps::Cache cache; /* its loads first: they and the pairs' starts below need only the task */
         PairOps::init(cache, p, b0, b0 + nb, lane);
         /* pair w is being summed; its entries end at stop (from b0), the next pair's at next_stop.  A task of
@@ -692,7 +709,9 @@ __global__ void __launch_bounds__(kWarps * 32, kCtaBlocksPerSm)
         int stop = slot >= 0 || w1 == w0 + 1 ? nb : (int)(PairOps::window_start(p, w0 + 1) - b0);
         if (w < w1 && stop == 0) pdl_wait(); /* C is written only after the kernels before this one */
         while (w < w1 && stop == 0) {        /* leading empty pairs of a pack */
-            cta_write<FMT, OUT_F32, GENERAL>(p, acc, w, slot, nw, lane);
+#pragma unroll
+            for (int h = 0; h < H; h++)
+                cta_write<FMT, OUT_F32, GENERAL>(p, acc[h], w, slot, nw + kCtaCols * h, lane);
             w++;
             stop = w < w1 ? (int)(PairOps::window_start(p, w + 1) - b0) : -1;
         }
@@ -701,25 +720,33 @@ __global__ void __launch_bounds__(kWarps * 32, kCtaBlocksPerSm)
 #pragma unroll
         for (int s = 0; s < S - 1; s++) {
             if (s < nb)
-                cta_issue(p, smem + s * kCtaStage, PairOps::cols(cache, p, b0 + s, b0 + nb, lane), n0, tid);
+                cta_issue<H>(p, smem + s * Sh::kStage, PairOps::cols(cache, p, b0 + s, b0 + nb, lane), n0, tid);
             cp_commit();
         }
         for (int i = 0; i < nb; i++) {
             cp_wait<S - 2>();
             __syncthreads(); /* entry i's stage has landed for every thread; entry i - 1's was read by all */
             if (i + S - 1 < nb)
-                cta_issue(p, smem + (i + S - 1) % S * kCtaStage,
-                          PairOps::cols(cache, p, b0 + i + S - 1, b0 + nb, lane), n0, tid);
+                cta_issue<H>(p, smem + (i + S - 1) % S * Sh::kStage,
+                             PairOps::cols(cache, p, b0 + i + S - 1, b0 + nb, lane), n0, tid);
             cp_commit();
-            /* acc[j] (the top block's rows) and acc[4 + j] (bottom) += both blocks x warp w's 4 tiles */
-            consume<FMT, 2, 4, kCtaCols / 8>(smem + i % S * kCtaStage, lane, acc, 4 * warp);
+            /* acc[h][j] (the top block's rows) and acc[h][4 + j] (bottom) += both blocks x the 4 tiles of
+             * column group h */
+#pragma unroll
+            for (int h = 0; h < H; h++)
+                consume<FMT, 2, 4, Sh::kRow>(smem + i % S * Sh::kStage, lane, acc[h], 4 * warp + 16 * h);
             if (i + 1 == stop) { /* block-uniform: pair w is complete */
-                cta_write<FMT, OUT_F32, GENERAL>(p, acc, w, slot, nw, lane);
-                zero_acc(acc);
+#pragma unroll
+                for (int h = 0; h < H; h++) {
+                    cta_write<FMT, OUT_F32, GENERAL>(p, acc[h], w, slot, nw + kCtaCols * h, lane);
+                    zero_acc(acc[h]);
+                }
                 w++;
                 stop = next_stop;
                 while (w < w1 && stop == i + 1) { /* empty pairs */
-                    cta_write<FMT, OUT_F32, GENERAL>(p, acc, w, slot, nw, lane);
+#pragma unroll
+                    for (int h = 0; h < H; h++)
+                        cta_write<FMT, OUT_F32, GENERAL>(p, acc[h], w, slot, nw + kCtaCols * h, lane);
                     w++;
                     stop = w < w1 ? (int)(PairOps::window_start(p, w + 1) - b0) : -1;
                 }
@@ -880,14 +907,58 @@ template <int FMT, bool OUT_F32> int reduce(const acc_half_args &p, cudaStream_t
 
 typedef void (*pair_cta_fn)(const acc_half_args);
 
-template <int FMT, bool OUT_F32, bool GENERAL> int run_pair_cta(const acc_half_args &p, cudaStream_t s) {
+template <int FMT, bool OUT_F32, bool GENERAL, int H>
+int run_pair_cta(const acc_half_args &p, cudaStream_t s) {
     static unsigned char pdl[kMaxDevices];
-    const pair_cta_fn k = pair_cta_kernel<FMT, OUT_F32, GENERAL>;
-    const int64_t slices = (p.n + kCtaCols - 1) / kCtaCols;
+    const pair_cta_fn k = pair_cta_kernel<FMT, OUT_F32, GENERAL, H>;
+    const int64_t slices = (p.n + CtaShape<H>::kCols - 1) / CtaShape<H>::kCols;
     const dim3 grid((unsigned)p.num_tasks, (unsigned)(slices < 65535 ? slices : 65535));
-    return acc_cuda_status(launch_ex(k, grid, dim3(kWarps * 32), kCtaDepth * kCtaStage * 16, s,
+    return acc_cuda_status(launch_ex(k, grid, dim3(kWarps * 32), CtaShape<H>::kSmem, s,
                                      pdl_usable(reinterpret_cast<const void *>(k), pdl), p),
                            "pair_cta_kernel");
+}
+
+/* The wide thread blocks (H = 2: 256 columns, two 32-column groups a warp, 4 thread blocks an SM against 7)
+ * move the same entries with half the thread blocks: a stage's A blocks, the entry's index loads and barrier
+ * serve 256 columns instead of 128, and the L2 bytes fall by 10% (9 KB a stage for 256 columns against 2 x 5
+ * KB).  What they lose is parallelism: half the thread blocks, each chain of a task twice as long in bytes.
+ * So they run where (1) n fills their last slice to 3/4 at least (n % 256 == 0 or > 192; else the second
+ * group computes zeros), (2) a task holds kWideMinEntries entries or more on average (short chains are
+ * latency: the resident thread blocks hide it), and (3) the longest task is at most kWideCritical times the
+ * entries a place of the 128-column grid takes on average (pair_entries x slices / resident thread blocks):
+ * where one long task is the makespan, the 128-column grid spreads it over more SMs.  H100, FP16, kernel us,
+ * 128 -> 256 columns (benchmarks/NOTES.md, 2026-11-27 18:08; mean entries a task, longest / place):
+ * uniform 32 x 32 blocks of 8192^2 at n = 512: 90% 60.0 -> 46.8 (51, 0.92), 95% 34.6 -> 27.6, 97% 24.5 -> 19.7,
+ * 98% 18.4 -> 15.7, 99% 13.0 -> 12.4 (5.1, 1.06), 99.5% 10.7 -> 10.9 (2.6: not taken); 32768^2 at 99% 92.8 ->
+ * 79.5; bands 64 / 128 / 256 1.10 / 1.18 / 1.27x; usroads, Andrews, landmark, PROTEINS_full (pairs forced)
+ * 1.21 / 1.24 / 1.08 / 1.05x; losses where a rule refuses: rajat01 0.86x (14 entries, longest 3.1), ogbl-ddi at
+ * n = 256 0.91x (267 entries, 134 tasks: 3.5), irregular blocks at 99% 0.89x (4.8, 2.6), n = 384 0.86x (the
+ * last slice half empty).  The same entries and MMA per 16 x 8 tile in the same order: the same bits
+ * (tests/test_half.py).  Unknown sizes (pair_entries 0): 128 columns.  ACC_HALF_PAIR_WIDE: "0" never, "1"
+ * always (comparisons). */
+constexpr int64_t kWideMinEntries = 4;
+constexpr double kWideCritical = 2.0;
+
+template <int FMT, bool OUT_F32> bool use_wide_cta(const acc_half_args &p) {
+    const char *env = getenv("ACC_HALF_PAIR_WIDE");
+    if (env && (env[0] == '0' || env[0] == '1')) return env[0] == '1';
+    const int64_t rest = p.n % CtaShape<2>::kCols;
+    if ((rest != 0 && rest <= 3 * CtaShape<2>::kCols / 4) || p.pair_entries < kWideMinEntries * p.num_tasks)
+        return false;
+    const int64_t places = wave_blocks(reinterpret_cast<const void *>(pair_cta_kernel<FMT, OUT_F32, false, 1>),
+                                       kWarps * 32, CtaShape<1>::kSmem);
+    const int64_t slices = (p.n + CtaShape<1>::kCols - 1) / CtaShape<1>::kCols;
+    return places > 0 &&
+           (double)p.pair_longest * (double)places <= kWideCritical * (double)p.pair_entries * (double)slices;
+}
+
+/* GENERAL: n is not a multiple of the thread block's columns, or the schedule splits pairs. */
+template <int FMT, bool OUT_F32> int launch_pair_cta(const acc_half_args &p, cudaStream_t s) {
+    if (use_wide_cta<FMT, OUT_F32>(p))
+        return p.n % CtaShape<2>::kCols || p.num_splits > 0 ? run_pair_cta<FMT, OUT_F32, true, 2>(p, s)
+                                                             : run_pair_cta<FMT, OUT_F32, false, 2>(p, s);
+    return p.n % CtaShape<1>::kCols || p.num_splits > 0 ? run_pair_cta<FMT, OUT_F32, true, 1>(p, s)
+                                                         : run_pair_cta<FMT, OUT_F32, false, 1>(p, s);
 }
 
 /* Pairs run in thread blocks (pair_cta_kernel) at widths with 16-byte rows of B and C, unless
@@ -902,8 +973,7 @@ template <int FMT, bool OUT_F32> int launch(const acc_half_args &p, bool vec, cu
     /* slice-major thread blocks where every warp of one has a slice (file header) */
     int st;
     if (use_pair_cta(p, vec))
-        st = p.n % kCtaCols || p.num_splits > 0 ? run_pair_cta<FMT, OUT_F32, true>(p, s)
-                                                : run_pair_cta<FMT, OUT_F32, false>(p, s);
+        st = launch_pair_cta<FMT, OUT_F32>(p, s);
     else if ((p.n + kSlice - 1) / kSlice >= kWarps && p.num_tasks < 0x7fffffffLL)
         st = launch_kernel<FMT, OUT_F32, true>(p, vec, s);
     else
@@ -1014,6 +1084,19 @@ extern "C" int acc_half_spmm(const acc_half_args *args, void *stream_ptr) {
     if (p.fmt == ACC_HALF_BF16)
         return p.out_f32 ? launch<ACC_HALF_BF16, true>(p, vec, s) : launch<ACC_HALF_BF16, false>(p, vec, s);
     return p.out_f32 ? launch<ACC_HALF_FP16, true>(p, vec, s) : launch<ACC_HALF_FP16, false>(p, vec, s);
+}
+
+extern "C" int acc_half_pair_cta_cols(const acc_half_args *args) {
+    if (!args || args->pairs != 1) return 0;
+    const acc_half_args &p = *args;
+    const bool vec = p.n % 8 == 0 && (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;
+    if (!use_pair_cta(p, vec)) return 0;
+    bool wide;
+    if (p.fmt == ACC_HALF_BF16)
+        wide = p.out_f32 ? use_wide_cta<ACC_HALF_BF16, true>(p) : use_wide_cta<ACC_HALF_BF16, false>(p);
+    else
+        wide = p.out_f32 ? use_wide_cta<ACC_HALF_FP16, true>(p) : use_wide_cta<ACC_HALF_FP16, false>(p);
+    return wide ? CtaShape<2>::kCols : CtaShape<1>::kCols;
 }
 
 extern "C" int acc_half_round_device(const float *src, uint16_t *dst, int64_t count, int fmt,

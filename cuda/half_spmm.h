@@ -77,6 +77,9 @@ typedef struct acc_half_args {
      * multiple of 8 but not of 64 runs on copies padded to one where the chunked requests would cost more
      * than the copies (half_spmm.cu: pad_pays); 0: never */
     int64_t quad_makespan;
+    /* pairs: all entries of the schedule's tasks, and the most entries of one task: the rule of the wide
+     * thread blocks (half_spmm.cu: use_wide_cta); 0: unknown (the 128-column thread blocks only) */
+    int64_t pair_entries, pair_longest;
     const uint16_t *B; /* [k * n] half bits of `fmt` */
     void *C;           /* [m * n] half bits of `fmt`, or float32 when out_f32 */
     int fmt;           /* ACC_HALF_FP16 or ACC_HALF_BF16 */
@@ -117,6 +120,11 @@ int acc_half_pack_groups(const int64_t *blocks, int64_t slots, const uint16_t *b
 /* 1 where the current device runs the quad kernels (acc_half_args.pairs = ACC_HALF_QUADS: compute
  * capability 9.0 and their sm_90a code in this build), else 0. */
 int acc_half_quads_usable(void);
+
+/* The columns of a thread block of the pair kernel for these arguments (args->n, B's and C's alignment, the
+ * schedule's sizes, ACC_HALF_PAIR_CTA and ACC_HALF_PAIR_WIDE): 256 (the wide thread blocks), 128, or 0 (the
+ * warp kernel, or args->pairs is not 1).  What acc_half_spmm would launch, for tests and statistics. */
+int acc_half_pair_cta_cols(const acc_half_args *args);
 
 /* dst[i] = src[i] rounded to the half format (nearest even; beyond the range: inf), on `stream`. */
 int acc_half_round_device(const float *src, uint16_t *dst, int64_t count, int fmt, void *stream);

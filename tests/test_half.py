@@ -775,14 +775,17 @@ def test_gpu_bsr16_tma_path_same_bits(prec, fmt, monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("var", ["ACC_HALF_PAIR_CTA", "ACC_HALF_PAIR_WIDE"])
 @pytest.mark.parametrize("prec", PRECS)
-def test_gpu_pairs_in_thread_blocks_same_bits(prec, monkeypatch):
+def test_gpu_pairs_in_thread_blocks_same_bits(prec, var, monkeypatch):
     """At widths with 16-byte rows of B and C the pairs run in thread blocks of 128 columns (pair_cta_kernel,
-    cuda/half_spmm.cu); ACC_HALF_PAIR_CTA=0 forces the warp kernel.  Both give the same bits: a split hub
-    pair (workspace parts), packs of short pairs with empty ones among them, m off the 32-row grid (the last
-    pair's rows beyond m), widths ending inside a warp's 32 columns and inside a thread block's 128 (warps
-    wholly beyond n in the last slice: 72, 320), inf and NaN in B (sums recomputed from the stored entries),
-    FP32 and half C; exact on integer data."""
+    cuda/half_spmm.cu); ACC_HALF_PAIR_CTA=0 forces the warp kernel, and ACC_HALF_PAIR_WIDE=1 the wide thread
+    blocks of 256 columns (two column groups a warp) that the launch takes where only their grid fits one
+    wave.  All give the same bits: a split hub pair (workspace parts), packs of short pairs with empty ones
+    among them, m off the 32-row grid (the last pair's rows beyond m), widths ending inside a warp's 32
+    columns and inside a thread block's 128 or 256 (warps or a warp's second group wholly beyond n in the last
+    slice: 72, 320, 384), inf and NaN in B (sums recomputed from the stored entries), FP32 and half C; exact on
+    integer data."""
     rng = np.random.default_rng(31)
     m, k = 1400, 2011
     A = sp.random(m, k, density=0.0003, format="lil", random_state=np.random.default_rng(32))
@@ -791,18 +794,58 @@ def test_gpu_pairs_in_thread_blocks_same_bits(prec, monkeypatch):
     A = with_int_values(sp.csr_matrix(A), seed=33)
     p = gpu_half_plan(A, prec, "bsr16-pairs")
     assert split_rows(p, 256) >= 1
-    for n in (8, 40, 72, 128, 136, 264, 320):
+    for n in (8, 40, 72, 128, 136, 264, 320, 384, 512):
         B = int_dense(k, n, seed=n)
-        if n in (136, 320):
+        if n in (136, 320, 512):
             B[rng.integers(0, k, 4), rng.integers(0, n, 4)] = np.inf
             B[rng.integers(0, k, 2), rng.integers(0, n, 2)] = np.nan
         Bt = torch.from_numpy(B).cuda().to(TORCH_DT[prec])
-        half, f32 = same_bits_either_way(monkeypatch, "ACC_HALF_PAIR_CTA", p, Bt, (m, n), prec)
+        half, f32 = same_bits_either_way(monkeypatch, var, p, Bt, (m, n), prec)
         with np.errstate(invalid="ignore"):
             want = (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32)
         assert np.array_equal(f32.numpy(), want, equal_nan=True), n
-        if n not in (136, 320):
+        if n not in (136, 320, 512):
             assert np.array_equal(half.double().numpy(), half_ref(A, B, prec, "half")), n
+
+
+@pytest.mark.gpu
+def test_gpu_pair_wide_thread_blocks_rule(monkeypatch):
+    """The pair kernel's wide thread blocks (256 columns; cuda/half_spmm.cu, use_wide_cta) run where the last
+    256-column slice is over 3/4 full, the schedule's tasks average 4 entries or more, and the longest task is
+    at most twice the entries a place of the 128-column grid takes (resident thread blocks x ...): the plan's
+    statistics carry the sizes the rule reads.  Bounds here hold for 512 to 2,048 resident thread blocks of
+    the 128-column kernel (924 on an H100: 7 on each of 132 SMs).  The switches override it; widths that are
+    not a multiple of 8 run the warp kernel (0 columns)."""
+    from accspmm import _cuda
+
+    def cols(p, n, layout="pairs"):
+        B = torch.zeros(p.shape[1], n, dtype=torch.float16, device="cuda")
+        C = torch.empty(p.shape[0], n, dtype=torch.float16, device="cuda")
+        return _cuda.half_pair_cols(p._layout_args(layout, B.data_ptr(), C.data_ptr(), n, False, 0))
+
+    A = uniform_blocks(8192, 8192, per_row=12)  # 256 pairs of 24 entries each
+    big = gpu_half_plan(A, "fp16", "bsr16-pairs")
+    sched = big.stats["schedule"]["pairs"]
+    assert sched["entries"] >= 4 * sched["tasks"] and sched["longest_task"] * 2048 <= 2 * sched["entries"] * 4, sched
+    assert [cols(big, n) for n in (512, 480, 448, 384, 100)] == [256, 256, 128, 128, 0]
+    assert cols(big, 512, "rows") == 0
+    small = gpu_half_plan(uniform_blocks(1024, 1024, per_row=12), "fp16", "bsr16-pairs")  # 32 tasks: critical
+    sched = small.stats["schedule"]["pairs"]
+    assert sched["longest_task"] * 512 > 2 * sched["entries"] * 4, sched
+    short = gpu_half_plan(uniform_blocks(8192, 8192, per_row=1), "fp16", "bsr16-pairs")  # 2 entries a task
+    assert short.stats["schedule"]["pairs"]["entries"] < 4 * short.stats["schedule"]["pairs"]["tasks"]
+    assert cols(small, 512) == cols(short, 512) == 128
+    monkeypatch.setenv("ACC_HALF_PAIR_WIDE", "1")
+    assert cols(big, 384) == cols(small, 512) == 256
+    monkeypatch.setenv("ACC_HALF_PAIR_WIDE", "0")
+    assert cols(big, 512) == 128
+    monkeypatch.setenv("ACC_HALF_PAIR_CTA", "0")
+    assert cols(big, 512) == 0
+    monkeypatch.delenv("ACC_HALF_PAIR_WIDE")
+    monkeypatch.delenv("ACC_HALF_PAIR_CTA")
+    B = int_dense(8192, 512, seed=3)
+    C = big(torch.from_numpy(B).cuda().half(), out=poisoned((8192, 512), torch.float32))
+    assert np.array_equal(C.cpu().numpy(), (A @ B).astype(np.float32))
 
 
 @pytest.mark.gpu
