@@ -436,7 +436,7 @@ def test_half_launcher_set_wide_is_checked():
     most) takes another launcher without routes of its own, or None; the launchers free cleanly either way.
     No device is touched (the launchers are never called)."""
     cu = pytest.importorskip("accspmm._cuda")
-    make = lambda pairs: cu.HalfLauncher(40, 30, *([0] * 6), 0, 0, 0, 0, 0, 0, pairs, 0, 0, 0, 0)  # noqa: E731
+    make = lambda pairs: cu.HalfLauncher(40, 30, *([0] * 6), 0, 0, 0, 0, 0, 0, pairs, 0, 0, 0, 0, 0, 0)  # noqa: E731
     rows, pairs, other = make(0), make(1), make(0)
     for bad in (rows, 3, "pairs"):
         with pytest.raises(TypeError, match="set_wide"):
