@@ -39,7 +39,9 @@ def within_rounding(A, B, C, R):
     p = np.zeros(A.shape[0])
     np.add.at(p, np.repeat(np.arange(A.shape[0]), np.diff(A.indptr)), np.diff(B.indptr)[A.indices])
     tol = sp.diags(2.0 * p * 2.0**-53) @ absp
-    return (abs(sp.csr_matrix(C) - R) > tol).nnz == 0
+    D = abs(sp.csr_matrix(C) - R)
+    # NaN anywhere fails: a comparison with NaN is False, so "no entry above tol" would pass it
+    return (D > tol).nnz == 0 and bool(np.isfinite(D.data).all())
 
 
 def main():
