@@ -50,6 +50,12 @@ struct LastBMap {
     }
 };
 
+/* Whether every row of B and C starts on a 16-byte boundary (n a multiple of 8, both arrays 16-byte
+ * aligned): the 16-byte copies and stores of the row and pair kernels, and the quads on B and C directly. */
+inline bool rows_16b(const acc_half_args &p) {
+    return p.n % 8 == 0 && (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;
+}
+
 /* half_wgmma.cu: acc_half_spmm for quads (args.pairs == ACC_HALF_QUADS); ACC_ERR_UNSUPPORTED where
  * this build or device has no warpgroup MMA or B and C do not allow its copies (nothing launched). */
 int acc_half_quads(const acc_half_args &p, cudaStream_t s);

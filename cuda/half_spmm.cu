@@ -935,18 +935,20 @@ int run_pair_cta(const acc_half_args &p, cudaStream_t s) {
  * n = 256 0.91x (267 entries, 134 tasks: 3.5), irregular blocks at 99% 0.89x (4.8, 2.6), n = 384 0.86x (the
  * last slice half empty).  The same entries and MMA per 16 x 8 tile in the same order: the same bits
  * (tests/test_half.py).  Unknown sizes (pair_entries 0): 128 columns.  ACC_HALF_PAIR_WIDE: "0" never, "1"
- * always (comparisons). */
+ * always (comparisons).  The resident thread blocks are those of one 128-column instance: every one holds 72
+ * registers (ptxas) and the same shared memory, under the same launch bounds. */
 constexpr int64_t kWideMinEntries = 4;
 constexpr double kWideCritical = 2.0;
 
-template <int FMT, bool OUT_F32> bool use_wide_cta(const acc_half_args &p) {
+bool use_wide_cta(const acc_half_args &p) {
     const char *env = getenv("ACC_HALF_PAIR_WIDE");
     if (env && (env[0] == '0' || env[0] == '1')) return env[0] == '1';
     const int64_t rest = p.n % CtaShape<2>::kCols;
     if ((rest != 0 && rest <= 3 * CtaShape<2>::kCols / 4) || p.pair_entries < kWideMinEntries * p.num_tasks)
         return false;
-    const int64_t places = wave_blocks(reinterpret_cast<const void *>(pair_cta_kernel<FMT, OUT_F32, false, 1>),
-                                       kWarps * 32, CtaShape<1>::kSmem);
+    const int64_t places = wave_blocks(
+        reinterpret_cast<const void *>(pair_cta_kernel<ACC_HALF_FP16, false, false, 1>), kWarps * 32,
+        CtaShape<1>::kSmem);
     const int64_t slices = (p.n + CtaShape<1>::kCols - 1) / CtaShape<1>::kCols;
     return places > 0 &&
            (double)p.pair_longest * (double)places <= kWideCritical * (double)p.pair_entries * (double)slices;
@@ -954,7 +956,7 @@ template <int FMT, bool OUT_F32> bool use_wide_cta(const acc_half_args &p) {
 
 /* GENERAL: n is not a multiple of the thread block's columns, or the schedule splits pairs. */
 template <int FMT, bool OUT_F32> int launch_pair_cta(const acc_half_args &p, cudaStream_t s) {
-    if (use_wide_cta<FMT, OUT_F32>(p))
+    if (use_wide_cta(p))
         return p.n % CtaShape<2>::kCols || p.num_splits > 0 ? run_pair_cta<FMT, OUT_F32, true, 2>(p, s)
                                                              : run_pair_cta<FMT, OUT_F32, false, 2>(p, s);
     return p.n % CtaShape<1>::kCols || p.num_splits > 0 ? run_pair_cta<FMT, OUT_F32, true, 1>(p, s)
@@ -1020,7 +1022,7 @@ bool pad_pays(const acc_half_args &p) {
  * runs on B itself; the former returns ACC_ERR_UNSUPPORTED with nothing launched, as where this device has
  * no quad kernel: the callers then run the row kernel. */
 int quads_then_reduce(const acc_half_args &p, cudaStream_t s) {
-    const bool direct = p.n % 8 == 0 && (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;
+    const bool direct = rows_16b(p);
     if (!direct || (p.n % 64 != 0 && pad_pays(p))) {
         if (!acc_half_quads_usable()) return ACC_ERR_UNSUPPORTED;
         const int st = on_padded_copies(p, (p.n + 63) / 64 * 64, s,
@@ -1079,8 +1081,7 @@ extern "C" int acc_half_spmm(const acc_half_args *args, void *stream_ptr) {
         const int st = bsr16_padded(p, s);
         if (st != ACC_ERR_DEVICE_MEMORY) return st; /* no room for the copies: the element path */
     }
-    /* 16-byte copies of B: every row 16-byte aligned (n a multiple of 8) */
-    const bool vec = p.n % 8 == 0 && (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;
+    const bool vec = rows_16b(p); /* 16-byte copies of B */
     if (p.fmt == ACC_HALF_BF16)
         return p.out_f32 ? launch<ACC_HALF_BF16, true>(p, vec, s) : launch<ACC_HALF_BF16, false>(p, vec, s);
     return p.out_f32 ? launch<ACC_HALF_FP16, true>(p, vec, s) : launch<ACC_HALF_FP16, false>(p, vec, s);
@@ -1088,15 +1089,8 @@ extern "C" int acc_half_spmm(const acc_half_args *args, void *stream_ptr) {
 
 extern "C" int acc_half_pair_cta_cols(const acc_half_args *args) {
     if (!args || args->pairs != 1) return 0;
-    const acc_half_args &p = *args;
-    const bool vec = p.n % 8 == 0 && (uintptr_t)p.B % 16 == 0 && (uintptr_t)p.C % 16 == 0;
-    if (!use_pair_cta(p, vec)) return 0;
-    bool wide;
-    if (p.fmt == ACC_HALF_BF16)
-        wide = p.out_f32 ? use_wide_cta<ACC_HALF_BF16, true>(p) : use_wide_cta<ACC_HALF_BF16, false>(p);
-    else
-        wide = p.out_f32 ? use_wide_cta<ACC_HALF_FP16, true>(p) : use_wide_cta<ACC_HALF_FP16, false>(p);
-    return wide ? CtaShape<2>::kCols : CtaShape<1>::kCols;
+    if (!use_pair_cta(*args, rows_16b(*args))) return 0;
+    return use_wide_cta(*args) ? CtaShape<2>::kCols : CtaShape<1>::kCols;
 }
 
 extern "C" int acc_half_round_device(const float *src, uint16_t *dst, int64_t count, int fmt,

@@ -556,7 +556,7 @@ int64_t acc_half_quad_cols(int64_t n, int64_t tasks) {
 extern "C" int acc_half_quads_usable(void) { return quads_usable() ? 1 : 0; }
 
 int acc_half_quads(const acc_half_args &p, cudaStream_t s) {
-    if (p.n % 8 != 0 || (uintptr_t)p.B % 16 != 0 || (uintptr_t)p.C % 16 != 0 || p.num_tasks >= 0x7fffffffLL ||
+    if (!rows_16b(p) || p.num_tasks >= 0x7fffffffLL ||
         (p.n + 511) / 512 > 65535 || !quads_usable())
         return ACC_ERR_UNSUPPORTED;
     if (p.fmt == ACC_HALF_BF16)
