@@ -454,6 +454,11 @@ def schedule(brow_offsets: np.ndarray) -> tuple:
     return tasks, splits, int(P.sum()), cap, pack
 
 
+def longest_task(tasks: np.ndarray) -> int:
+    """The most blocks (entries) of one task of ``schedule``'s tasks [T, 5] (0 for none)."""
+    return int((tasks[:, 3] - tasks[:, 2]).max(initial=0))
+
+
 class HalfPlan:
     """A plan with precision "fp16" or "bf16" (made by :func:`accspmm.plan` / :class:`accspmm.Plan`
     with that precision; see the module docstring for the semantics).  ``stats`` holds the format
@@ -656,7 +661,7 @@ class HalfPlan:
                     # made once: the rule and the layouts below use them
                     qsched = quad_schedule(quads[0]) if qsched is None else qsched
                     rows_sched = schedule(offsets)
-                    longest = int((rows_sched[0][:, 3] - rows_sched[0][:, 2]).max()) if rows_sched[0].size else 0
+                    longest = longest_task(rows_sched[0])
                     qshare, mean, rule = _quad_rule(quads, nblocks, pc.size)
                     critical = {"quad_makespan": float(qsched[4]), "rows_longest_task": longest,
                                 "ratio": float(qsched[4]) / max(longest, 1)}
@@ -710,9 +715,9 @@ class HalfPlan:
                         tasks, splits, slots, cap, pack = schedule(offsets) if rows_sched is None else rows_sched
                     else:
                         tasks, splits, slots, cap, pack = schedule(po) if pair_sched is None else pair_sched
-                        task_entries = tasks[:, 3] - tasks[:, 2]
-                        # the C call's choice of wide thread blocks (cuda/half_spmm.cu: use_wide_cta)
-                        self._pair_sizes = (int(task_entries.sum()), int(task_entries.max(initial=0)))
+                        # the C call's choice of wide thread blocks (cuda/half_spmm.cu: use_wide_cta); every entry
+                        # is in one task
+                        self._pair_sizes = (int(po[-1]), longest_task(tasks))
                 sched[layout] = {"tasks": int(tasks.shape[0]), "split_rows": int(splits.shape[0]), "parts": slots,
                                  "cap": cap, "pack_blocks": pack}
                 if layout == "pairs":
