@@ -113,9 +113,10 @@ def _counter_bytes(counters: int) -> int:
 def blocks_per_sm(variant: dict) -> int:
     """Concurrent thread blocks per SM of a variant: the kernel's __launch_bounds__ (registers)."""
     per8 = 8 // WARPS  # the register budget is per 8 warps
+    s = variant["slice_s"] or 1  # a half format's 32-column steps (S = 0) run the S = 1 launch bounds
     if variant["staged"]:
-        return per8 * (4 if variant["slice_s"] == 1 else 3)
-    return per8 * (3 if variant["slice_s"] == 1 and variant["depth"] == 2 else 2)
+        return per8 * (4 if s == 1 else 3)
+    return per8 * (3 if s == 1 and variant["depth"] == 2 else 2)
 
 
 CAPS = (0, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -495,6 +496,33 @@ def predict_cap(window_offsets, cap: int, slices: int, variant: dict) -> float:
 ELEM = {"tf32": 0, "fp16": 1, "bf16": 2}
 UNIT = {0: 32, 1: 64, 2: 64}
 ESIZE = {0: 4, 1: 2, 2: 2}
+#: the narrowest column slice of any variant: TF32's S = 1, and a half format's 32-column steps (S = 0)
+MIN_SLICE = 32
+
+
+def slice_cols(elem: int, slice_s: int) -> int:
+    """Columns of B and C a warp covers in a variant's column slice: UNIT x S, or 32 for a half format's
+    S = 0 (32-column steps of two MMAs: the columns and warps of TF32's S = 1, cuda/tf32_spmm.cu)."""
+    return UNIT[elem] * slice_s if slice_s else MIN_SLICE
+
+
+#: a half format's 32-column steps run where the longest task's predicted cost exceeds this many units:
+#: twice its fixed part (the task row, a window's write-back and the pipeline's fill), which the steps
+#: repeat in twice the thread blocks instead of shortening (``half_steps``)
+HALF_STEPS_MIN_LONGEST = 2 * (TASK + WB + FILL)
+
+
+def half_steps(n: int, blocks64: int, longest: float) -> bool:
+    """Whether a half format's width n runs 32-column steps (variant S = 0: the register pipeline at depth
+    2, two MMAs and 8-byte pieces a step) instead of 64-column slices: the one-wave rule of TF32's S = 2,
+    where ``blocks64`` (tasks x 64-column slices) thread blocks are under one wave, for n a multiple of 8
+    (other widths run the element path's 64-column slices), and where the longest task's predicted cost
+    ``longest`` exceeds HALF_STEPS_MIN_LONGEST units.  H100, FP16, the 24 real matrices at n = 64-512
+    (benchmarks/NOTES.md): kernel 1.14x in geometric mean over the 23 cases it takes (1.03-1.35x: cora,
+    rajat01, email-Eu-core, polblogs, citeseer, bcsstk13/16, memplus, wiki-Vote, lastfm_asia at narrow n);
+    of the 27 under one wave, minnesota's tasks (11 units) ran 0.91-0.97x and bayer10's at n = 64 (16)
+    0.98x on the steps."""
+    return n >= 8 and n % 8 == 0 and blocks64 < REF_SMS * WAVE_BLOCKS_PER_SM and longest > HALF_STEPS_MIN_LONGEST
 
 
 def b_resident(n: int, k: int, l2_bytes: int, elem: int = 0) -> bool:
@@ -714,7 +742,7 @@ class TF32Runner:
         if n in self._decisions:
             return self._decisions[n]
         variant = choose_variant(n, self.shape[1], self._l2, self._override, self.elem)
-        slices = -(-n // (self.unit * variant["slice_s"]))
+        slices = -(-n // slice_cols(self.elem, variant["slice_s"]))
         if "cap" in self.tuning:
             caps, why = (int(self.tuning["cap"]),), "forced by tuning['cap']"
         elif self.balance is False:
@@ -763,6 +791,11 @@ class TF32Runner:
             variant = dict(variant, slice_s=1, staged=staged,
                            depth=variant["depth"] if "depth" in self.tuning else 2)
             why += "; S = 1 (under one wave of thread blocks at S = 2)"
+        elif self.elem and variant["slice_s"] == 1 and not set(self.tuning) & {"slice_s", "staged"} \
+                and half_steps(n, ntasks * slices, self._longest(best)):
+            self._wide[n] = variant
+            variant = dict(variant, slice_s=0, staged=0, depth=variant["depth"] if "depth" in self.tuning else 2)
+            why += "; 32-column steps (under one wave of thread blocks on 64-column slices)"
         kernel = "tensor_cores"
         if n <= self._narrow:
             lanes, csr_why = self._narrow_choice()
@@ -933,9 +966,10 @@ class TF32Runner:
 
     def _split_need(self, cap: int, n: int, slice_s: int) -> tuple:
         """(workspace floats, counters) the multi-part splits of schedule ``cap`` need at width n with
-        slices of ``unit`` slice_s columns; (0, 0) when it has none.  The counters are sized for
-        slices of ``unit`` columns, the most any variant uses (a half launch whose slice is not full
-        runs S = 1, see cuda/tf32_spmm.cu); the workspace of slice_s slices covers S = 1 too."""
+        the column slices of variant S = ``slice_s``; (0, 0) when it has none.  The counters are sized for
+        32-column slices, the most any variant uses (TF32's S = 1, a half format's S = 0); the workspace
+        for the variant's slices and for 64-column ones, which a half launch runs where it cannot take its
+        variant's (cuda/tf32_spmm.cu: S = 1 where a 128-column slice is not full, the element path)."""
         if n <= self._narrow and self._csr_choice is not None and self._csr_choice[0]:
             parts = self._csr_parts.size // 4  # the CSR kernel's long parts: 4 floats and a counter each
             return 4 * parts, parts
@@ -944,8 +978,9 @@ class TF32Runner:
             slices = -(-n // (4 * g))
             return parts * slices * 4 * g, parts * slices
         slots, splits, _ = self._counts(cap)
-        u = self.unit
-        return slots * 8 * (-(-n // (u * slice_s)) * u * slice_s), splits * -(-n // u)
+        # a half launch that cannot take its variant's slices runs 64-column ones (the element path)
+        w = max(slice_cols(self.elem, slice_s), self.unit)
+        return slots * 8 * (-(-n // w) * w), splits * -(-n // MIN_SLICE)
 
     def _workspace(self, cap: int, n: int, slice_s: int, stream) -> tuple:
         """(workspace, counters) device pointers for the multi-part splits of schedule ``cap``
@@ -1009,22 +1044,26 @@ class TF32Runner:
         """Variants timed on the first call for width n: the model's choice first, then the
         register pipeline (depth 3; 2 at S = 1) and the staged one (depths 2 and 3), each in both
         grid orders when there is more than one column slice, and S = 2 (register depth 3, staged
-        depth 2) where the one-wave rule chose S = 1; ``tune`` then times the fastest with the
+        depth 2) where the one-wave rule chose S = 1; a half format's 32-column steps (S = 0) run
+        the register pipeline only, and where the rule chose them the 64-column slices are timed too
+        (staged depth 3, register depths 3 and 2).  ``tune`` then times the fastest with the
         other task order, in both grid orders.  Same schedule: every candidate gives the same
         result bits (S only changes how many columns a warp covers, not any sum)."""
         v = self.decide(n)[1]
-        slices = -(-n // (self.unit * v["slice_s"]))
+        slices = -(-n // slice_cols(self.elem, v["slice_s"]))
         out = [v]
         # register depth 3 at S = 2, 2 at S = 1 (TF32: 80 registers, 3 thread blocks per 8 warps);
-        # half formats (S = 1, 64 columns): both register depths
+        # half formats: both register depths (and no staged copies of 32-column steps)
         reg = ((0, 3), (0, 2)) if self.elem else ((0, 3 if v["slice_s"] == 2 else 2),)
-        for staged, depth in (*reg, (1, 2), (1, 3)):
+        for staged, depth in reg + (((1, 2), (1, 3)) if v["slice_s"] else ()):
             for major in (0, 1) if slices > 1 else (0,):
                 c = dict(v, staged=staged, depth=depth, slice_major=major)
                 if c not in out:
                     out.append(c)
-        if n in self._wide:  # the one-wave rule chose S = 1: time S = 2 as well (S never changes a bit)
-            out += [dict(self._wide[n], staged=staged, depth=depth) for staged, depth in ((0, 3), (1, 2))]
+        if n in self._wide:  # a one-wave rule chose the narrower slice: time the wider (S never changes a bit)
+            w = self._wide[n]
+            pipes = ((0, 3), (1, 2)) if w["slice_s"] == 2 else ((1, 3), (0, 3), (0, 2))
+            out += [dict(w, staged=staged, depth=depth) for staged, depth in pipes]
         return out
 
     def tune(self, d_B: int, d_C: int, n: int, stream, out_f32: bool = False):
@@ -1050,7 +1089,7 @@ class TF32Runner:
         if "order" not in self.tuning:  # the fastest with the other task order, in both grid orders
             best = min(times.values(), key=lambda t: t[0])[1]
             timed(dict(best, order=1 - best["order"]))
-            if n > self.unit * best["slice_s"] and "slice_major" not in self.tuning:
+            if n > slice_cols(self.elem, best["slice_s"]) and "slice_major" not in self.tuning:
                 timed(dict(best, order=1 - best["order"], slice_major=1 - best["slice_major"]))
         top = [v for _, v in sorted(times.values(), key=lambda t: t[0])[:2]]
         for v in top:

@@ -113,6 +113,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <type_traits>
 
 #include "acc_cuda_internal.h"
 #include "tf32_spmm.h"
@@ -142,11 +143,20 @@ template <int DEPTH> struct RegRing {
  * pieces, FP16 / BF16 (m16n8k8 with half operands) KM = 4 per 64-column step.  Either way a lane
  * loads one 16-byte piece of each of its two B rows per step, so the byte addresses, pipelines and
  * rings are the same; only the fragment assembly, the value fetch and the write-back differ. */
+/* A half format on 32-column steps: E = ACC_TF32_ELEM_FP16 or _BF16 plus kHalf32 (the variant's slice_s = 0).
+ * KM = 2 MMAs per step and 8-byte pieces (4 halves a lane and row): the same columns, warps and thread blocks
+ * as TF32's S = 1, where the 64-column half step leaves a small grid half as many warps.  The register
+ * pipeline with 16- or 8-byte column runs only (VEC 1 or 2). */
+constexpr int kHalf32 = 4;
+__host__ __device__ constexpr int elem_format(int E) { return E & 3; } /* ACC_TF32_ELEM_* of E */
+
 template <int E> struct Elem {
-    static constexpr int KM = E == ACC_TF32_ELEM_TF32 ? 2 : 4;    /* MMAs per step */
+    static constexpr int KM = E == ACC_TF32_ELEM_TF32 || (E & kHalf32) ? 2 : 4; /* MMAs per step */
     static constexpr int kStep = 16 * KM;                         /* columns per step: 32 or 64 */
     static constexpr int kLaneCols = 2 * KM;                      /* columns per lane and step: 4 or 8 */
     static constexpr int kSize = E == ACC_TF32_ELEM_TF32 ? 4 : 2; /* bytes per element of B */
+    static constexpr int kStepFloats = kStep * kSize / 4;         /* a step of a B row in 4-byte words */
+    using Piece = typename std::conditional<kLaneCols * kSize == 16, float4, float2>::type; /* a lane's run */
 };
 
 /* A lane's view of a block's record: the columns of the two B rows it loads (TF32: block rows q and
@@ -289,13 +299,13 @@ __device__ __forceinline__ const uint32_t *tile_word(const Lane<S> &L, const Met
 }
 
 template <int E> __device__ __forceinline__ float half_to_f32(uint16_t h) {
-    if (E == ACC_TF32_ELEM_BF16) return __uint_as_float((uint32_t)h << 16);
+    if (elem_format(E) == ACC_TF32_ELEM_BF16) return __uint_as_float((uint32_t)h << 16);
     return __half2float(__ushort_as_half(h));
 }
 
 /* Two floats rounded to the half format E (nearest even), lo in the low half. */
 template <int E> __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
-    if (E == ACC_TF32_ELEM_BF16) {
+    if (elem_format(E) == ACC_TF32_ELEM_BF16) {
         const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
         return *reinterpret_cast<const uint32_t *>(&h);
     }
@@ -309,7 +319,7 @@ template <int E> __device__ __forceinline__ uint16_t to_half(float x) {
 
 template <int E>
 __device__ __forceinline__ void mma_half(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b) {
-    if (E == ACC_TF32_ELEM_BF16)
+    if (elem_format(E) == ACC_TF32_ELEM_BF16)
         asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
                      "{%0,%1,%2,%3};"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -327,26 +337,40 @@ __device__ __forceinline__ uint32_t prmt(uint32_t x, uint32_t y, uint32_t sel) {
     return r;
 }
 
+/* Word j of a lane's piece (j a compile-time constant once unrolled). */
+__device__ __forceinline__ uint32_t word(const float4 &f, int j) {
+    return __float_as_uint(j == 0 ? f.x : j == 1 ? f.y : j == 2 ? f.z : f.w);
+}
+__device__ __forceinline__ uint32_t word(const float2 &f, int j) {
+    return __float_as_uint(j == 0 ? f.x : f.y);
+}
+
 /* One step's MMAs of a block for lane (g, t), from its two B pieces f0, f1 (already moved to it).
  * TF32: f0 = B[col_t][4g .. 4g+3], f1 = B[col_{t+4}][...]; MMA j takes columns 4g + 2j (row g)
  * and 4g + 2j + 1 (row g + 8); a0, a1 = A_block[g][t], A_block[g][t + 4].
  * Half: f0 = B[col_2t][8g .. 8g+7], f1 = B[col_{2t+1}][...] (8 halves each); MMA j takes columns
  * 8g + 2j (row g) and 8g + 2j + 1 (row g + 8), and its A fragment pairs k = 2t, 2t + 1 of each row,
- * one PRMT each; a0 = A_block[g][2t .. 2t+1] (the B fragment).  Either way lane (g, t) gets
- * C[2t][c] in d[0] (column 2j of its run) and d[2] (2j + 1), C[2t + 1][c] in d[1] and d[3]. */
+ * one PRMT each; a0 = A_block[g][2t .. 2t+1] (the B fragment).  On 32-column steps (kHalf32) the pieces
+ * hold 4 halves, B[col_2t][4g .. 4g+3], and MMA j (of 2) takes columns 4g + 2j and 4g + 2j + 1.  Either
+ * way lane (g, t) gets C[2t][c] in d[0] (column 2j of its run) and d[2] (2j + 1), C[2t + 1][c] in d[1] and
+ * d[3]. */
+
 template <int E>
-__device__ __forceinline__ void mma_step(float (&acc)[Elem<E>::KM][4], const float4 &f0, const float4 &f1,
-                                         uint32_t a0, uint32_t a1, int live = 4) {
+__device__ __forceinline__ void mma_step(float (&acc)[Elem<E>::KM][4], const typename Elem<E>::Piece &f0,
+                                         const typename Elem<E>::Piece &f1, uint32_t a0, uint32_t a1,
+                                         int live = 4) {
     if constexpr (E == ACC_TF32_ELEM_TF32) {
         mma_tf32(acc[0], to_tf32(f0.x), to_tf32(f0.y), to_tf32(f1.x), to_tf32(f1.y), a0, a1);
         mma_tf32(acc[1], to_tf32(f0.z), to_tf32(f0.w), to_tf32(f1.z), to_tf32(f1.w), a0, a1);
     } else {
-        const uint32_t u[4] = {__float_as_uint(f0.x), __float_as_uint(f0.y), __float_as_uint(f0.z),
-                               __float_as_uint(f0.w)};
-        const uint32_t v[4] = {__float_as_uint(f1.x), __float_as_uint(f1.y), __float_as_uint(f1.z),
-                               __float_as_uint(f1.w)};
+        uint32_t u[Elem<E>::KM], v[Elem<E>::KM];
 #pragma unroll
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < Elem<E>::KM; j++) {
+            u[j] = word(f0, j);
+            v[j] = word(f1, j);
+        }
+#pragma unroll
+        for (int j = 0; j < Elem<E>::KM; j++)
             if (j < live) /* warp-uniform: MMA j's columns 8g + 2j, + 1 are all >= n for j >= live */
                 mma_half<E>(acc[j], prmt(u[j], v[j], 0x5410u), prmt(u[j], v[j], 0x7632u), a0);
     }
@@ -397,6 +421,7 @@ template <int E, int S, bool CACHE_L1, int VEC>
 __device__ __forceinline__ void issue_block(const acc_tf32_args &p, const Warp &W, const Lane<S> &L,
                                             const Meta &mt, int stage) {
     static_assert(E == ACC_TF32_ELEM_TF32 || VEC, "half formats stage B with 16-byte copies only");
+    static_assert(!(E & kHalf32), "32-column half steps run the register pipeline only");
     float4 *dst = W.sB + stage * (2 * S * 32) + W.wslot;
     const int cols[2] = {mt.col0, mt.col1};
 #pragma unroll
@@ -609,9 +634,14 @@ __device__ __forceinline__ void write_rows(const acc_tf32_args &p, const float (
                 }
             } else if (VEC) {
                 if (VEC == 2 && c >= p.n) continue;
-                __stcs(reinterpret_cast<uint4 *>(reinterpret_cast<unsigned short *>(p.C) + base + c),
-                       make_uint4(pack_half2<E>(v[0], v[1]), pack_half2<E>(v[2], v[3]),
-                                  pack_half2<E>(v[4], v[5]), pack_half2<E>(v[6], v[7])));
+                unsigned short *dst = reinterpret_cast<unsigned short *>(p.C) + base + c;
+                if constexpr (LC == 8)
+                    __stcs(reinterpret_cast<uint4 *>(dst),
+                           make_uint4(pack_half2<E>(v[0], v[1]), pack_half2<E>(v[2], v[3]),
+                                      pack_half2<E>(v[4], v[5]), pack_half2<E>(v[6], v[7])));
+                else
+                    __stcs(reinterpret_cast<uint2 *>(dst),
+                           make_uint2(pack_half2<E>(v[0], v[1]), pack_half2<E>(v[2], v[3])));
             } else {
                 unsigned short *dst = reinterpret_cast<unsigned short *>(p.C) + base + c;
 #pragma unroll
@@ -687,14 +717,13 @@ __device__ __forceinline__ void after_block(const acc_tf32_args &p, int i, Pack 
 }
 
 /* Register pipeline: one block's operands of lane (g, t), loaded straight into registers. */
-template <int S> struct Ops {
-    float4 f[2 * S]; /* the pieces of the lane's two B rows per step (TF32 floats or 8 halves) */
+template <int E, int S> struct Ops {
+    typename Elem<E>::Piece f[2 * S]; /* the pieces of the lane's two B rows a step (floats or halves) */
     uint32_t a0, a1; /* TF32: A_block[g][t], A_block[g][t+4]; half: A_block[g][2t .. 2t+1] in a0 */
 };
 
-template <bool CACHE_L1> __device__ __forceinline__ float4 ldb4(const float *q) {
-    return CACHE_L1 ? __ldg(reinterpret_cast<const float4 *>(q))
-                    : __ldcg(reinterpret_cast<const float4 *>(q));
+template <bool CACHE_L1, class P = float4> __device__ __forceinline__ P ldb4(const float *q) {
+    return CACHE_L1 ? __ldg(reinterpret_cast<const P *>(q)) : __ldcg(reinterpret_cast<const P *>(q));
 }
 
 template <bool CACHE_L1> __device__ __forceinline__ float ldb1(const float *q) {
@@ -703,18 +732,21 @@ template <bool CACHE_L1> __device__ __forceinline__ float ldb1(const float *q) {
 
 template <int E, int S, bool CACHE_L1, int VEC>
 __device__ __forceinline__ void load_ops(const acc_tf32_args &p, const Lane<S> &L, const Meta &mt,
-                                         Ops<S> &o) {
+                                         Ops<E, S> &o) {
+    using P = typename Elem<E>::Piece;
+    constexpr int kSF = Elem<E>::kStepFloats;
+    static_assert(!(E & kHalf32) || VEC != 0, "32-column half steps load whole 8-byte runs only");
     const int cols[2] = {mt.col0, mt.col1}; /* real columns: pack_meta fills padding slots */
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const float *row = b_row(L.bl, L.row_bytes, cols[h]);
 #pragma unroll
         for (int s = 0; s < S; s++) {
-            float4 &f = o.f[2 * s + h];
-            if (VEC == 1) { /* every column of the slice is < n (a step is 128 bytes in either format) */
-                f = ldb4<CACHE_L1>(row + 32 * s);
-            } else if (VEC == 2) { /* the lane's 8 halves are all < n or none is */
-                f = L.nrem[s] > 0 ? ldb4<CACHE_L1>(row + 32 * s) : make_float4(0.f, 0.f, 0.f, 0.f);
+            P &f = o.f[2 * s + h];
+            if constexpr (VEC == 1) { /* every column of the slice is < n */
+                f = ldb4<CACHE_L1, P>(row + kSF * s);
+            } else if constexpr (VEC == 2) { /* the lane's run of halves is all < n or none of it is */
+                f = L.nrem[s] > 0 ? ldb4<CACHE_L1, P>(row + kSF * s) : P{};
             } else if constexpr (E != ACC_TF32_ELEM_TF32) { /* the step's 8 halves, those < n */
                 uint32_t w[4] = {0u, 0u, 0u, 0u};
                 if (L.pairs) { /* n even: pairs are 4-byte aligned and wholly in or out of range */
@@ -755,9 +787,12 @@ __device__ __forceinline__ float4 shfl4(const float4 &v, int src) {
     return make_float4(__shfl_sync(0xffffffffu, v.x, src), __shfl_sync(0xffffffffu, v.y, src),
                        __shfl_sync(0xffffffffu, v.z, src), __shfl_sync(0xffffffffu, v.w, src));
 }
+__device__ __forceinline__ float2 shfl4(const float2 &v, int src) {
+    return make_float2(__shfl_sync(0xffffffffu, v.x, src), __shfl_sync(0xffffffffu, v.y, src));
+}
 
 template <int E, int S, bool LIVE>
-__device__ __forceinline__ void consume_ops(const Ops<S> &o, int src, float (&acc)[S][Elem<E>::KM][4],
+__device__ __forceinline__ void consume_ops(const Ops<E, S> &o, int src, float (&acc)[S][Elem<E>::KM][4],
                                             const Lane<S> &L) {
 #pragma unroll
     for (int s = 0; s < S; s++)
@@ -774,8 +809,8 @@ __device__ __forceinline__ void consume_ops(const Ops<S> &o, int src, float (&ac
  * register copy waits on a load in flight. */
 template <int E, int S, int DEPTH, bool CACHE_L1, int VEC>
 __device__ __forceinline__ void reg_step(const acc_tf32_args &p, const Warp &W, const Lane<S> &L, int r,
-                                         int i, int nblk, const int32_t *mq, const Ops<S> &cur, Ops<S> &nxt,
-                                         float (&acc)[S][Elem<E>::KM][4], Pack &P) {
+                                         int i, int nblk, const int32_t *mq, const Ops<E, S> &cur,
+                                         Ops<E, S> &nxt, float (&acc)[S][Elem<E>::KM][4], Pack &P) {
     constexpr int F = DEPTH - 1, R = RegRing<DEPTH>::R, A = RegRing<DEPTH>::A;
     cp_wait<A - 1>(); /* block i + F's metadata has landed ... */
     __syncwarp();     /* ... is visible to every lane, and the previous step's slot was read by all */
@@ -796,6 +831,7 @@ __global__ void __launch_bounds__(kThreads,
     using SM = Smem<E, S, DEPTH, STAGED>;
     using EL = Elem<E>;
     constexpr int KM = EL::KM;
+    constexpr int EF = elem_format(E); /* the half format of a 32-column-step E */
     const int warp = threadIdx.x >> 5;
     Warp W;
     W.lane = threadIdx.x & 31;
@@ -921,7 +957,7 @@ __global__ void __launch_bounds__(kThreads,
          * register set j % DEPTH; the loop is unrolled by R. */
         constexpr int F = DEPTH - 1, R = RegRing<DEPTH>::R, A = RegRing<DEPTH>::A;
         const int nblk = (int)(b_end - b);
-        Ops<S> o[DEPTH];
+        Ops<E, S> o[DEPTH];
         first_meta<F>(p, W, b, b_end);
         pdl_wait(); /* everything above read the plan's own arrays; B only from here */
 #pragma unroll
@@ -947,7 +983,7 @@ __global__ void __launch_bounds__(kThreads,
     pdl_wait();      /* warps with no blocks: before C, the workspace and the counters */
     if (kind == 0) { /* PACK: every window of the range was written in the loop or before it */
         if (__any_sync(0xffffffffu, P.bad))
-            fix_pack_range<E>(p.window_offsets, p.block_meta, p.values, p.perm, p.B, p.C, p.m, p.n,
+            fix_pack_range<EF>(p.window_offsets, p.block_meta, p.values, p.perm, p.B, p.C, p.m, p.n,
                               __ldg(row + 1 + 2 * warp), P.w_end, W.col0, EL::kStep * S, W.lane, p.out_f32);
         return;
     }
@@ -982,7 +1018,7 @@ __global__ void __launch_bounds__(kThreads,
                 v[q] += tile[(warp + k) * 8 * kCols + e];
         }
         if (__any_sync(0xffffffffu, !all_finite<kLane>(v))) {
-            exact_tile<E>(p.window_offsets, p.block_meta, p.values, p.perm, p.B, p.C, p.m, p.n, P.w, W.col0,
+            exact_tile<EF>(p.window_offsets, p.block_meta, p.values, p.perm, p.B, p.C, p.m, p.n, P.w, W.col0,
                           kCols, W.lane, 32, p.out_f32);
             return;
         }
@@ -990,7 +1026,7 @@ __global__ void __launch_bounds__(kThreads,
         for (int q = 0; q < kLane; q++) {
             const int e = W.lane + 32 * q, r = e / kCols, c = e % kCols;
             const int64_t rowi = P.w * 8 + r, col = slice * kCols + c;
-            if (rowi < p.m && col < p.n) store_c<E>(p.C, p.out_f32, ldg64(p.perm + rowi) * p.n + col, v[q]);
+            if (rowi < p.m && col < p.n) store_c<EF>(p.C, p.out_f32, ldg64(p.perm + rowi) * p.n + col, v[q]);
         }
         return;
     }
@@ -1023,7 +1059,7 @@ __global__ void __launch_bounds__(kThreads,
         if (threadIdx.x == 0) p.counters[id] = 0; /* ready for the next launch */
     }
     if (__syncthreads_or(!all_finite<kPer>(sum))) { /* block-uniform: `last` and `parts` are */
-        exact_tile<E>(p.window_offsets, p.block_meta, p.values, p.perm, p.B, p.C, p.m, p.n, P.w, W.col0,
+        exact_tile<EF>(p.window_offsets, p.block_meta, p.values, p.perm, p.B, p.C, p.m, p.n, P.w, W.col0,
                       kCols, threadIdx.x, kThreads, p.out_f32);
         return;
     }
@@ -1031,7 +1067,7 @@ __global__ void __launch_bounds__(kThreads,
     for (int q = 0; q < kPer; q++) {
         const int e = threadIdx.x + q * kThreads, r = e / kCols, c = e % kCols;
         const int64_t rowi = P.w * 8 + r, col = slice * kCols + c;
-        if (rowi < p.m && col < p.n) store_c<E>(p.C, p.out_f32, ldg64(p.perm + rowi) * p.n + col, sum[q]);
+        if (rowi < p.m && col < p.n) store_c<EF>(p.C, p.out_f32, ldg64(p.perm + rowi) * p.n + col, sum[q]);
     }
 }
 
@@ -1801,8 +1837,20 @@ int dispatch_half_vec(const acc_tf32_args &p, const acc_tf32_variant &v, int vec
                     : launch<E, S, DEPTH, true, 1, false>(p, v.slice_major, s);
 }
 
+/* slice_s = 0: 32-column steps (kHalf32), the register pipeline, vec 1 or 2 (the caller checks). */
+template <int E>
+int dispatch_half32(const acc_tf32_args &p, const acc_tf32_variant &v, int vec, cudaStream_t s) {
+    constexpr int H = E | kHalf32;
+    if (v.depth == 2)
+        return vec == 1 ? launch<H, 1, 2, true, 1, false>(p, v.slice_major, s)
+                        : launch<H, 1, 2, true, 2, false>(p, v.slice_major, s);
+    return vec == 1 ? launch<H, 1, 3, true, 1, false>(p, v.slice_major, s)
+                    : launch<H, 1, 3, true, 2, false>(p, v.slice_major, s);
+}
+
 template <int E>
 int dispatch_half(const acc_tf32_args &p, const acc_tf32_variant &v, int vec, cudaStream_t s) {
+    if (v.slice_s == 0 && vec) return dispatch_half32<E>(p, v, vec, s);
     switch ((vec ? v.slice_s : 1) * 10 + v.depth) {
     case 12:
         return dispatch_half_vec<E, 1, 2>(p, v, vec, s);
@@ -1838,7 +1886,7 @@ int half_padded(const acc_tf32_args &p, const acc_tf32_variant &v, cudaStream_t 
 }
 
 bool variant_ok(const acc_tf32_variant *v) {
-    return v && (v->slice_s == 1 || v->slice_s == 2) && (v->depth >= 2 && v->depth <= 4) &&
+    return v && (v->slice_s >= 0 && v->slice_s <= 2) && (v->depth >= 2 && v->depth <= 4) &&
            (v->cache_l1 == 0 || v->cache_l1 == 1) && (v->slice_major == 0 || v->slice_major == 1) &&
            (v->staged == 0 || v->staged == 1);
 }
@@ -1855,7 +1903,8 @@ template <bool STAGED> int shared_bytes(int slice_s, int depth) {
 
 extern "C" int acc_tf32_shared_bytes(const acc_tf32_variant *v) {
     if (!variant_ok(v)) return -1;
-    return v->staged ? shared_bytes<true>(v->slice_s, v->depth) : shared_bytes<false>(v->slice_s, v->depth);
+    const int s = v->slice_s ? v->slice_s : 1; /* 32-column half steps: TF32's S = 1 bytes */
+    return v->staged ? shared_bytes<true>(s, v->depth) : shared_bytes<false>(s, v->depth);
 }
 
 extern "C" int acc_tf32_round_values(float *values, int64_t count, void *stream) {
@@ -1901,6 +1950,8 @@ extern "C" int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *
         return ACC_ERR_INVALID_ARGUMENT;
     if (p.elem != ACC_TF32_ELEM_TF32 && (variant->cache_l1 != 1 || variant->depth > 3))
         return ACC_ERR_UNSUPPORTED;
+    if (variant->slice_s == 0 && (p.elem == ACC_TF32_ELEM_TF32 || variant->staged)) /* half, registers */
+        return ACC_ERR_UNSUPPORTED;
     if (p.n <= acc_tf32_narrow_max()) /* CUDA cores (narrow_kernel); the variant has no part in it */
         return p.elem == ACC_TF32_ELEM_TF32   ? dispatch_narrow<ACC_TF32_ELEM_TF32>(p, stream)
                : p.elem == ACC_TF32_ELEM_FP16 ? dispatch_narrow<ACC_TF32_ELEM_FP16>(p, stream)
@@ -1912,10 +1963,12 @@ extern "C" int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *
             const int st = half_padded(p, *variant, stream);
             if (st != ACC_ERR_DEVICE_MEMORY) return st; /* no room for the copies: the element path */
         }
-        /* S = 1 where the variant's slice is not full; the 16-byte modes (see dispatch_half_vec) */
+        /* S = 1 where the variant's slice is not full; the 16-byte modes (see dispatch_half_vec; 32-column
+         * steps: vec 1 where n is a multiple of 32) */
         acc_tf32_variant v = *variant;
-        if (p.n % (64 * v.slice_s) != 0) v.slice_s = 1;
-        const int hvec = !aligned || p.n % 8 != 0 ? 0 : p.n % 64 == 0 ? 1 : 2;
+        if (v.slice_s == 2 && p.n % 128 != 0) v.slice_s = 1;
+        const int full = v.slice_s == 0 ? 32 : 64;
+        const int hvec = !aligned || p.n % 8 != 0 ? 0 : p.n % full == 0 ? 1 : 2;
         return p.elem == ACC_TF32_ELEM_FP16 ? dispatch_half<ACC_TF32_ELEM_FP16>(p, v, hvec, stream)
                                             : dispatch_half<ACC_TF32_ELEM_BF16>(p, v, hvec, stream);
     }

@@ -25,11 +25,11 @@ extern "C" {
 #define ACC_TF32_NARROW_MAX 4
 
 /* Kernel variant (see the kernel file's header): column slice per warp 32 * slice_s
- * (slice_s 1 or 2), pipeline depth (2 to 4 stages of the metadata ring, and of the B and value
- * stages when staged), B loaded through L1 and L2 (cache_l1 = 1: ld.global.nc or cp.async.ca)
- * or L2 only (0: ld.global.cg or cp.async.cg), B and values staged through shared memory
- * with cp.async (staged = 1) or loaded into a double set of registers (0), and the grid order
- * (slice_major = 1: every task of column slice 0, then slice 1, ...; 0: all slices of
+ * (slice_s 1 or 2; half formats 64 * slice_s, or 32 at slice_s = 0, the register pipeline only), pipeline
+ * depth (2 to 4 stages of the metadata ring, and of the B and value stages when staged), B loaded through L1
+ * and L2 (cache_l1 = 1: ld.global.nc or cp.async.ca) or L2 only (0: ld.global.cg or cp.async.cg), B and
+ * values staged through shared memory with cp.async (staged = 1) or loaded into a double set of registers
+ * (0), and the grid order (slice_major = 1: every task of column slice 0, then slice 1, ...; 0: all slices of
  * task 0, then task 1, ...).  No variant changes a result bit: the schedule alone fixes
  * the order of every sum. */
 typedef struct acc_tf32_variant {
@@ -120,7 +120,10 @@ typedef struct acc_tf32_args {
      * tile per block (64 halves, row-major, zeros where the mask is clear: acc_half_tiles) and a
      * record's value offset is 64 x its block index (in halves).  A half warp covers 64 columns
      * per step instead of 32: a column slice is 64 * slice_s columns and the split workspace
-     * 8 * 64 * slice_s floats per slot and slice.  Half formats take cache_l1 = 1 and depth 2 or 3.
+     * 8 * 64 * slice_s floats per slot and slice; slice_s = 0 takes 32-column steps of 8-byte pieces (the
+     * columns and warps of TF32's S = 1, the register pipeline, n a multiple of 8 with B and C 16-byte
+     * aligned; other widths run 64-column slices), whose counters are [splits * ceil(n / 32)].  Half
+     * formats take cache_l1 = 1 and depth 2 or 3.
      * Where the slice is not full they run S = 1; with n a multiple of 8 and B, C 16-byte aligned
      * with 16-byte loads and stores under a per-lane predicate; at n < 8 (where ACCSPMM_NARROW_MAX
      * keeps such widths off the CUDA-core kernel) or with B or C not 16-byte aligned on copies of B

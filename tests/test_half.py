@@ -9,7 +9,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import assert_capture_needs_warm_up, data_dir, half_ref, int_csr, int_dense, to_format, with_int_values
+from conftest import (assert_capture_needs_warm_up, data_dir, half_ref, int_csr, int_dense, long_window_matrix,
+                      to_format, with_int_values)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -1449,6 +1450,98 @@ def test_gpu_bittcf_variant_timing_follows_calls(prec):
         assert np.array_equal(C.double().cpu().numpy(), ref), name
     for p in plans.values():
         p.close()
+
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("prec", PRECS)
+@pytest.mark.parametrize("cap", [0, 2, 8])
+def test_gpu_bittcf_32_column_steps(prec, cap):
+    """A half BitTCF plan's 32-column steps (variant S = 0: two MMAs a step, 8-byte pieces, the register
+    pipeline) against its 64-column slices on every task kind (long_window_matrix: PACK with empty windows,
+    GROUPs and multi-part SPLITs at small caps): exact on integer data, and the same bits on random data
+    (only the schedule orders the sums), half and float32 C, both grid orders, at widths whose last 32- or
+    64-column slice is full or not (16- or 8-byte runs under a predicate), and widths where S = 0 falls back:
+    odd n (the element path) and n < 8 (padded copies).  Twice each: the split counters are left at zero and
+    were sized for 32-column slices."""
+    from accspmm._tf32 import variant_tag
+
+    A = long_window_matrix()
+    rng = np.random.default_rng(cap)
+    Ar = A.copy()
+    Ar.data = rng.standard_normal(A.nnz).astype(np.float32)
+    dt = TORCH_DT[prec]
+    base = {"cache_l1": 1, "order": 0}
+    ref_v = dict(base, slice_s=1, depth=3, staged=1, slice_major=0)
+    steps = [dict(base, slice_s=0, depth=d, staged=0, slice_major=o) for d in (2, 3) for o in (0, 1)]
+    for M, integer in ((A, True), (Ar, False)):
+        with accspmm.plan(M, device="gpu", precision=prec, format="bittcf", reorder="none") as p:
+            for n in (5, 8, 24, 32, 40, 64, 96, 129, 200):
+                B = int_dense(A.shape[1], n, seed=n) if integer else rng.standard_normal((A.shape[1], n))
+                Bt = torch.from_numpy(np.asarray(B, np.float32)).cuda().to(dt)
+                p(Bt)  # the first call: decision and workspace (sized for 32-column slices)
+                for out_f32 in (False, True):
+                    want = None
+                    for v in [ref_v] + steps:
+                        for _ in range(2):
+                            out = poisoned((A.shape[0], n), torch.float32 if out_f32 else dt)
+                            a, vt = p._runner.args(Bt.data_ptr(), out.data_ptr(), n, None, cap, v, out_f32=out_f32)
+                            accspmm._cuda.tf32_spmm(a, vt, None)
+                            if want is None:
+                                want = out.clone()
+                                if integer:
+                                    ref = half_ref(A, B, prec, "float32" if out_f32 else "half")
+                                    assert np.array_equal(out.double().cpu().numpy(), ref), (n, out_f32)
+                            assert torch.equal(out, want), (n, out_f32, variant_tag(v))
+            if cap in (2, 8):
+                assert p._runner._counts(cap)[1] > 0, "the schedule must have a multi-part split"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("prec", PRECS)
+def test_gpu_bittcf_32_column_steps_rule(prec):
+    """Under one wave of thread blocks on 64-column slices a half BitTCF plan runs 32-column steps (S = 0,
+    the register pipeline; the reason says so), at widths a multiple of 8 only; a grid of more than a wave
+    keeps 64-column slices.  Timed variants include both slice widths, and every choice gives the same bits."""
+    from accspmm import _tf32
+
+    small = hub_matrix()
+    rng = np.random.default_rng(1)
+    big = sp.random(60_000, 60_000, density=2e-4, random_state=rng, format="csr", dtype=np.float32)
+    dt = TORCH_DT[prec]
+    with accspmm.plan(small, device="gpu", precision=prec, format="bittcf") as p, \
+            accspmm.plan(small, device="gpu", precision=prec, format="bittcf", tuning={"autotune": True}) as q:
+        for n in (64, 128, 200):
+            B = torch.from_numpy(int_dense(small.shape[1], n, seed=n)).cuda().to(dt)
+            C = p(B)
+            rep = p.stats["schedule_by_n"][n]
+            assert rep["variant"]["slice_s"] == 0 and rep["variant"]["staged"] == 0, rep
+            assert _tf32.half_steps(n, rep["tasks"] * -(-n // 64), p._runner._longest(rep["cap"]))
+            assert "32-column steps" in rep["reason"]
+            cands = q._runner.candidates(n)
+            assert {c["slice_s"] for c in cands} == {0, 1}
+            assert not any(c["slice_s"] == 0 and c["staged"] for c in cands)
+            assert torch.equal(q(B), C)
+            assert np.array_equal(C.double().cpu().numpy(), half_ref(small, int_dense(small.shape[1], n, seed=n),
+                                                                    prec, "half"))
+        B = torch.from_numpy(int_dense(small.shape[1], 33, seed=3)).cuda().to(dt)
+        p(B)
+        assert p.stats["schedule_by_n"][33]["variant"]["slice_s"] == 1  # odd n: the element path's slices
+    with accspmm.plan(big, device="gpu", precision=prec, format="bittcf") as p:
+        B = torch.randn(big.shape[1], 512, device="cuda").to(dt)
+        p(B)
+        rep = p.stats["schedule_by_n"][512]
+        slices = -(-512 // _tf32.slice_cols(_tf32.ELEM[prec], 1))
+        assert rep["tasks"] * slices >= _tf32.REF_SMS * _tf32.WAVE_BLOCKS_PER_SM, rep
+        assert rep["variant"]["slice_s"] == 1, rep
+    tri = sp.diags([np.ones(2999), np.ones(3000), np.ones(2999)], [-1, 0, 1], format="csr", dtype=np.float32)
+    with accspmm.plan(tri, device="gpu", precision=prec, format="bittcf") as p:  # windows of one or two blocks
+        B = torch.from_numpy(int_dense(3000, 128, seed=5)).cuda().to(dt)
+        C = p(B)
+        rep = p.stats["schedule_by_n"][128]
+        steps = _tf32.half_steps(128, rep["tasks"] * 2, p._runner._longest(rep["cap"]))
+        assert (rep["variant"]["slice_s"] == 0) == steps, rep
+        assert np.array_equal(C.double().cpu().numpy(), half_ref(tri, int_dense(3000, 128, seed=5), prec, "half"))
 
 
 # ---- torch.ops.accspmm.spmm with half plans ----------------------------------------------------

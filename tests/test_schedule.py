@@ -264,6 +264,25 @@ def test_variant_choice():
         choose_variant(128, 10, 1, {"bogus": 1})
 
 
+def test_half_steps_rule_and_slices():
+    """A half format's 32-column steps (variant S = 0): under one wave of 64-column thread blocks, n a
+    multiple of 8, and a longest task above HALF_STEPS_MIN_LONGEST units; their slices are 32 columns and
+    run the S = 1 launch bounds, and a plan's split counters are sized for 32-column slices."""
+    from accspmm._tf32 import HALF_STEPS_MIN_LONGEST, REF_SMS, WAVE_BLOCKS_PER_SM, blocks_per_sm, half_steps, slice_cols
+
+    wave = REF_SMS * WAVE_BLOCKS_PER_SM
+    long = HALF_STEPS_MIN_LONGEST + 1
+    assert half_steps(128, wave - 1, long) and half_steps(8, 1, long) and half_steps(200, 10, long)
+    assert not half_steps(128, wave, long)  # a wave of 64-column thread blocks
+    assert not half_steps(128, 10, HALF_STEPS_MIN_LONGEST)  # short tasks: their fixed part dominates
+    assert not any(half_steps(n, 10, long) for n in (1, 4, 7, 33, 100))  # the element path's widths
+    assert [slice_cols(0, 1), slice_cols(0, 2), slice_cols(1, 0), slice_cols(1, 1), slice_cols(2, 2)] == [32, 64, 32,
+                                                                                                          64, 128]
+    for staged, depth in ((0, 2), (0, 3)):
+        v = {"slice_s": 0, "staged": staged, "depth": depth}
+        assert blocks_per_sm(v) == blocks_per_sm(dict(v, slice_s=1))
+
+
 def test_tuning_needs_gpu_tf32(bundled_int):
     with pytest.raises(ValueError, match="TF32 kernel only"):
         accspmm.plan(bundled_int, device="cpu", tuning={"cap": 4})
