@@ -496,33 +496,40 @@ def predict_cap(window_offsets, cap: int, slices: int, variant: dict) -> float:
 ELEM = {"tf32": 0, "fp16": 1, "bf16": 2}
 UNIT = {0: 32, 1: 64, 2: 64}
 ESIZE = {0: 4, 1: 2, 2: 2}
-#: the narrowest column slice of any variant: TF32's S = 1, and a half format's 32-column steps (S = 0)
-MIN_SLICE = 32
+#: the narrowest column slice of any variant: TF32's narrow steps (S = 0)
+MIN_SLICE = 16
 
 
 def slice_cols(elem: int, slice_s: int) -> int:
-    """Columns of B and C a warp covers in a variant's column slice: UNIT x S, or 32 for a half format's
-    S = 0 (32-column steps of two MMAs: the columns and warps of TF32's S = 1, cuda/tf32_spmm.cu)."""
-    return UNIT[elem] * slice_s if slice_s else MIN_SLICE
+    """Columns of B and C a warp covers in a variant's column slice: UNIT x S, or UNIT / 2 at S = 0 (narrow
+    steps of half the MMAs, 8-byte pieces: TF32 16 columns, a half format 32, cuda/tf32_spmm.cu)."""
+    return UNIT[elem] * slice_s if slice_s else UNIT[elem] // 2
 
 
-#: a half format's 32-column steps run where the longest task's predicted cost exceeds this many units:
-#: twice its fixed part (the task row, a window's write-back and the pipeline's fill), which the steps
-#: repeat in twice the thread blocks instead of shortening (``half_steps``)
-HALF_STEPS_MIN_LONGEST = 2 * (TASK + WB + FILL)
+#: narrow steps run where the longest task's predicted cost exceeds this many units: twice its fixed part
+#: (the task row, a window's write-back and the pipeline's fill), which the steps repeat in twice the
+#: thread blocks instead of shortening (``narrow_steps``)
+NARROW_STEPS_MIN_LONGEST = 2 * (TASK + WB + FILL)
 
 
-def half_steps(n: int, blocks64: int, longest: float) -> bool:
-    """Whether a half format's width n runs 32-column steps (variant S = 0: the register pipeline at depth
-    2, two MMAs and 8-byte pieces a step) instead of 64-column slices: the one-wave rule of TF32's S = 2,
-    where ``blocks64`` (tasks x 64-column slices) thread blocks are under one wave, for n a multiple of 8
-    (other widths run the element path's 64-column slices), and where the longest task's predicted cost
-    ``longest`` exceeds HALF_STEPS_MIN_LONGEST units.  H100, FP16, the 24 real matrices at n = 64-512
-    (benchmarks/NOTES.md): kernel 1.14x in geometric mean over the 23 cases it takes (1.03-1.35x: cora,
-    rajat01, email-Eu-core, polblogs, citeseer, bcsstk13/16, memplus, wiki-Vote, lastfm_asia at narrow n);
-    of the 27 under one wave, minnesota's tasks (11 units) ran 0.91-0.97x and bayer10's at n = 64 (16)
-    0.98x on the steps."""
-    return n >= 8 and n % 8 == 0 and blocks64 < REF_SMS * WAVE_BLOCKS_PER_SM and longest > HALF_STEPS_MIN_LONGEST
+def narrow_steps(n: int, elem: int, blocks1: int, longest: float) -> bool:
+    """Whether width n runs narrow steps (variant S = 0: the register pipeline at depth 2, half the MMAs
+    and 8-byte pieces a step, twice the thread blocks) instead of S = 1's slices, for n a multiple of 8
+    (half formats) or 4 (TF32; other widths run the element path at S = 1) and where the longest task's
+    predicted cost ``longest`` exceeds NARROW_STEPS_MIN_LONGEST units.  Half formats: where ``blocks1``
+    (tasks x S = 1 slices) thread blocks are under one wave, TF32's S = 2 rule; TF32, whose step the narrow
+    one halves from two MMAs to one (half formats: four to two), only where every thread block of the
+    narrow steps is resident at once (2 blocks1 <= REF_SMS x their blocks per SM).  H100, kernel alone,
+    the 24 real matrices (benchmarks/NOTES.md, ``results/h100_narrow_steps.md``): FP16 at n = 64-512,
+    1.14x in geometric mean over the 23 cases it takes (1.03-1.29x), where minnesota's tasks (11 units)
+    ran 0.91-0.97x and bayer10's at n = 64 (16) 0.98x; TF32 at n = 64-512 (the plan asks only where its
+    one-wave rule replaced S = 2, ``TF32Runner.decide``), 1.06x over the 8 cases it takes (1.02-1.12x),
+    where a partial second wave cost bcsstk13 at n = 64 0.93x."""
+    if n < 8 or n % (8 if elem else 4) or longest <= NARROW_STEPS_MIN_LONGEST:
+        return False
+    if elem:
+        return blocks1 < REF_SMS * WAVE_BLOCKS_PER_SM
+    return 2 * blocks1 <= REF_SMS * blocks_per_sm({"slice_s": 0, "staged": 0, "depth": 2})
 
 
 def b_resident(n: int, k: int, l2_bytes: int, elem: int = 0) -> bool:
@@ -557,6 +564,9 @@ def choose_variant(n: int, k: int, l2_bytes: int, override: dict | None = None, 
         if unknown:
             raise ValueError(f"unknown TF32 variant field(s) {sorted(unknown)}; known: {VARIANT_KEYS}")
         v.update({key: int(val) for key, val in override.items()})
+        if v["slice_s"] not in (0, 1, 2) or (v["slice_s"] == 0 and (v["staged"] or v["depth"] > 3)):
+            raise ValueError(f"slice_s must be 0, 1 or 2, and narrow steps (slice_s = 0) run the register "
+                             f"pipeline (staged = 0) at depth 2 or 3: got {override}")
     return v
 
 
@@ -645,7 +655,7 @@ class TF32Runner:
             _cuda.tf32_schedule_price(dev["window_offsets"].ptr, fmt.num_windows, CAPS, _INT_CONSTANTS, out.ptr,
                                       side)
         self._decisions = {}
-        self._wide = {}  # n -> the S = 2 variant that the one-wave rule replaced by S = 1
+        self._wide = {}  # n -> the wider variants (S = 2, S = 1) that the one-wave rules replaced
         # first call per n times the candidate variants, unless a variant field is forced
         self._autotune = bool(self.tuning.get("autotune", True)) and not (set(self.tuning) & set(VARIANT_KEYS))
         self._override = {k: v for k, v in self.tuning.items() if k in VARIANT_KEYS}  # forced variant fields
@@ -784,18 +794,21 @@ class TF32Runner:
         wave = REF_SMS * WAVE_BLOCKS_PER_SM
         if variant["slice_s"] == 2 and "slice_s" not in self.tuning and ntasks * slices < wave:
             # less than one wave of thread blocks: 32-column slices double the parallelism
-            self._wide[n] = variant
+            self._wide[n] = [variant]
             # the register pipeline at depth 2 (3 thread blocks per 8 warps) unless B leaves L2
             resident = b_resident(n, self.shape[1], self._l2, self.elem)
             staged = variant["staged"] if "staged" in self.tuning else int(not resident)
             variant = dict(variant, slice_s=1, staged=staged,
                            depth=variant["depth"] if "depth" in self.tuning else 2)
             why += "; S = 1 (under one wave of thread blocks at S = 2)"
-        elif self.elem and variant["slice_s"] == 1 and not set(self.tuning) & {"slice_s", "staged"} \
-                and half_steps(n, ntasks * slices, self._longest(best)):
-            self._wide[n] = variant
+        # TF32: only where S = 1 replaced S = 2 (at n <= 32 S = 1 runs the register pipeline at depth 3,
+        # against which the steps measured 0.93-1.09x)
+        if variant["slice_s"] == 1 and not set(self.tuning) & {"slice_s", "staged"} and (self.elem or n in self._wide) \
+                and narrow_steps(n, self.elem, ntasks * -(-n // self.unit), self._longest(best)) \
+                and b_resident(n, self.shape[1], self._l2, self.elem):  # the register pipeline: B from L2
+            self._wide.setdefault(n, []).append(variant)
             variant = dict(variant, slice_s=0, staged=0, depth=variant["depth"] if "depth" in self.tuning else 2)
-            why += "; 32-column steps (under one wave of thread blocks on 64-column slices)"
+            why += f"; {self.unit // 2}-column steps (under one wave of thread blocks at S = 1)"
         kernel = "tensor_cores"
         if n <= self._narrow:
             lanes, csr_why = self._narrow_choice()
@@ -1044,26 +1057,28 @@ class TF32Runner:
         """Variants timed on the first call for width n: the model's choice first, then the
         register pipeline (depth 3; 2 at S = 1) and the staged one (depths 2 and 3), each in both
         grid orders when there is more than one column slice, and S = 2 (register depth 3, staged
-        depth 2) where the one-wave rule chose S = 1; a half format's 32-column steps (S = 0) run
-        the register pipeline only, and where the rule chose them the 64-column slices are timed too
-        (staged depth 3, register depths 3 and 2).  ``tune`` then times the fastest with the
-        other task order, in both grid orders.  Same schedule: every candidate gives the same
-        result bits (S only changes how many columns a warp covers, not any sum)."""
+        depth 2) where the one-wave rule chose S = 1; narrow steps (S = 0) run the register pipeline
+        only (depths 3 and 2), and where their rule chose them S = 1 is timed too (TF32: register and
+        staged depth 2; half formats: staged depth 3, register depths 3 and 2).  ``tune`` then times
+        the fastest with the other task order, in both grid orders.  Same schedule: every candidate
+        gives the same result bits (S only changes how many columns a warp covers, not any sum)."""
         v = self.decide(n)[1]
         slices = -(-n // slice_cols(self.elem, v["slice_s"]))
         out = [v]
         # register depth 3 at S = 2, 2 at S = 1 (TF32: 80 registers, 3 thread blocks per 8 warps);
-        # half formats: both register depths (and no staged copies of 32-column steps)
-        reg = ((0, 3), (0, 2)) if self.elem else ((0, 3 if v["slice_s"] == 2 else 2),)
+        # half formats and narrow steps: both register depths (and no staged copies of narrow steps)
+        reg = ((0, 3), (0, 2)) if self.elem or not v["slice_s"] else ((0, 3 if v["slice_s"] == 2 else 2),)
         for staged, depth in reg + (((1, 2), (1, 3)) if v["slice_s"] else ()):
             for major in (0, 1) if slices > 1 else (0,):
                 c = dict(v, staged=staged, depth=depth, slice_major=major)
                 if c not in out:
                     out.append(c)
-        if n in self._wide:  # a one-wave rule chose the narrower slice: time the wider (S never changes a bit)
-            w = self._wide[n]
-            pipes = ((0, 3), (1, 2)) if w["slice_s"] == 2 else ((1, 3), (0, 3), (0, 2))
-            out += [dict(w, staged=staged, depth=depth) for staged, depth in pipes]
+        for w in self._wide.get(n, ()):  # the wider slices a one-wave rule replaced (S never changes a bit)
+            if w["slice_s"] == 2:
+                pipes = ((0, 3), (1, 2))
+            else:
+                pipes = ((1, 3), (0, 3), (0, 2)) if self.elem else ((0, 2), (1, 2))
+            out += [c for c in (dict(w, staged=staged, depth=depth) for staged, depth in pipes) if c not in out]
         return out
 
     def tune(self, d_B: int, d_C: int, n: int, stream, out_f32: bool = False):

@@ -142,20 +142,21 @@ template <int DEPTH> struct RegRing {
 /* The operand format E (ACC_TF32_ELEM_*): TF32 issues KM = 2 MMAs per 32-column step of a lane's
  * pieces, FP16 / BF16 (m16n8k8 with half operands) KM = 4 per 64-column step.  Either way a lane
  * loads one 16-byte piece of each of its two B rows per step, so the byte addresses, pipelines and
- * rings are the same; only the fragment assembly, the value fetch and the write-back differ. */
-/* A half format on 32-column steps: E = ACC_TF32_ELEM_FP16 or _BF16 plus kHalf32 (the variant's slice_s = 0).
- * KM = 2 MMAs per step and 8-byte pieces (4 halves a lane and row): the same columns, warps and thread blocks
- * as TF32's S = 1, where the 64-column half step leaves a small grid half as many warps.  The register
- * pipeline with 16- or 8-byte column runs only (VEC 1 or 2). */
-constexpr int kHalf32 = 4;
+ * rings are the same; only the fragment assembly, the value fetch and the write-back differ.
+ * Narrow steps: E = a format plus kNarrowStep (the variant's slice_s = 0) takes half the MMAs and
+ * columns a step (TF32: one MMA and 16 columns, half formats two and 32) with 8-byte pieces, so a
+ * slice's columns are spread over twice the warps and thread blocks of S = 1, for grids under one wave.
+ * The register pipeline with whole 8-byte runs only (VEC 1 or 2). */
+constexpr int kNarrowStep = 4;
 __host__ __device__ constexpr int elem_format(int E) { return E & 3; } /* ACC_TF32_ELEM_* of E */
 
 template <int E> struct Elem {
-    static constexpr int KM = E == ACC_TF32_ELEM_TF32 || (E & kHalf32) ? 2 : 4; /* MMAs per step */
-    static constexpr int kStep = 16 * KM;                         /* columns per step: 32 or 64 */
-    static constexpr int kLaneCols = 2 * KM;                      /* columns per lane and step: 4 or 8 */
-    static constexpr int kSize = E == ACC_TF32_ELEM_TF32 ? 4 : 2; /* bytes per element of B */
-    static constexpr int kStepFloats = kStep * kSize / 4;         /* a step of a B row in 4-byte words */
+    static constexpr bool kTf32 = elem_format(E) == ACC_TF32_ELEM_TF32;
+    static constexpr int KM = (kTf32 ? 2 : 4) >> ((E & kNarrowStep) ? 1 : 0); /* MMAs per step */
+    static constexpr int kStep = 16 * KM;                 /* columns per step: 16, 32 or 64 */
+    static constexpr int kLaneCols = 2 * KM;              /* columns per lane and step: 2, 4 or 8 */
+    static constexpr int kSize = kTf32 ? 4 : 2;           /* bytes per element of B */
+    static constexpr int kStepFloats = kStep * kSize / 4; /* a step of a B row in 4-byte words */
     using Piece = typename std::conditional<kLaneCols * kSize == 16, float4, float2>::type; /* a lane's run */
 };
 
@@ -248,7 +249,7 @@ template <int E> __device__ __forceinline__ Meta read_meta(const int *ring, int 
     const int *m = ring + slot * kMetaWords;
     const int4 w = *reinterpret_cast<const int4 *>(m + 8);
     Meta r;
-    if (E == ACC_TF32_ELEM_TF32) {
+    if (Elem<E>::kTf32) {
         const int2 c = *reinterpret_cast<const int2 *>(m + 2 * q);
         r.col0 = c.x;
         r.col1 = c.y;
@@ -350,18 +351,19 @@ __device__ __forceinline__ uint32_t word(const float2 &f, int j) {
  * and 4g + 2j + 1 (row g + 8); a0, a1 = A_block[g][t], A_block[g][t + 4].
  * Half: f0 = B[col_2t][8g .. 8g+7], f1 = B[col_{2t+1}][...] (8 halves each); MMA j takes columns
  * 8g + 2j (row g) and 8g + 2j + 1 (row g + 8), and its A fragment pairs k = 2t, 2t + 1 of each row,
- * one PRMT each; a0 = A_block[g][2t .. 2t+1] (the B fragment).  On 32-column steps (kHalf32) the pieces
- * hold 4 halves, B[col_2t][4g .. 4g+3], and MMA j (of 2) takes columns 4g + 2j and 4g + 2j + 1.  Either
- * way lane (g, t) gets C[2t][c] in d[0] (column 2j of its run) and d[2] (2j + 1), C[2t + 1][c] in d[1] and
- * d[3]. */
+ * one PRMT each; a0 = A_block[g][2t .. 2t+1] (the B fragment).  On narrow steps (kNarrowStep) the pieces
+ * hold half the columns, B[col][2g .. 2g+1] (TF32: one MMA) or B[col][4g .. 4g+3] (half: MMA j of 2 takes
+ * columns 4g + 2j and 4g + 2j + 1).  Either way lane (g, t) gets C[2t][c] in d[0] (column 2j of its run) and
+ * d[2] (2j + 1), C[2t + 1][c] in d[1] and d[3]. */
 
 template <int E>
 __device__ __forceinline__ void mma_step(float (&acc)[Elem<E>::KM][4], const typename Elem<E>::Piece &f0,
                                          const typename Elem<E>::Piece &f1, uint32_t a0, uint32_t a1,
                                          int live = 4) {
-    if constexpr (E == ACC_TF32_ELEM_TF32) {
+    if constexpr (Elem<E>::kTf32) {
         mma_tf32(acc[0], to_tf32(f0.x), to_tf32(f0.y), to_tf32(f1.x), to_tf32(f1.y), a0, a1);
-        mma_tf32(acc[1], to_tf32(f0.z), to_tf32(f0.w), to_tf32(f1.z), to_tf32(f1.w), a0, a1);
+        if constexpr (Elem<E>::KM == 2)
+            mma_tf32(acc[1], to_tf32(f0.z), to_tf32(f0.w), to_tf32(f1.z), to_tf32(f1.w), a0, a1);
     } else {
         uint32_t u[Elem<E>::KM], v[Elem<E>::KM];
 #pragma unroll
@@ -421,7 +423,7 @@ template <int E, int S, bool CACHE_L1, int VEC>
 __device__ __forceinline__ void issue_block(const acc_tf32_args &p, const Warp &W, const Lane<S> &L,
                                             const Meta &mt, int stage) {
     static_assert(E == ACC_TF32_ELEM_TF32 || VEC, "half formats stage B with 16-byte copies only");
-    static_assert(!(E & kHalf32), "32-column half steps run the register pipeline only");
+    static_assert(!(E & kNarrowStep), "narrow steps run the register pipeline only");
     float4 *dst = W.sB + stage * (2 * S * 32) + W.wslot;
     const int cols[2] = {mt.col0, mt.col1};
 #pragma unroll
@@ -619,14 +621,18 @@ __device__ __forceinline__ void write_rows(const acc_tf32_args &p, const float (
                 v[2 * j] = acc[s][j][h];
                 v[2 * j + 1] = acc[s][j][2 + h];
             }
-            if (E == ACC_TF32_ELEM_TF32 || p.out_f32) {
+            if (Elem<E>::kTf32 || p.out_f32) {
                 float *dst = p.C + base + c;
                 if (VEC) { /* every column of the slice is < n (VEC 2: of the lane's run, if any) */
                     if (VEC == 2 && c >= p.n) continue;
+                    if constexpr (LC % 4 == 0) {
 #pragma unroll
-                    for (int q = 0; q < LC; q += 4)
-                        __stcs(reinterpret_cast<float4 *>(dst + q),
-                               make_float4(v[q], v[q + 1], v[q + 2], v[q + 3]));
+                        for (int q = 0; q < LC; q += 4)
+                            __stcs(reinterpret_cast<float4 *>(dst + q),
+                                   make_float4(v[q], v[q + 1], v[q + 2], v[q + 3]));
+                    } else {
+                        __stcs(reinterpret_cast<float2 *>(dst), make_float2(v[0], v[1]));
+                    }
                 } else {
 #pragma unroll
                     for (int q = 0; q < LC; q++)
@@ -735,7 +741,7 @@ __device__ __forceinline__ void load_ops(const acc_tf32_args &p, const Lane<S> &
                                          Ops<E, S> &o) {
     using P = typename Elem<E>::Piece;
     constexpr int kSF = Elem<E>::kStepFloats;
-    static_assert(!(E & kHalf32) || VEC != 0, "32-column half steps load whole 8-byte runs only");
+    static_assert(!(E & kNarrowStep) || VEC != 0, "narrow steps load whole 8-byte runs only");
     const int cols[2] = {mt.col0, mt.col1}; /* real columns: pack_meta fills padding slots */
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -747,7 +753,7 @@ __device__ __forceinline__ void load_ops(const acc_tf32_args &p, const Lane<S> &
                 f = ldb4<CACHE_L1, P>(row + kSF * s);
             } else if constexpr (VEC == 2) { /* the lane's run of halves is all < n or none of it is */
                 f = L.nrem[s] > 0 ? ldb4<CACHE_L1, P>(row + kSF * s) : P{};
-            } else if constexpr (E != ACC_TF32_ELEM_TF32) { /* the step's 8 halves, those < n */
+            } else if constexpr (!Elem<E>::kTf32) { /* the step's 8 halves, those < n */
                 uint32_t w[4] = {0u, 0u, 0u, 0u};
                 if (L.pairs) { /* n even: pairs are 4-byte aligned and wholly in or out of range */
                     const uint32_t *r32 = reinterpret_cast<const uint32_t *>(row + 32 * s);
@@ -773,7 +779,7 @@ __device__ __forceinline__ void load_ops(const acc_tf32_args &p, const Lane<S> &
             }
         }
     }
-    if constexpr (E == ACC_TF32_ELEM_TF32) {
+    if constexpr (Elem<E>::kTf32) {
         const ValueIdx vi = value_idx(L, mt, p.values);
         o.a0 = vi.has0 ? __float_as_uint(__ldg(vi.v0)) : 0u;
         o.a1 = vi.has1 ? __float_as_uint(__ldg(vi.v1)) : 0u;
@@ -817,7 +823,7 @@ __device__ __forceinline__ void reg_step(const acc_tf32_args &p, const Warp &W, 
     if (i + F < nblk) load_ops<E, S, CACHE_L1, VEC>(p, L, read_meta<E>(W.sM, W.q, (r + F) % R), nxt);
     if (i + F + A < nblk) copy_meta_from(W.sM, W.lane, mq + (int64_t)i * kMetaWords, (r + F + R - 1) % R);
     cp_commit();
-    consume_ops<E, S, E != ACC_TF32_ELEM_TF32 && VEC == 0>(cur, W.src, acc, L);
+    consume_ops<E, S, !Elem<E>::kTf32 && VEC == 0>(cur, W.src, acc, L);
     after_block<E, S, VEC>(p, i, P, acc, W);
 }
 
@@ -997,11 +1003,17 @@ __global__ void __launch_bounds__(kThreads,
         for (int h = 0; h < 2; h++) {
             float *dst = tile + (warp * 8 + 2 * W.t + h) * kCols + EL::kLaneCols * W.g;
 #pragma unroll
-            for (int s = 0; s < S; s++)
+            for (int s = 0; s < S; s++) {
+                if constexpr (KM == 1) {
+                    *reinterpret_cast<float2 *>(dst + EL::kStep * s) =
+                        make_float2(acc[s][0][h], acc[s][0][2 + h]);
+                } else {
 #pragma unroll
-                for (int j = 0; j < KM; j += 2)
-                    *reinterpret_cast<float4 *>(dst + EL::kStep * s + 2 * j) =
-                        make_float4(acc[s][j][h], acc[s][j][2 + h], acc[s][j + 1][h], acc[s][j + 1][2 + h]);
+                    for (int j = 0; j < KM; j += 2)
+                        *reinterpret_cast<float4 *>(dst + EL::kStep * s + 2 * j) = make_float4(
+                            acc[s][j][h], acc[s][j][2 + h], acc[s][j + 1][h], acc[s][j + 1][2 + h]);
+                }
+            }
         }
     }
     __syncthreads();
@@ -1801,6 +1813,17 @@ int dispatch_cache(const acc_tf32_args &p, const acc_tf32_variant &v, int vec, c
                       : launch<T, S, DEPTH, false, 0, STAGED>(p, v.slice_major, s);
 }
 
+/* TF32 narrow steps (slice_s = 0): the register pipeline at depth 2 or 3, vec 1 or 2 (the caller checks). */
+template <int DEPTH>
+int dispatch_tf32_narrow(const acc_tf32_args &p, const acc_tf32_variant &v, int vec, cudaStream_t s) {
+    constexpr int N = ACC_TF32_ELEM_TF32 | kNarrowStep;
+    if (v.cache_l1)
+        return vec == 1 ? launch<N, 1, DEPTH, true, 1, false>(p, v.slice_major, s)
+                        : launch<N, 1, DEPTH, true, 2, false>(p, v.slice_major, s);
+    return vec == 1 ? launch<N, 1, DEPTH, false, 1, false>(p, v.slice_major, s)
+                    : launch<N, 1, DEPTH, false, 2, false>(p, v.slice_major, s);
+}
+
 template <bool STAGED>
 int dispatch(const acc_tf32_args &p, const acc_tf32_variant &v, int vec, cudaStream_t s) {
     switch (v.slice_s * 10 + v.depth) {
@@ -1837,10 +1860,10 @@ int dispatch_half_vec(const acc_tf32_args &p, const acc_tf32_variant &v, int vec
                     : launch<E, S, DEPTH, true, 1, false>(p, v.slice_major, s);
 }
 
-/* slice_s = 0: 32-column steps (kHalf32), the register pipeline, vec 1 or 2 (the caller checks). */
+/* slice_s = 0: 32-column steps (kNarrowStep), the register pipeline, vec 1 or 2 (the caller checks). */
 template <int E>
 int dispatch_half32(const acc_tf32_args &p, const acc_tf32_variant &v, int vec, cudaStream_t s) {
-    constexpr int H = E | kHalf32;
+    constexpr int H = E | kNarrowStep;
     if (v.depth == 2)
         return vec == 1 ? launch<H, 1, 2, true, 1, false>(p, v.slice_major, s)
                         : launch<H, 1, 2, true, 2, false>(p, v.slice_major, s);
@@ -1903,7 +1926,7 @@ template <bool STAGED> int shared_bytes(int slice_s, int depth) {
 
 extern "C" int acc_tf32_shared_bytes(const acc_tf32_variant *v) {
     if (!variant_ok(v)) return -1;
-    const int s = v->slice_s ? v->slice_s : 1; /* 32-column half steps: TF32's S = 1 bytes */
+    const int s = v->slice_s ? v->slice_s : 1; /* narrow steps: at most S = 1 bytes */
     return v->staged ? shared_bytes<true>(s, v->depth) : shared_bytes<false>(s, v->depth);
 }
 
@@ -1950,7 +1973,7 @@ extern "C" int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *
         return ACC_ERR_INVALID_ARGUMENT;
     if (p.elem != ACC_TF32_ELEM_TF32 && (variant->cache_l1 != 1 || variant->depth > 3))
         return ACC_ERR_UNSUPPORTED;
-    if (variant->slice_s == 0 && (p.elem == ACC_TF32_ELEM_TF32 || variant->staged)) /* half, registers */
+    if (variant->slice_s == 0 && (variant->staged || variant->depth > 3)) /* narrow steps: registers */
         return ACC_ERR_UNSUPPORTED;
     if (p.n <= acc_tf32_narrow_max()) /* CUDA cores (narrow_kernel); the variant has no part in it */
         return p.elem == ACC_TF32_ELEM_TF32   ? dispatch_narrow<ACC_TF32_ELEM_TF32>(p, stream)
@@ -1973,8 +1996,16 @@ extern "C" int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *
                                             : dispatch_half<ACC_TF32_ELEM_BF16>(p, v, hvec, stream);
     }
     /* TF32: 1, every slice full; 2, n a multiple of 4 (a lane's 4 columns all in range or none);
-     * 0, the element path */
-    const int vec = !aligned ? 0 : p.n % (32 * variant->slice_s) == 0 ? 1 : p.n % 4 == 0 ? 2 : 0;
+     * 0, the element path (narrow steps: S = 1's) */
+    const int full = variant->slice_s ? 32 * variant->slice_s : 16;
+    const int vec = !aligned ? 0 : p.n % full == 0 ? 1 : p.n % 4 == 0 ? 2 : 0;
+    if (variant->slice_s == 0) {
+        if (vec) return variant->depth == 2 ? dispatch_tf32_narrow<2>(p, *variant, vec, stream)
+                                            : dispatch_tf32_narrow<3>(p, *variant, vec, stream);
+        acc_tf32_variant v = *variant;
+        v.slice_s = 1;
+        return dispatch<false>(p, v, vec, stream);
+    }
     return variant->staged ? dispatch<true>(p, *variant, vec, stream)
                            : dispatch<false>(p, *variant, vec, stream);
 }

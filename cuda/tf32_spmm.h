@@ -25,7 +25,9 @@ extern "C" {
 #define ACC_TF32_NARROW_MAX 4
 
 /* Kernel variant (see the kernel file's header): column slice per warp 32 * slice_s
- * (slice_s 1 or 2; half formats 64 * slice_s, or 32 at slice_s = 0, the register pipeline only), pipeline
+ * (slice_s 1 or 2; half formats 64 * slice_s; slice_s = 0: narrow steps of 16 columns, half formats 32, the
+ * register pipeline at depth 2 or 3 only, with S = 1's element path where n is not a multiple of 4 (TF32)
+ * or 8, or B or C is not 16-byte aligned), pipeline
  * depth (2 to 4 stages of the metadata ring, and of the B and value stages when staged), B loaded through L1
  * and L2 (cache_l1 = 1: ld.global.nc or cp.async.ca) or L2 only (0: ld.global.cg or cp.async.cg), B and
  * values staged through shared memory with cp.async (staged = 1) or loaded into a double set of registers
@@ -108,10 +110,11 @@ typedef struct acc_tf32_args {
      * Every window is in exactly one PACK warp, one GROUP or all parts of one SPLIT. */
     const int32_t *tasks;
     int64_t num_tasks;
-    /* [slots * slices * 8 * 32 * slice_s], NULL when no split has parts > 1 (the CSR kernel: see
-     * acc_tf32_csr) */
+    /* [slots * slices * 8 * 32 * slice_s] (narrow steps: what S = 1 needs), NULL when no split has parts > 1
+     * (the CSR kernel: see acc_tf32_csr) */
     float *workspace;
-    int32_t *counters; /* [splits * slices], zero before the first launch; left zero by every launch */
+    int32_t *counters; /* [splits * slices] (narrow steps: their slices), zero before the first launch; left
+                        * zero by every launch */
     const float *B;    /* [k * n] (elem > 0: half bits of that format, read through this pointer's bytes) */
     float *C;          /* [m * n] (elem > 0: half bits, or float32 when out_f32) */
     /* Operand format.  0 (ACC_TF32_ELEM_TF32): float32 B and C, values TF32-rounded floats [nnz].
@@ -121,9 +124,8 @@ typedef struct acc_tf32_args {
      * record's value offset is 64 x its block index (in halves).  A half warp covers 64 columns
      * per step instead of 32: a column slice is 64 * slice_s columns and the split workspace
      * 8 * 64 * slice_s floats per slot and slice; slice_s = 0 takes 32-column steps of 8-byte pieces (the
-     * columns and warps of TF32's S = 1, the register pipeline, n a multiple of 8 with B and C 16-byte
-     * aligned; other widths run 64-column slices), whose counters are [splits * ceil(n / 32)].  Half
-     * formats take cache_l1 = 1 and depth 2 or 3.
+     * columns and warps of TF32's S = 1; n a multiple of 8 with B and C 16-byte aligned, other widths run
+     * 64-column slices).  Half formats take cache_l1 = 1 and depth 2 or 3.
      * Where the slice is not full they run S = 1; with n a multiple of 8 and B, C 16-byte aligned
      * with 16-byte loads and stores under a per-lane predicate; at n < 8 (where ACCSPMM_NARROW_MAX
      * keeps such widths off the CUDA-core kernel) or with B or C not 16-byte aligned on copies of B

@@ -11,6 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 import accspmm
+from accspmm import _tf32
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -91,13 +92,16 @@ def test_tf32_real_matrices(path):
 
 VARIANTS = [dict(slice_s=s, depth=d, cache_l1=c, slice_major=o, staged=g)
             for g in (0, 1) for s in (1, 2) for d in (2, 3, 4) for c in (0, 1) for o in (0, 1)]
+VARIANTS += [dict(slice_s=0, depth=d, cache_l1=c, slice_major=o, staged=0)  # narrow steps: 16 columns
+             for d in (2, 3) for c in (0, 1) for o in (0, 1)]
 
 
 @pytest.mark.parametrize("variant", VARIANTS,
                          ids=lambda v: "g{staged}s{slice_s}d{depth}c{cache_l1}o{slice_major}".format(**v))
 def test_tf32_variants(bundled_int, variant):
     """Every kernel variant, schedule kind and tail (n not a multiple of the slice width 32 S
-    takes the 4-byte copy path with column tests, a multiple the 16-byte path)."""
+    takes the 4-byte copy path with column tests, a multiple the 16-byte path; narrow steps, S = 0,
+    16 columns: 8-byte runs at n a multiple of 4, S = 1's element path at other widths)."""
     A = bundled_int
     for cap in (0, 2, 32):
         with accspmm.plan(A, device="gpu", reorder="none", tuning={"cap": cap, **variant}) as p:
@@ -122,7 +126,7 @@ def test_tf32_autotune_same_bits(bundled_int, n):
         rep = p.stats["schedule_by_n"][n]
         cands = p._tf32.candidates(n)
         both = cands + [dict(c, order=1 - c["order"], slice_major=o) for c in cands for o in (0, 1)]
-        extra = 2 if n > 32 * rep["variant"]["slice_s"] else 1  # the fastest in the other task order
+        extra = 2 if n > _tf32.slice_cols(0, rep["variant"]["slice_s"]) else 1  # the fastest in the other order
         assert len(rep["tuned_ms"]) == len(cands) + extra >= 4 and rep["variant"] in both
         assert all(t > 0 for t in rep["tuned_ms"].values()) and rep["tuning_seconds"] > 0
         assert bool((_run_poisoned(q, Bg) == got).all())
@@ -131,6 +135,36 @@ def test_tf32_autotune_same_bits(bundled_int, n):
             with accspmm.plan(A, device="gpu", tuning={"cap": 4, **v}) as f:
                 assert bool((_run_poisoned(f, Bg) == got).all()), v
         assert bool((_run_poisoned(p, Bg) == got).all())
+
+
+def test_tf32_narrow_steps_rule(bundled_int):
+    """A TF32 plan runs narrow steps (S = 0, 16 columns, the register pipeline) exactly where its one-wave
+    rule replaced S = 2 and ``narrow_steps`` holds (every narrow thread block resident, a long enough task,
+    B in L2), with the reason in the stats; timed plans also time S = 1 and S = 2; every choice gives the
+    same bits.  The bundled matrix's first 1,500 rows (rectangular): small grids."""
+    A = sp.csr_matrix(bundled_int[:1500])
+    rng = np.random.default_rng(7)
+    A.data = rng.standard_normal(A.nnz).astype(np.float32)
+    fired = 0
+    with accspmm.plan(A, device="gpu") as p, accspmm.plan(A, device="gpu", tuning={"autotune": True}) as q:
+        for n in (8, 20, 36, 64, 128, 256, 130):
+            Bg = cp.asarray(rng.standard_normal((A.shape[1], n)).astype(np.float32))
+            got = _run_poisoned(p, Bg)
+            rep = p.stats["schedule_by_n"][n]
+            one_wave = p._tf32._wide.get(n, [{}])[0].get("slice_s") == 2
+            steps = one_wave and _tf32.narrow_steps(n, 0, rep["tasks"] * -(-n // 32), p._tf32._longest(rep["cap"])) \
+                and _tf32.b_resident(n, A.shape[1], p._tf32._l2)
+            assert (rep["variant"]["slice_s"] == 0) == steps, (n, rep)
+            if steps:
+                fired += 1
+                assert rep["variant"]["staged"] == 0 and "16-column steps" in rep["reason"]
+                cands = q._tf32.candidates(n)
+                assert {c["slice_s"] for c in cands} == {0, 1, 2}
+                assert not any(c["slice_s"] == 0 and c["staged"] for c in cands)
+            assert bool((_run_poisoned(q, Bg) == got).all())
+            with accspmm.plan(A, device="gpu", tuning={"slice_s": 1, "cap": rep["cap"]}) as f:  # the same sums
+                assert bool((_run_poisoned(f, Bg) == got).all())
+    assert fired >= 2, "small grids must take narrow steps"
 
 
 def test_tf32_misaligned_b(bundled_int):

@@ -1516,7 +1516,7 @@ def test_gpu_bittcf_32_column_steps_rule(prec):
             C = p(B)
             rep = p.stats["schedule_by_n"][n]
             assert rep["variant"]["slice_s"] == 0 and rep["variant"]["staged"] == 0, rep
-            assert _tf32.half_steps(n, rep["tasks"] * -(-n // 64), p._runner._longest(rep["cap"]))
+            assert _tf32.narrow_steps(n, _tf32.ELEM[prec], rep["tasks"] * -(-n // 64), p._runner._longest(rep["cap"]))
             assert "32-column steps" in rep["reason"]
             cands = q._runner.candidates(n)
             assert {c["slice_s"] for c in cands} == {0, 1}
@@ -1539,7 +1539,7 @@ def test_gpu_bittcf_32_column_steps_rule(prec):
         B = torch.from_numpy(int_dense(3000, 128, seed=5)).cuda().to(dt)
         C = p(B)
         rep = p.stats["schedule_by_n"][128]
-        steps = _tf32.half_steps(128, rep["tasks"] * 2, p._runner._longest(rep["cap"]))
+        steps = _tf32.narrow_steps(128, _tf32.ELEM[prec], rep["tasks"] * 2, p._runner._longest(rep["cap"]))
         assert (rep["variant"]["slice_s"] == 0) == steps, rep
         assert np.array_equal(C.double().cpu().numpy(), half_ref(tri, int_dense(3000, 128, seed=5), prec, "half"))
 

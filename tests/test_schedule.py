@@ -264,23 +264,34 @@ def test_variant_choice():
         choose_variant(128, 10, 1, {"bogus": 1})
 
 
-def test_half_steps_rule_and_slices():
-    """A half format's 32-column steps (variant S = 0): under one wave of 64-column thread blocks, n a
-    multiple of 8, and a longest task above HALF_STEPS_MIN_LONGEST units; their slices are 32 columns and
-    run the S = 1 launch bounds, and a plan's split counters are sized for 32-column slices."""
-    from accspmm._tf32 import HALF_STEPS_MIN_LONGEST, REF_SMS, WAVE_BLOCKS_PER_SM, blocks_per_sm, half_steps, slice_cols
+def test_narrow_steps_rule_and_slices():
+    """Narrow steps (variant S = 0: TF32 16 columns, a half format 32): under one wave of S = 1 thread
+    blocks, n a multiple of 4 (TF32) or 8 (half formats), and a longest task above NARROW_STEPS_MIN_LONGEST
+    units; they run the S = 1 launch bounds, and a plan's split counters are sized for 16-column slices.
+    An override of S = 0 must keep the register pipeline at depth 2 or 3."""
+    from accspmm._tf32 import (MIN_SLICE, NARROW_STEPS_MIN_LONGEST, REF_SMS, WAVE_BLOCKS_PER_SM, blocks_per_sm,
+                               narrow_steps, slice_cols)
 
-    wave = REF_SMS * WAVE_BLOCKS_PER_SM
-    long = HALF_STEPS_MIN_LONGEST + 1
-    assert half_steps(128, wave - 1, long) and half_steps(8, 1, long) and half_steps(200, 10, long)
-    assert not half_steps(128, wave, long)  # a wave of 64-column thread blocks
-    assert not half_steps(128, 10, HALF_STEPS_MIN_LONGEST)  # short tasks: their fixed part dominates
-    assert not any(half_steps(n, 10, long) for n in (1, 4, 7, 33, 100))  # the element path's widths
-    assert [slice_cols(0, 1), slice_cols(0, 2), slice_cols(1, 0), slice_cols(1, 1), slice_cols(2, 2)] == [32, 64, 32,
-                                                                                                          64, 128]
+    long = NARROW_STEPS_MIN_LONGEST + 1
+    resident = REF_SMS * blocks_per_sm({"slice_s": 0, "staged": 0, "depth": 2})
+    for elem in (0, 1, 2):
+        limit = REF_SMS * WAVE_BLOCKS_PER_SM if elem else resident // 2  # TF32: every narrow thread block resident
+        assert narrow_steps(128, elem, limit - 1, long) and narrow_steps(8, elem, 1, long)
+        assert narrow_steps(200, elem, 10, long) and narrow_steps(128, elem, limit - 1 + (elem == 0), long)
+        assert not narrow_steps(128, elem, limit + (elem == 0), long)
+        assert not narrow_steps(128, elem, 10, NARROW_STEPS_MIN_LONGEST)  # short tasks: their fixed part dominates
+        assert not any(narrow_steps(n, elem, 10, long) for n in (1, 4, 7, 33, 102))  # the element path's widths
+    assert narrow_steps(36, 0, 10, long) and not narrow_steps(36, 1, 10, long)  # TF32's 16-byte runs: n % 4
+    assert [slice_cols(0, 0), slice_cols(0, 1), slice_cols(0, 2), slice_cols(1, 0), slice_cols(1, 1),
+            slice_cols(2, 2)] == [16, 32, 64, 32, 64, 128]
+    assert MIN_SLICE == min(slice_cols(e, s) for e in (0, 1, 2) for s in (0, 1, 2))
     for staged, depth in ((0, 2), (0, 3)):
         v = {"slice_s": 0, "staged": staged, "depth": depth}
         assert blocks_per_sm(v) == blocks_per_sm(dict(v, slice_s=1))
+    assert choose_variant(128, 1000, 50 << 20, {"slice_s": 0, "staged": 0, "depth": 3})["slice_s"] == 0
+    for bad in ({"slice_s": 0, "staged": 1}, {"slice_s": 0, "staged": 0, "depth": 4}, {"slice_s": 3}):
+        with pytest.raises(ValueError, match="slice_s"):
+            choose_variant(128, 1000, 50 << 20, bad)
 
 
 def test_tuning_needs_gpu_tf32(bundled_int):
