@@ -178,13 +178,16 @@ def test_tf32_misaligned_b(bundled_int):
 
 
 @pytest.mark.parametrize("cap", [1, 2, 8, 64])
-def test_tf32_multi_part_splits(cap):
+@pytest.mark.parametrize("steps", [False, True], ids=["default", "narrow_steps"])
+def test_tf32_multi_part_splits(cap, steps):
     """Long windows split over several thread blocks: exact on integers, every call (the counters
     are left at zero) and every width (one workspace per stream, grown to the largest), bitwise
-    deterministic on random values, and safe on two streams at once."""
+    deterministic on random values, and safe on two streams at once; with the default variants and
+    with narrow steps forced (16-column slices: their counters; S = 1's element path at n = 1, 5, 130)."""
     A = long_window_matrix()
     rng = np.random.default_rng(cap)
-    with accspmm.plan(A, device="gpu", reorder="none", tuning={"cap": cap}) as p:
+    narrow = {"slice_s": 0, "staged": 0, "depth": 2} if steps else {}
+    with accspmm.plan(A, device="gpu", reorder="none", tuning={"cap": cap, **narrow}) as p:
         parts = p._tf32._schedule(cap)[0][:, 2]
         assert parts.max() > 1, "the schedule must have a multi-part split"
         for n in (1, 5, 64, 130):

@@ -177,13 +177,15 @@ def test_plan_freed_by_reference_count():
 
 # ---- CUDA graphs ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("cap", [None, 2])
-def test_torch_graph_capture_replays_new_values(cap):
+@pytest.mark.parametrize("cap, steps", [(None, False), (2, False), (2, True)])
+def test_torch_graph_capture_replays_new_values(cap, steps):
     """Capture p(B, out=C) and p(B) (the result from the graph's pool); replay with new B values.
-    cap=2 gives multi-part splits, whose workspace a capture must not allocate."""
+    cap=2 gives multi-part splits, whose workspace a capture must not allocate (the graph's own, sized
+    for 16-column slices with narrow steps forced)."""
     A = long_window_matrix() if cap else with_int_values(accspmm.datasets.load_bundled(np.float32), 7)
     m, k = A.shape
-    p = accspmm.plan(A, device="gpu", **({"reorder": "none", "tuning": {"cap": cap}} if cap else {}))
+    tuning = {"cap": cap, **({"slice_s": 0, "staged": 0, "depth": 2} if steps else {})}
+    p = accspmm.plan(A, device="gpu", **({"reorder": "none", "tuning": tuning} if cap else {}))
     B = torch.from_numpy(int_dense(k, 96, seed=1)).cuda()
     C = torch.empty(m, 96, device="cuda")
     s = torch.cuda.Stream()
