@@ -804,6 +804,7 @@ class TF32Runner:
         # TF32: only where S = 1 replaced S = 2 (at n <= 32 S = 1 runs the register pipeline at depth 3,
         # against which the steps measured 0.93-1.09x)
         if variant["slice_s"] == 1 and not set(self.tuning) & {"slice_s", "staged"} and (self.elem or n in self._wide) \
+                and self.tuning.get("depth", 2) <= 3 \
                 and narrow_steps(n, self.elem, ntasks * -(-n // self.unit), self._longest(best)) \
                 and b_resident(n, self.shape[1], self._l2, self.elem):  # the register pipeline: B from L2
             self._wide.setdefault(n, []).append(variant)

@@ -43,7 +43,7 @@ def sweep_variants(v: dict, n: int, staged: bool = False) -> list:
     out = [dict(v, order=o) for o in (0, 1)]
     if staged:
         out += [w for w in (dict(v, staged=1, depth=d, order=o) for d in (2, 3) for o in (0, 1)) if w not in out]
-    other = 1 if v["slice_s"] == 2 else 2
+    other = 1 if v["slice_s"] != 1 else 2  # narrow steps (S = 0): S = 1
     if n % (32 * other) == 0:
         w = dict(v, slice_s=other, depth=3 if other == 2 and not v["staged"] else 2)
         out += [dict(w, order=o) for o in (0, 1)]

@@ -57,7 +57,6 @@ def load_cases(files):
     docs = [json.load(open(f)) for f in files]
     runs = [{(c["matrix"], c["n"]): c for c in d["cases"]} for d in docs]
     elem = _tf32.ELEM[docs[0].get("precision", "tf32")]
-    unit = _tf32.UNIT[elem]  # columns per slice at S = 1
     cases = []
     for key, c in runs[0].items():
         tag = c["guess"].split("@")[0]
@@ -68,7 +67,8 @@ def load_cases(files):
                 t[cap] = min(ms)
         v = tag_variant(tag)
         cases.append({"matrix": key[0], "n": key[1], "t": t, "best": min(t.values()),
-                      "slices": -(-key[1] // (unit * v["slice_s"])), "bps": _tf32.blocks_per_sm(v), "elem": elem,
+                      "slices": -(-key[1] // _tf32.slice_cols(elem, v["slice_s"])), "bps": _tf32.blocks_per_sm(v),
+                      "elem": elem,
                       "model_cap": int(c["guess"].split("@")[1])})
     return cases
 

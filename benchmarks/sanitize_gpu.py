@@ -1,7 +1,7 @@
 """Small GPU workload for compute-sanitizer (run by benchmarks/sanitize_gpu.sh): the TF32 kernel
 with identity, packed, grouped and split schedules (GROUP and SPLIT tasks reduce through shared
 memory; window 5 is a GROUP of 2 warps at cap 32, a multi-part SPLIT at caps 2 and 4), every slice
-width, register and cp.async-staged pipelines, several depths, both grid orders, N tails (4-byte copy path), empty windows, and the
+width (narrow steps too), register and cp.async-staged pipelines, several depths, both grid orders, N tails (4-byte copy path), empty windows, and the
 cuSPARSE path; B with inf/NaN (the kernels' exact recompute of non-finite tiles, PACK, GROUP and
 SPLIT writers) against scipy's pattern; and the C steady-state call with CuPy arrays.  Half
 precision: both layouts (BSR16 on block rows, pairs and quads of them, BitTCF) in fp16 and bf16 on a
@@ -36,7 +36,10 @@ def check(cond, what):
 
 configs = [{"cap": 0}, {"cap": 2}, {"cap": 32, "depth": 4}, {"cap": 2, "slice_s": 1},
            {"cap": 4, "slice_major": 1, "cache_l1": 0},
-           {"cap": 0, "staged": 1}, {"cap": 2, "staged": 1, "depth": 3}, {"cap": 32, "staged": 1, "slice_s": 1}]
+           {"cap": 0, "staged": 1}, {"cap": 2, "staged": 1, "depth": 3}, {"cap": 32, "staged": 1, "slice_s": 1},
+           # narrow steps (16 columns): PACK, multi-part SPLIT and GROUP writers, both depths, L2-only loads
+           {"cap": 0, "slice_s": 0, "staged": 0, "depth": 2}, {"cap": 2, "slice_s": 0, "staged": 0, "depth": 3},
+           {"cap": 32, "slice_s": 0, "staged": 0, "depth": 2, "cache_l1": 0}]
 for n in (1, 5, 32, 36, 37, 64, 130):
     B = rng.integers(-8, 9, size=(300, n)).astype(np.float32)
     ref = A @ B

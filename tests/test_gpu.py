@@ -167,6 +167,18 @@ def test_tf32_narrow_steps_rule(bundled_int):
     assert fired >= 2, "small grids must take narrow steps"
 
 
+def test_tf32_forced_depth_keeps_narrow_steps_off():
+    """tuning={"depth": 4} (which narrow steps do not have) on a grid under one wave: the plan keeps S = 1
+    at depth 4 instead of asking for narrow steps the kernel refuses; exact on integers."""
+    A = long_window_matrix()
+    with accspmm.plan(A, device="gpu", reorder="none", tuning={"depth": 4}) as p:
+        for n in (64, 128):
+            Bg = _gpu_int_dense(A.shape[1], n, seed=n)
+            _assert_exact_gpu(_run_poisoned(p, Bg), _exact_ref_gpu(A, Bg))
+            v = p.stats["schedule_by_n"][n]["variant"]
+            assert v["slice_s"] == 1 and v["depth"] == 4, v
+
+
 def test_tf32_misaligned_b(bundled_int):
     """A B whose rows are 16-byte aligned but whose base is not takes the 4-byte path."""
     A = bundled_int
