@@ -113,7 +113,7 @@ def _counter_bytes(counters: int) -> int:
 def blocks_per_sm(variant: dict) -> int:
     """Concurrent thread blocks per SM of a variant: the kernel's __launch_bounds__ (registers)."""
     per8 = 8 // WARPS  # the register budget is per 8 warps
-    s = variant["slice_s"] or 1  # a half format's 32-column steps (S = 0) run the S = 1 launch bounds
+    s = variant["slice_s"] or 1  # narrow steps (S = 0) run the S = 1 launch bounds
     if variant["staged"]:
         return per8 * (4 if s == 1 else 3)
     return per8 * (3 if s == 1 and variant["depth"] == 2 else 2)
@@ -809,7 +809,7 @@ class TF32Runner:
                 and b_resident(n, self.shape[1], self._l2, self.elem):  # the register pipeline: B from L2
             self._wide.setdefault(n, []).append(variant)
             variant = dict(variant, slice_s=0, staged=0, depth=variant["depth"] if "depth" in self.tuning else 2)
-            why += f"; {self.unit // 2}-column steps (under one wave of thread blocks at S = 1)"
+            why += f"; {self.unit // 2}-column steps (a small grid of thread blocks at S = 1: narrow_steps)"
         kernel = "tensor_cores"
         if n <= self._narrow:
             lanes, csr_why = self._narrow_choice()
@@ -981,9 +981,10 @@ class TF32Runner:
     def _split_need(self, cap: int, n: int, slice_s: int) -> tuple:
         """(workspace floats, counters) the multi-part splits of schedule ``cap`` need at width n with
         the column slices of variant S = ``slice_s``; (0, 0) when it has none.  The counters are sized for
-        32-column slices, the most any variant uses (TF32's S = 1, a half format's S = 0); the workspace
-        for the variant's slices and for 64-column ones, which a half launch runs where it cannot take its
-        variant's (cuda/tf32_spmm.cu: S = 1 where a 128-column slice is not full, the element path)."""
+        MIN_SLICE-column slices, the most any variant uses (TF32's narrow steps); the workspace for the
+        variant's slices and for S = 1's, which a launch runs where it cannot take its variant's
+        (cuda/tf32_spmm.cu: narrow steps at widths without 8-byte runs, a half S = 2 slice that is not
+        full, the half element path)."""
         if n <= self._narrow and self._csr_choice is not None and self._csr_choice[0]:
             parts = self._csr_parts.size // 4  # the CSR kernel's long parts: 4 floats and a counter each
             return 4 * parts, parts
