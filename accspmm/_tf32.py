@@ -792,23 +792,23 @@ class TF32Runner:
             self._schedule(best, terms[best][2])
         ntasks = self._count(best)
         wave = REF_SMS * WAVE_BLOCKS_PER_SM
+        # the narrower slices of both rules: depth 2 unless forced, the register pipeline where B stays in L2
+        depth = int(self.tuning.get("depth", 2))
+        resident = b_resident(n, self.shape[1], self._l2, self.elem)
         if variant["slice_s"] == 2 and "slice_s" not in self.tuning and ntasks * slices < wave:
             # less than one wave of thread blocks: 32-column slices double the parallelism
             self._wide[n] = [variant]
             # the register pipeline at depth 2 (3 thread blocks per 8 warps) unless B leaves L2
-            resident = b_resident(n, self.shape[1], self._l2, self.elem)
             staged = variant["staged"] if "staged" in self.tuning else int(not resident)
-            variant = dict(variant, slice_s=1, staged=staged,
-                           depth=variant["depth"] if "depth" in self.tuning else 2)
+            variant = dict(variant, slice_s=1, staged=staged, depth=depth)
             why += "; S = 1 (under one wave of thread blocks at S = 2)"
         # TF32: only where S = 1 replaced S = 2 (at n <= 32 S = 1 runs the register pipeline at depth 3,
-        # against which the steps measured 0.93-1.09x)
+        # against which the steps measured 0.93-1.09x); narrow steps have depths 2 and 3 and no staged copies
         if variant["slice_s"] == 1 and not set(self.tuning) & {"slice_s", "staged"} and (self.elem or n in self._wide) \
-                and self.tuning.get("depth", 2) <= 3 \
-                and narrow_steps(n, self.elem, ntasks * -(-n // self.unit), self._longest(best)) \
-                and b_resident(n, self.shape[1], self._l2, self.elem):  # the register pipeline: B from L2
+                and depth <= 3 and resident \
+                and narrow_steps(n, self.elem, ntasks * -(-n // self.unit), self._longest(best)):
             self._wide.setdefault(n, []).append(variant)
-            variant = dict(variant, slice_s=0, staged=0, depth=variant["depth"] if "depth" in self.tuning else 2)
+            variant = dict(variant, slice_s=0, staged=0, depth=depth)
             why += f"; {self.unit // 2}-column steps (a small grid of thread blocks at S = 1: narrow_steps)"
         kernel = "tensor_cores"
         if n <= self._narrow:

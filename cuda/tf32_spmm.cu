@@ -728,7 +728,7 @@ template <int E, int S> struct Ops {
     uint32_t a0, a1; /* TF32: A_block[g][t], A_block[g][t+4]; half: A_block[g][2t .. 2t+1] in a0 */
 };
 
-template <bool CACHE_L1, class P = float4> __device__ __forceinline__ P ldb4(const float *q) {
+template <bool CACHE_L1, class P> __device__ __forceinline__ P ldb_piece(const float *q) {
     return CACHE_L1 ? __ldg(reinterpret_cast<const P *>(q)) : __ldcg(reinterpret_cast<const P *>(q));
 }
 
@@ -750,9 +750,9 @@ __device__ __forceinline__ void load_ops(const acc_tf32_args &p, const Lane<S> &
         for (int s = 0; s < S; s++) {
             P &f = o.f[2 * s + h];
             if constexpr (VEC == 1) { /* every column of the slice is < n */
-                f = ldb4<CACHE_L1, P>(row + kSF * s);
+                f = ldb_piece<CACHE_L1, P>(row + kSF * s);
             } else if constexpr (VEC == 2) { /* the lane's run of halves is all < n or none of it is */
-                f = L.nrem[s] > 0 ? ldb4<CACHE_L1, P>(row + kSF * s) : P{};
+                f = L.nrem[s] > 0 ? ldb_piece<CACHE_L1, P>(row + kSF * s) : P{};
             } else if constexpr (!Elem<E>::kTf32) { /* the step's 8 halves, those < n */
                 uint32_t w[4] = {0u, 0u, 0u, 0u};
                 if (L.pairs) { /* n even: pairs are 4-byte aligned and wholly in or out of range */
@@ -789,11 +789,11 @@ __device__ __forceinline__ void load_ops(const acc_tf32_args &p, const Lane<S> &
     }
 }
 
-__device__ __forceinline__ float4 shfl4(const float4 &v, int src) {
+__device__ __forceinline__ float4 shfl_piece(const float4 &v, int src) {
     return make_float4(__shfl_sync(0xffffffffu, v.x, src), __shfl_sync(0xffffffffu, v.y, src),
                        __shfl_sync(0xffffffffu, v.z, src), __shfl_sync(0xffffffffu, v.w, src));
 }
-__device__ __forceinline__ float2 shfl4(const float2 &v, int src) {
+__device__ __forceinline__ float2 shfl_piece(const float2 &v, int src) {
     return make_float2(__shfl_sync(0xffffffffu, v.x, src), __shfl_sync(0xffffffffu, v.y, src));
 }
 
@@ -802,7 +802,7 @@ __device__ __forceinline__ void consume_ops(const Ops<E, S> &o, int src, float (
                                             const Lane<S> &L) {
 #pragma unroll
     for (int s = 0; s < S; s++)
-        mma_step<E>(acc[s], shfl4(o.f[2 * s], src), shfl4(o.f[2 * s + 1], src), o.a0, o.a1,
+        mma_step<E>(acc[s], shfl_piece(o.f[2 * s], src), shfl_piece(o.f[2 * s + 1], src), o.a0, o.a1,
                     LIVE ? L.live[s] : 4);
 }
 
@@ -837,7 +837,7 @@ __global__ void __launch_bounds__(kThreads,
     using SM = Smem<E, S, DEPTH, STAGED>;
     using EL = Elem<E>;
     constexpr int KM = EL::KM;
-    constexpr int EF = elem_format(E); /* the half format of a 32-column-step E */
+    constexpr int EF = elem_format(E); /* E without kNarrowStep */
     const int warp = threadIdx.x >> 5;
     Warp W;
     W.lane = threadIdx.x & 31;
@@ -1813,15 +1813,23 @@ int dispatch_cache(const acc_tf32_args &p, const acc_tf32_variant &v, int vec, c
                       : launch<T, S, DEPTH, false, 0, STAGED>(p, v.slice_major, s);
 }
 
-/* TF32 narrow steps (slice_s = 0): the register pipeline at depth 2 or 3, vec 1 or 2 (the caller checks). */
-template <int DEPTH>
-int dispatch_tf32_narrow(const acc_tf32_args &p, const acc_tf32_variant &v, int vec, cudaStream_t s) {
-    constexpr int N = ACC_TF32_ELEM_TF32 | kNarrowStep;
-    if (v.cache_l1)
-        return vec == 1 ? launch<N, 1, DEPTH, true, 1, false>(p, v.slice_major, s)
-                        : launch<N, 1, DEPTH, true, 2, false>(p, v.slice_major, s);
-    return vec == 1 ? launch<N, 1, DEPTH, false, 1, false>(p, v.slice_major, s)
-                    : launch<N, 1, DEPTH, false, 2, false>(p, v.slice_major, s);
+/* Narrow steps (slice_s = 0) of format E: the register pipeline at depth 2 or 3, vec 1 or 2 (the callers
+ * check); L2-only loads for TF32 (half formats take cache_l1 = 1, checked by acc_tf32_spmm). */
+template <int E, int DEPTH, bool CACHE_L1>
+int launch_steps(const acc_tf32_args &p, const acc_tf32_variant &v, int vec, cudaStream_t s) {
+    constexpr int N = E | kNarrowStep;
+    return vec == 1 ? launch<N, 1, DEPTH, CACHE_L1, 1, false>(p, v.slice_major, s)
+                    : launch<N, 1, DEPTH, CACHE_L1, 2, false>(p, v.slice_major, s);
+}
+
+template <int E>
+int dispatch_steps(const acc_tf32_args &p, const acc_tf32_variant &v, int vec, cudaStream_t s) {
+    if constexpr (E == ACC_TF32_ELEM_TF32) {
+        if (!v.cache_l1)
+            return v.depth == 2 ? launch_steps<E, 2, false>(p, v, vec, s)
+                                : launch_steps<E, 3, false>(p, v, vec, s);
+    }
+    return v.depth == 2 ? launch_steps<E, 2, true>(p, v, vec, s) : launch_steps<E, 3, true>(p, v, vec, s);
 }
 
 template <bool STAGED>
@@ -1860,20 +1868,9 @@ int dispatch_half_vec(const acc_tf32_args &p, const acc_tf32_variant &v, int vec
                     : launch<E, S, DEPTH, true, 1, false>(p, v.slice_major, s);
 }
 
-/* slice_s = 0: 32-column steps (kNarrowStep), the register pipeline, vec 1 or 2 (the caller checks). */
-template <int E>
-int dispatch_half32(const acc_tf32_args &p, const acc_tf32_variant &v, int vec, cudaStream_t s) {
-    constexpr int H = E | kNarrowStep;
-    if (v.depth == 2)
-        return vec == 1 ? launch<H, 1, 2, true, 1, false>(p, v.slice_major, s)
-                        : launch<H, 1, 2, true, 2, false>(p, v.slice_major, s);
-    return vec == 1 ? launch<H, 1, 3, true, 1, false>(p, v.slice_major, s)
-                    : launch<H, 1, 3, true, 2, false>(p, v.slice_major, s);
-}
-
 template <int E>
 int dispatch_half(const acc_tf32_args &p, const acc_tf32_variant &v, int vec, cudaStream_t s) {
-    if (v.slice_s == 0 && vec) return dispatch_half32<E>(p, v, vec, s);
+    if (v.slice_s == 0 && vec) return dispatch_steps<E>(p, v, vec, s); /* 32-column steps */
     switch ((vec ? v.slice_s : 1) * 10 + v.depth) {
     case 12:
         return dispatch_half_vec<E, 1, 2>(p, v, vec, s);
@@ -2000,8 +1997,7 @@ extern "C" int acc_tf32_spmm(const acc_tf32_args *args, const acc_tf32_variant *
     const int full = variant->slice_s ? 32 * variant->slice_s : 16;
     const int vec = !aligned ? 0 : p.n % full == 0 ? 1 : p.n % 4 == 0 ? 2 : 0;
     if (variant->slice_s == 0) {
-        if (vec) return variant->depth == 2 ? dispatch_tf32_narrow<2>(p, *variant, vec, stream)
-                                            : dispatch_tf32_narrow<3>(p, *variant, vec, stream);
+        if (vec) return dispatch_steps<ACC_TF32_ELEM_TF32>(p, *variant, vec, stream);
         acc_tf32_variant v = *variant;
         v.slice_s = 1;
         return dispatch<false>(p, v, vec, stream);

@@ -275,10 +275,10 @@ def test_narrow_steps_rule_and_slices():
     long = NARROW_STEPS_MIN_LONGEST + 1
     resident = REF_SMS * blocks_per_sm({"slice_s": 0, "staged": 0, "depth": 2})
     for elem in (0, 1, 2):
-        limit = REF_SMS * WAVE_BLOCKS_PER_SM if elem else resident // 2  # TF32: every narrow thread block resident
-        assert narrow_steps(128, elem, limit - 1, long) and narrow_steps(8, elem, 1, long)
-        assert narrow_steps(200, elem, 10, long) and narrow_steps(128, elem, limit - 1 + (elem == 0), long)
-        assert not narrow_steps(128, elem, limit + (elem == 0), long)
+        # the most S = 1 thread blocks taken: under one wave (half formats); every narrow one resident (TF32)
+        top = REF_SMS * WAVE_BLOCKS_PER_SM - 1 if elem else resident // 2
+        assert narrow_steps(128, elem, top, long) and not narrow_steps(128, elem, top + 1, long)
+        assert narrow_steps(8, elem, 1, long) and narrow_steps(200, elem, 10, long)
         assert not narrow_steps(128, elem, 10, NARROW_STEPS_MIN_LONGEST)  # short tasks: their fixed part dominates
         assert not any(narrow_steps(n, elem, 10, long) for n in (1, 4, 7, 33, 102))  # the element path's widths
     assert narrow_steps(36, 0, 10, long) and not narrow_steps(36, 1, 10, long)  # TF32's 16-byte runs: n % 4
