@@ -160,7 +160,7 @@ class Plan:
         "csr_lanes": 1 .. 32}`` picks the CUDA-core kernel of products of at most 4 columns (default "auto":
         the time models of ``accspmm._tf32.narrow_csr``; "csr" at the model's lanes or ``csr_lanes``).
         ``{"wide": "auto" | "csr" | "bittcf"}`` picks the kernel of wider products (default "auto": the CUDA-core
-        CSR kernel at n = 5-16 where ``accspmm._tf32.wide_csr`` predicts it at least 10% faster, else the Tensor
+        CSR kernel at n = 5-32 where ``accspmm._tf32.wide_csr`` predicts it at least 10% faster, else the Tensor
         Cores; "csr" at every n > 4; the bits may differ between the two, never between calls).
         FP16/BF16 plans take only ``{"autotune": bool}``, the narrow keys and ``"wide"`` (BitTCF: the same rules
         and timing) and ``{"kernel": "rows" | "pairs" | "quads" | "auto"}`` (BSR16: a warp per block row, or per

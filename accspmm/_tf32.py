@@ -55,7 +55,7 @@ forced cap outside ``CAPS`` and ``tuning={"schedule": "host"}``, and the tests c
 Narrow widths: n <= ``_cuda.tf32_narrow_max()`` (4) run the same tasks on CUDA cores
 (cuda/tf32_spmm.cu, ``narrow_kernel``), where an MMA would compute 8-32 columns for each useful one;
 no variant applies there and none is timed, and ``stats['schedule_by_n'][n]['kernel']`` says which
-kernel ran.  Widths 5-16 of BitTCF plans run on A's CSR instead (``wide_csr``: ``cuda_cores_csr_wide``)
+kernel ran.  Widths 5-32 of BitTCF plans run on A's CSR instead (``wide_csr``: ``cuda_cores_csr_wide``)
 where a time model predicts the CSR kernel at least 10% faster; neither the schedule nor a variant
 applies to it.
 
@@ -267,11 +267,19 @@ CSR_UPLOAD_BYTES_PER_US = 10_000
 #:   BitTCF: b0 + b1 blocks / 1e6 + b2 windows / 1e6 (one 32-column slice).
 #: Least squares in relative error on H100 kernel times at n = 8 and 16 (24 real matrices, 7 adversarial
 #: shapes; benchmarks/NOTES.md, "widths 5-16 on A's CSR"); fixed constants, so a matrix gets the same
-#: kernel, and the same bits, on every GPU.  Above 16 the Tensor-Core kernel was as fast or faster in
-#: geometric mean, and no model separated the cases where the CSR kernel won.
+#: kernel, and the same bits, on every GPU.  The same constants decide up to n = 32 (CSR_WIDE_MAX_N): the
+#: Tensor Cores still compute one 32-column slice there (TF32; a half plan one 64-column slice), so the
+#: BitTCF side is the one fitted, and the CSR side's w grows with n.  Checked out of sample at n = 24-32 on 12
+#: structures the fit never saw (benchmarks/structures.py) and the real matrices (NOTES.md, "Session of
+#: 2026-11-27, 21:47"); above 32 the Tensor Cores' time grows with n and no model separated the cases.
 CSR_WIDE_LONG = 32  # cuda/tf32_spmm.h ACC_TF32_CSR_WIDE_LONG (checked against the extension's)
 CSR_WIDE_PART = 32
-CSR_WIDE_MAX_N = 16
+CSR_WIDE_MAX_N = 32
+#: TF32 widths above this that are not a multiple of 4 stay on the Tensor Cores: the CSR kernel reads B element
+#: by element there, and on rows of ~100 entries that cost 1.6x its time at the next multiple of 4 (uniform
+#: random rows of 0-199 entries at n = 17, 27, 30: 0.67-0.76x the Tensor Cores, beyond CSR_WIDE_ELEMENT; the
+#: half plans' Tensor Cores pad such widths and stay slower than the CSR kernel there).
+CSR_WIDE_ELEMENT_MAX_N = 16
 CSR_WIDE_MODEL = (7.233, 2.535, 0.608, 0.431, 2.928, 1.144)
 BITTCF_WIDE_MODEL = (8.04, 277.26, 227.17)
 #: The same for BitTCF FP16/BF16 plans (half B and C), fitted on FP16 times at n = 5, 6, 8, 12 and 16: the CSR
@@ -312,11 +320,11 @@ def csr_wide_time(n: int, m: int, k: int, nnz: int, longest: int, elem: int = 0)
 def wide_csr(n: int, m: int, k: int, nnz: int, longest: int, blocks: int, windows: int,
              calls: int | None = None, uploaded: bool = False, elem: int = 0) -> tuple:
     """(on, reason): whether a BitTCF plan runs width n (> the narrow widths) on the wide CSR kernel: n at
-    most CSR_WIDE_MAX_N and ``csr_wide_time`` at most CSR_WIDE_MARGIN x ``BITTCF_WIDE_MODEL``'s time (BitTCF's
+    most CSR_WIDE_MAX_N (TF32: a multiple of 4 above CSR_WIDE_ELEMENT_MAX_N) and ``csr_wide_time`` at most CSR_WIDE_MARGIN x ``BITTCF_WIDE_MODEL``'s time (BitTCF's
     ``blocks`` and ``windows``; ``elem`` > 0, half operands: the ``_HALF`` constants).  ``calls``: the products
     the plan expects (None: many); unless A's CSR is already ``uploaded``, the predicted saving over them must
     also pay for its upload (``CSR_UPLOAD_BYTES_PER_US``)."""
-    if n > CSR_WIDE_MAX_N:
+    if n > CSR_WIDE_MAX_N or (not elem and n % 4 and n > CSR_WIDE_ELEMENT_MAX_N):
         return False, ""
     csr = csr_wide_time(n, m, k, nnz, longest, elem)
     b0, b1, b2 = BITTCF_WIDE_MODEL_HALF[n % 8 != 0] if elem else BITTCF_WIDE_MODEL

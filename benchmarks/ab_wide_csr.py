@@ -6,6 +6,7 @@ only, on the real matrices of DIR and the adversarial shapes at 1M nonzeros:
     python benchmarks/ab_wide_csr.py DIR [--ns 5 6 8 12 16 24 32] [--reps 20] [--out wide.json]
     python benchmarks/ab_wide_csr.py DIR --force [--ns 8 16 32 64 128]   # the CSR kernel forced at every n
     python benchmarks/ab_wide_csr.py DIR --prec fp16     # FP16 (or bf16) BitTCF plans (format="bittcf"), half B
+    python benchmarks/ab_wide_csr.py DIR --structures    # also the 12 matrices of benchmarks/structures.py
 
 Times: the minimum of two medians of ``--reps`` single launches between CUDA events (``_cuda.time_tf32``);
 per matrix and width, Tensor Cores / chosen ("c" where the rule took the CSR kernel), then the geometric
@@ -37,6 +38,7 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--force", action="store_true", help="the CSR kernel forced against the default plan")
     ap.add_argument("--prec", default="tf32", choices=("tf32", "fp16", "bf16"))
+    ap.add_argument("--structures", action="store_true", help="also benchmarks/structures.py's matrices")
     ap.add_argument("--out")
     args = ap.parse_args()
     gpu = torch.cuda.get_device_name()
@@ -45,6 +47,10 @@ def main():
              for f in datasets.matrix_files(args.dir)]
     cases += [(k, lambda k=k: matrix(k, 1_000_000))
               for k in ("hub", "star", "tall1", "dense_row", "dense_col", "bipartite", "empty_tail")]
+    if args.structures:
+        from structures import STRUCTURES, structure
+
+        cases += [(k, lambda k=k: structure(k)) for k in STRUCTURES]
     rows = []
     side = {"wide": "csr"} if args.force else {"wide": "bittcf"}
     kw = {} if args.prec == "tf32" else {"precision": args.prec, "format": "bittcf"}

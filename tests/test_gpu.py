@@ -880,10 +880,11 @@ def test_wide_csr_nonfinite_bound_deterministic_streams():
 
 def test_wide_csr_default_rule_and_bittcf():
     """By default a tall matrix of one column (BitTCF's blocks one entry each) runs n = 8 and 16 on the wide
-    CSR kernel and n = 32 on the Tensor Cores; tuning={"wide": "bittcf"} keeps n = 8 on the Tensor Cores; dense
-    8 x 8 blocks keep n = 16 there too; every result exact; with calls=1 the CSR upload does not pay; FP16
-    BitTCF plans take the CSR kernel at n = 8 and 12 the same way, the same bits as the Tensor Cores' (integer
-    data, float32 C)."""
+    CSR kernel and n = 32 on the Tensor Cores (by the models); tuning={"wide": "bittcf"} keeps n = 8 on the
+    Tensor Cores; dense 8 x 8 blocks keep n = 16 there too; uniform random columns run n = 24-32 on the CSR
+    kernel and n = 33 on the Tensor Cores (CSR_WIDE_MAX_N); every result exact; with calls=1 the CSR upload
+    does not pay; FP16 BitTCF plans take the CSR kernel at n = 8 and 12 the same way, the same bits as the
+    Tensor Cores' (integer data, float32 C)."""
     A = accspmm.datasets.adversarial("tall1", 200_000)
     A.data = np.random.default_rng(2).integers(-4, 5, A.nnz).astype(np.float32)
     A.eliminate_zeros()
@@ -904,8 +905,28 @@ def test_wide_csr_default_rule_and_bittcf():
         assert p.stats["schedule_by_n"][16]["kernel"] == "tensor_cores"
     with pytest.raises(ValueError, match="wide"):
         accspmm.plan(A, device="gpu", tuning={"wide": "rows"})(int_dense(1, 8, seed=1))
-    import torch  # FP16 BitTCF plans: the same rule on their own constants; the bits of the forced Tensor Cores
+    rng = np.random.default_rng(3)  # uniform random columns, 40 a row: the CSR kernel up to n = 32, not above
+    rows = np.repeat(np.arange(8000), 40)
+    U = sp.csr_matrix((rng.integers(-4, 5, rows.size).astype(np.float32), (rows, rng.integers(0, 8000, rows.size))),
+                      shape=(8000, 8000))
+    U.sum_duplicates()
+    U.eliminate_zeros()
+    with accspmm.plan(U, device="gpu") as p, accspmm.plan(U, device="gpu", tuning={"wide": "bittcf"}) as q:
+        # n = 30 would read B element by element: the Tensor Cores (CSR_WIDE_ELEMENT_MAX_N)
+        for n, kernel in ((24, "cuda_cores_csr_wide8"), (32, "cuda_cores_csr_wide8"), (30, "tensor_cores"),
+                          (33, "tensor_cores")):
+            B = int_dense(8000, n, seed=n)
+            assert np.array_equal(p(B), scipy_ref(U, B)) and np.array_equal(q(B), scipy_ref(U, B)), n
+            assert p.stats["schedule_by_n"][n]["kernel"] == kernel, n
+    import torch  # FP16: n = 30 too (the half Tensor Cores pad it to 32 columns first)
 
+    with accspmm.plan(U, device="gpu", precision="fp16", format="bittcf") as p:
+        for n, kernel in ((30, "cuda_cores_csr_wide8"), (32, "cuda_cores_csr_wide8"), (33, "tensor_cores")):
+            B = int_dense(8000, n, seed=n)
+            C = p(torch.from_numpy(B).half().cuda(), out=torch.empty(8000, n, device="cuda"))
+            assert np.array_equal(C.cpu().numpy(), half_ref(U, B, "fp16", "float32")), n
+            assert p.stats["schedule_by_n"][n]["kernel"] == kernel, n
+    # FP16 BitTCF plans: the same rule on their own constants; the bits of the forced Tensor Cores
     with accspmm.plan(A, device="gpu", precision="fp16", format="bittcf") as p, \
             accspmm.plan(A, device="gpu", precision="fp16", format="bittcf", tuning={"wide": "bittcf"}) as q:
         for n, kernel in ((8, "cuda_cores_csr_wide2"), (12, "cuda_cores_csr_wide4"), (32, "tensor_cores")):

@@ -485,13 +485,14 @@ def test_decision_terms_apply_only_where_the_identity_fills_a_wave():
 
 
 def test_wide_csr_rule():
-    """Widths 5-16 of TF32 plans: the wide CSR kernel's lanes (the least power of two >= n / 4, 2 to 32, as the
+    """Widths 5-32 of BitTCF plans: the wide CSR kernel's lanes (the least power of two >= n / 4, 2 to 32, as the
     extension's), its parts (rows of more than CSR_WIDE_LONG entries in parts of at most CSR_WIDE_PART), and the
     rule: the CSR kernel where its model predicts at most CSR_WIDE_MARGIN x BitTCF's (a tall matrix of one
     column), BitTCF for dense 8 x 8 blocks, never above CSR_WIDE_MAX_N; a known call count must repay the CSR
     upload unless it is already on the device."""
-    from accspmm._tf32 import (BITTCF_WIDE_MODEL, CSR_WIDE_ELEMENT, CSR_WIDE_LONG, CSR_WIDE_MARGIN, CSR_WIDE_MAX_N,
-                               CSR_WIDE_PART, csr_long_parts, csr_wide_lanes, csr_wide_time, wide_csr)
+    from accspmm._tf32 import (BITTCF_WIDE_MODEL, CSR_WIDE_ELEMENT, CSR_WIDE_ELEMENT_MAX_N, CSR_WIDE_LONG,
+                               CSR_WIDE_MARGIN, CSR_WIDE_MAX_N, CSR_WIDE_PART, csr_long_parts, csr_wide_lanes,
+                               csr_wide_time, wide_csr)
 
     assert [csr_wide_lanes(n) for n in (5, 8, 9, 16, 17, 32, 33, 64, 65, 128, 129, 10**6)] == \
         [2, 2, 4, 4, 8, 8, 16, 16, 32, 32, 32, 32]
@@ -523,7 +524,17 @@ def test_wide_csr_rule():
     for n in (8, 12):
         b0, b1, b2 = BITTCF_WIDE_MODEL_HALF[n % 8 != 0]
         assert f"BitTCF {b0 + b1 * 25_000 / 1e6 + b2 * 25_000 / 1e6:.1f}" in wide_csr(n, *tall, elem=2)[1], n
-    assert wide_csr(8, *tall, elem=1)[0] and wide_csr(17, *tall, elem=1) == (False, "")
+    assert wide_csr(8, *tall, elem=1)[0] and wide_csr(CSR_WIDE_MAX_N + 1, *tall, elem=1) == (False, "")
+    # up to n = 32 the Tensor Cores still compute one 32-column slice (TF32) or one 64-column slice (half), so
+    # the same models decide there: uniform random columns, 40 a row (BitTCF's blocks one entry a column)
+    uniform = (8000, 8000, 320_000, 40, 40_000, 1000)
+    assert CSR_WIDE_MAX_N == 32
+    for n in (24, 32):
+        assert wide_csr(n, *uniform)[0] and wide_csr(n, *uniform, elem=1)[0], n
+    assert not wide_csr(33, *uniform)[0] and not wide_csr(33, *uniform, elem=1)[0]
+    # TF32 widths above CSR_WIDE_ELEMENT_MAX_N that are not a multiple of 4 stay on the Tensor Cores; half plans not
+    assert wide_csr(30, *uniform) == (False, "") and wide_csr(30, *uniform, elem=1)[0]
+    assert wide_csr(CSR_WIDE_ELEMENT_MAX_N - 1, *uniform)[0]
 
 
 def test_narrow_csr_rule():
