@@ -320,8 +320,9 @@ def csr_wide_time(n: int, m: int, k: int, nnz: int, longest: int, elem: int = 0)
 def wide_csr(n: int, m: int, k: int, nnz: int, longest: int, blocks: int, windows: int,
              calls: int | None = None, uploaded: bool = False, elem: int = 0) -> tuple:
     """(on, reason): whether a BitTCF plan runs width n (> the narrow widths) on the wide CSR kernel: n at
-    most CSR_WIDE_MAX_N (TF32: a multiple of 4 above CSR_WIDE_ELEMENT_MAX_N) and ``csr_wide_time`` at most CSR_WIDE_MARGIN x ``BITTCF_WIDE_MODEL``'s time (BitTCF's
-    ``blocks`` and ``windows``; ``elem`` > 0, half operands: the ``_HALF`` constants).  ``calls``: the products
+    most CSR_WIDE_MAX_N (TF32: a multiple of 4 above CSR_WIDE_ELEMENT_MAX_N) and ``csr_wide_time`` at most
+    CSR_WIDE_MARGIN x ``BITTCF_WIDE_MODEL``'s time (BitTCF's ``blocks`` and ``windows``; ``elem`` > 0, half
+    operands: the ``_HALF`` constants).  ``calls``: the products
     the plan expects (None: many); unless A's CSR is already ``uploaded``, the predicted saving over them must
     also pay for its upload (``CSR_UPLOAD_BYTES_PER_US``)."""
     if n > CSR_WIDE_MAX_N or (not elem and n % 4 and n > CSR_WIDE_ELEMENT_MAX_N):
