@@ -1,10 +1,11 @@
 """Small GPU workload for compute-sanitizer (run by benchmarks/sanitize_gpu.sh): the TF32 kernel
 with identity, packed, grouped and split schedules (GROUP and SPLIT tasks reduce through shared
 memory; window 5 is a GROUP of 2 warps at cap 32, a multi-part SPLIT at caps 2 and 4), every slice
-width (narrow steps too), register and cp.async-staged pipelines, several depths, both grid orders, N tails (4-byte copy path), empty windows, and the
-cuSPARSE path; B with inf/NaN (the kernels' exact recompute of non-finite tiles, PACK, GROUP and
-SPLIT writers) against scipy's pattern; and the C steady-state call with CuPy arrays.  Half
-precision: both layouts (BSR16 on block rows, pairs and quads of them, BitTCF) in fp16 and bf16 on a
+width (narrow steps too), register and cp.async-staged pipelines, several depths, both grid orders, N tails
+(4-byte copy path), empty windows, the CUDA-core CSR kernels at every width, and the cuSPARSE path; B
+with inf/NaN (the kernels' exact recompute of non-finite tiles, PACK, GROUP and SPLIT writers) against
+scipy's pattern; and the C steady-state call with CuPy arrays.  Half precision (also on the wide CSR
+kernel): both layouts (BSR16 on block rows, pairs and quads of them, BitTCF) in fp16 and bf16 on a
 matrix with a split hub row, packed rows and empty ones, N tails (element copies), inf/NaN, the C
 call with CuPy float16, BSR16's slice-major thread blocks (N = 200, 300, 320; at 320 the row kernel
 loads B by TMA on sm_90), and BSR16 at N = 3 on
@@ -39,7 +40,9 @@ configs = [{"cap": 0}, {"cap": 2}, {"cap": 32, "depth": 4}, {"cap": 2, "slice_s"
            {"cap": 0, "staged": 1}, {"cap": 2, "staged": 1, "depth": 3}, {"cap": 32, "staged": 1, "slice_s": 1},
            # narrow steps (16 columns): PACK, multi-part SPLIT and GROUP writers, both depths, L2-only loads
            {"cap": 0, "slice_s": 0, "staged": 0, "depth": 2}, {"cap": 2, "slice_s": 0, "staged": 0, "depth": 3},
-           {"cap": 32, "slice_s": 0, "staged": 0, "depth": 2, "cache_l1": 0}]
+           {"cap": 32, "slice_s": 0, "staged": 0, "depth": 2, "cache_l1": 0},
+           # the CUDA-core CSR kernels at every width (row 40 in parts of the wide kernel)
+           {"wide": "csr"}, {"narrow": "csr", "csr_lanes": 8, "wide": "csr"}]
 for n in (1, 5, 32, 36, 37, 64, 130):
     B = rng.integers(-8, 9, size=(300, n)).astype(np.float32)
     ref = A @ B
@@ -84,6 +87,19 @@ for n in (1, 5, 37, 64, 96, 130, 200, 300, 320):  # from 200: slice-major blocks
                     p(Bg, out=Cg)
                     check(np.array_equal(cp.asnumpy(Cg).astype(np.float64), ref.astype(np.float16).astype(np.float64)),
                           f"n={n} {fmt} C call fp16")
+# half BitTCF plans on the wide CSR kernel (the hub row in parts), lean and element loads, B misaligned too
+for n in (5, 24, 32, 37, 130):
+    B = rng.integers(-8, 9, size=(20000, n)).astype(np.float32)
+    Bx = B.copy()
+    Bx[[3, 17, 500], :] = [[np.inf], [np.nan], [-np.inf]]
+    ref, refx = A2 @ B, A2 @ Bx
+    for prec in ("bf16", "fp16"):  # p stays the fp16 plan
+        p = accspmm.plan(A2, device="gpu", precision=prec, format="bittcf", tuning={"wide": "csr"})
+        check(np.array_equal(p(B), ref) and np.array_equal(p(Bx), refx, equal_nan=True), f"n={n} {prec} wide CSR")
+    Bg = cp.zeros(20000 * n + 1, cp.float16)[1:].reshape(20000, n)  # 2-byte aligned only: element loads
+    Bg[...] = cp.asarray(B.astype(np.float16))
+    check(np.array_equal(cp.asnumpy(p(Bg)).astype(np.float64), ref.astype(np.float16).astype(np.float64)),
+          f"n={n} wide CSR, misaligned fp16 B")
 # BSR16 at n < 8 on >= 4096 block rows: computed in copies of B and C padded to 8 columns
 A3 = sp.random(16 * 4096 + 5, 700, density=0.0005, format="lil", random_state=1)
 A3[60000, :] = rng.integers(1, 9, size=700)  # a split block row: the workspace at 8 columns

@@ -1561,7 +1561,7 @@ int dispatch_csr_narrow(const acc_tf32_args &p, cudaStream_t s) {
 }
 
 /* ---- Wider widths on A's CSR (acc_tf32_args.csr.lanes > 0, n > acc_tf32_narrow_max(); every elem) -----
- * At n <= 16 the Tensor-Core kernel still computes a warp's whole 32-column slice, and where BitTCF's blocks
+ * At n <= 32 the Tensor-Core kernel still computes a warp's whole 32-column slice, and where BitTCF's blocks
  * hold few entries A's CSR is the cheaper walk.  A group of G lanes takes a row and a column slice of 4G
  * columns, lane j columns 4j .. 4j + 3 of the slice (G = acc_tf32_csr_wide_lanes(n): the least power of two
  * >= n / 4, from 2 to 32; blockIdx.y the slice).  The group loads the row's entries in chunks of up to 32
@@ -1580,13 +1580,50 @@ int dispatch_csr_narrow(const acc_tf32_args &p, cudaStream_t s) {
  * loads and stores. */
 constexpr int kCsrWideThreads = 256;
 
-/* B[col, c0 .. c0 + 3] as exact float operands (csr_b; VEC: all four in range, one 16-byte load, or 8-byte
- * for half B) */
-template <int E, bool VEC>
-__device__ __forceinline__ float4 wide_b(const acc_tf32_args &p, int32_t col, int64_t c0) {
-    float x[4];
-    csr_b<E, 4, VEC>(p, col, x, c0);
-    return make_float4(x[0], x[1], x[2], x[3]);
+/* The lane's 4 columns of B's rows: LEAN, base = B + c0 (in B's element type; c0 a column in range, the caller
+ * clamps a lane past n to column 0 and stores nothing), one 16-byte load a row (8-byte for half B) at
+ * base + col * n by one 32 x 32 -> 64-bit multiply, no select; else csr_b's loads of the columns below n,
+ * zeros past it (inactive: all four zero).  LEAN = VEC at G <= 8 (n <= 32, the widths the rule gives this
+ * kernel): 1.03-1.04x there in geometric mean over 34 shapes, the same bits; at G = 32 (n = 128, forced) it
+ * ran 0.96x (H100, benchmarks/NOTES.md, "Session of 2026-11-27, 21:47"). */
+template <int E, bool VEC, bool LEAN> struct wide_lane {
+    const void *base;
+    uint32_t n;
+    int64_t c0;
+    bool active;
+    /* B[col, c0 .. c0 + 3] as exact float operands (TF32-rounded, or the half format E's values) */
+    __device__ __forceinline__ float4 b(const acc_tf32_args &p, int32_t col) const {
+        if constexpr (LEAN) {
+            const size_t at = (size_t)(uint32_t)col * n; /* columns are checked: 0 <= col < k */
+            if constexpr (E == ACC_TF32_ELEM_TF32) {
+                const float4 v = __ldg(reinterpret_cast<const float4 *>(static_cast<const float *>(base) + at));
+                return make_float4(__uint_as_float(to_tf32(v.x)), __uint_as_float(to_tf32(v.y)),
+                                   __uint_as_float(to_tf32(v.z)), __uint_as_float(to_tf32(v.w)));
+            } else {
+                const uint2 v =
+                    __ldg(reinterpret_cast<const uint2 *>(static_cast<const unsigned short *>(base) + at));
+                return make_float4(half_to_f32<E>(v.x & 0xffff), half_to_f32<E>(v.x >> 16),
+                                   half_to_f32<E>(v.y & 0xffff), half_to_f32<E>(v.y >> 16));
+            }
+        } else {
+            if (!active) return make_float4(0.f, 0.f, 0.f, 0.f);
+            float x[4];
+            csr_b<E, 4, VEC>(p, col, x, c0);
+            return make_float4(x[0], x[1], x[2], x[3]);
+        }
+    }
+};
+
+template <int E, int G, bool VEC> using wide_lane_g = wide_lane<E, VEC, VEC && G <= 8>;
+
+template <int E, int G, bool VEC>
+__device__ __forceinline__ wide_lane_g<E, G, VEC> make_wide_lane(const acc_tf32_args &p, int64_t c0) {
+    const bool active = c0 < p.n;
+    const int64_t at = VEC && !active ? 0 : c0;
+    const void *base = E == ACC_TF32_ELEM_TF32
+                           ? static_cast<const void *>(p.B + at)
+                           : static_cast<const void *>(reinterpret_cast<const unsigned short *>(p.B) + at);
+    return {base, (uint32_t)p.n, c0, active};
 }
 
 /* The group's chunk of entries: lane j holds entries base + j + G i (i < R: column, value) */
@@ -1607,14 +1644,14 @@ template <int G, int R> struct wide_chunk {
  * and loads, then the products in entry order */
 template <int E, int G, int R, bool VEC, int S>
 __device__ __forceinline__ void wide_step(const acc_tf32_args &p, unsigned gmask, const wide_chunk<G, R> &ch,
-                                          int f, int64_t c0, bool active, float4 &acc) {
+                                          int f, const wide_lane_g<E, G, VEC> &lane, float4 &acc) {
     float a[S];
     float4 x[S];
 #pragma unroll
     for (int u = 0; u < S; u++) {
         const int32_t c = __shfl_sync(gmask, ch.c[(f + u) / G], (f + u) % G, G);
         a[u] = __shfl_sync(gmask, ch.a[(f + u) / G], (f + u) % G, G);
-        x[u] = active ? wide_b<E, VEC>(p, c, c0) : make_float4(0.f, 0.f, 0.f, 0.f);
+        x[u] = lane.b(p, c);
     }
 #pragma unroll
     for (int u = 0; u < S; u++) {
@@ -1630,7 +1667,7 @@ __device__ __forceinline__ void wide_step(const acc_tf32_args &p, unsigned gmask
  * chunk's loads issued before this one's products; steps of 4 entries, then single ones. */
 template <int E, int G, bool VEC>
 __device__ __forceinline__ float4 wide_walk(const acc_tf32_args &p, unsigned gmask, int j, int64_t e0,
-                                            int64_t e1, int64_t c0, bool active) {
+                                            int64_t e1, const wide_lane_g<E, G, VEC> &lane) {
     constexpr int R = 32 / G < 8 ? 32 / G : 8, CH = G * R, S = 4;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     wide_chunk<G, R> cur, next;
@@ -1642,11 +1679,11 @@ __device__ __forceinline__ float4 wide_walk(const acc_tf32_args &p, unsigned gma
         for (int f = 0; f < CH; f += S) {
             if (f >= cnt) break;
             if (f + S <= cnt) {
-                wide_step<E, G, R, VEC, S>(p, gmask, cur, f, c0, active, acc);
+                wide_step<E, G, R, VEC, S>(p, gmask, cur, f, lane, acc);
             } else {
 #pragma unroll
                 for (int u = 0; u < S - 1; u++)
-                    if (f + u < cnt) wide_step<E, G, R, VEC, 1>(p, gmask, cur, f + u, c0, active, acc);
+                    if (f + u < cnt) wide_step<E, G, R, VEC, 1>(p, gmask, cur, f + u, lane, acc);
             }
         }
         cur = next;
@@ -1680,7 +1717,8 @@ __global__ void __launch_bounds__(kCsrWideThreads)
     const int j = threadIdx.x % G;
     const unsigned gmask = G == 32 ? 0xffffffffu : ((1u << G) - 1) << (threadIdx.x & 31 & ~(G - 1));
     const int64_t slices = gridDim.y, s = blockIdx.y, c0 = s * 4 * G + 4 * j;
-    const bool active = c0 < p.n;
+    const wide_lane_g<E, G, VEC> lane = make_wide_lane<E, G, VEC>(p, c0);
+    const bool active = lane.active;
     int64_t g = (int64_t)blockIdx.x * kGroups + threadIdx.x / G;
     if (PARTS && (int64_t)blockIdx.x < part_blocks) { /* a long row's part */
         if (g >= p.csr.num_parts) return;
@@ -1688,7 +1726,7 @@ __global__ void __launch_bounds__(kCsrWideThreads)
         const int64_t row = ldg64(rec), e0 = ldg64(rec + 1), e1 = ldg64(rec + 2), info = ldg64(rec + 3);
         const int64_t jp = info & 0xffffffffLL, parts = info >> 32;
         pdl_wait(); /* B, C and the workspace only after the kernels before this one */
-        float4 acc = wide_walk<E, G, VEC>(p, gmask, j, e0, e1, c0, active);
+        float4 acc = wide_walk<E, G, VEC>(p, gmask, j, e0, e1, lane);
         if (parts == 1) {
             if (active) wide_store<E, VEC>(p, row, c0, acc);
             return;
@@ -1717,7 +1755,7 @@ __global__ void __launch_bounds__(kCsrWideThreads)
     const int64_t e0 = ldg64(p.csr.offsets + row), e1 = ldg64(p.csr.offsets + row + 1);
     if (PARTS && e1 - e0 > ACC_TF32_CSR_WIDE_LONG) return; /* its parts write it */
     pdl_wait(); /* B and C only after the kernels before this one */
-    const float4 acc = wide_walk<E, G, VEC>(p, gmask, j, e0, e1, c0, active);
+    const float4 acc = wide_walk<E, G, VEC>(p, gmask, j, e0, e1, lane);
     if (active) wide_store<E, VEC>(p, row, c0, acc);
 }
 
