@@ -518,12 +518,20 @@ def test_wide_csr_rule():
     # n not a multiple of 4: B's rows read element by element, priced by CSR_WIDE_ELEMENT (the same 8 columns)
     assert csr_wide_time(6, *tall[:4]) == pytest.approx(CSR_WIDE_ELEMENT * csr_wide_time(8, *tall[:4]))
     # half operands: their own constants, the Tensor-Core side by whether n is a multiple of 8
-    from accspmm._tf32 import BITTCF_WIDE_MODEL_HALF, CSR_WIDE_ELEMENT_HALF
+    from accspmm._tf32 import (BITTCF_WIDE_MODEL_HALF, BITTCF_WIDE_MODEL_HALF_LT8, CSR_WIDE_ELEMENT_HALF,
+                               CSR_WIDE_MODEL_HALF_LT8)
 
-    assert csr_wide_time(6, *tall[:4], elem=1) == pytest.approx(CSR_WIDE_ELEMENT_HALF * csr_wide_time(8, *tall[:4], 1))
+    assert csr_wide_time(10, *tall[:4], elem=1) == \
+        pytest.approx(CSR_WIDE_ELEMENT_HALF * csr_wide_time(12, *tall[:4], 1))
     for n in (8, 12):
         b0, b1, b2 = BITTCF_WIDE_MODEL_HALF[n % 8 != 0]
         assert f"BitTCF {b0 + b1 * 25_000 / 1e6 + b2 * 25_000 / 1e6:.1f}" in wide_csr(n, *tall, elem=2)[1], n
+    # below n = 8 the half constants fitted on n = 5-16 (the n = 8-32 fit lost to them at n = 5-6)
+    c0, c1, c2, _, c4, _ = CSR_WIDE_MODEL_HALF_LT8
+    lt8 = c0 + (c1 + c2) * 200_000 * 8 / 1e6 + c4 / 100  # w = 8 columns, one part (log2 1 = 0)
+    assert csr_wide_time(6, *tall[:4], elem=1) == pytest.approx(CSR_WIDE_ELEMENT_HALF * lt8)
+    b0, b1, b2 = BITTCF_WIDE_MODEL_HALF_LT8[1]
+    assert f"BitTCF {b0 + b1 * 25_000 / 1e6 + b2 * 25_000 / 1e6:.1f}" in wide_csr(6, *tall, elem=2)[1]
     assert wide_csr(8, *tall, elem=1)[0] and wide_csr(CSR_WIDE_MAX_N + 1, *tall, elem=1) == (False, "")
     # up to n = 32 the Tensor Cores still compute one 32-column slice (TF32) or one 64-column slice (half), so
     # the same models decide there: uniform random columns, 40 a row (BitTCF's blocks one entry a column)
