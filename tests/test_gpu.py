@@ -807,10 +807,11 @@ def _wide_csr_matrices():
     return out
 
 
-@pytest.mark.parametrize("n", [5, 7, 8, 12, 16, 17, 33, 64, 100, 128, 130, 257])
+@pytest.mark.parametrize("n", [5, 7, 8, 12, 16, 17, 20, 32, 33, 64, 100, 128, 130, 257])
 def test_wide_csr_exact_every_lane_count(n):
     """The wide CSR kernel (forced: tuning={"wide": "csr"}) at every lane count (2 lanes at n = 5-8, 4 at 9-16,
-    8, 16, then 32 in one or several column slices), n a multiple of 4 or not, on every shape: exact on integer
+    8 at 17-32 (the lean loads at 20 and 32, lanes past n clamped at 20), 16, then 32 in one or several column
+    slices), n a multiple of 4 or not, on every shape: exact on integer
     data against scipy in poisoned outputs, twice; a B off its 16-byte alignment (element loads) gives the
     same bits; the fast C call takes the next call; the stats say which kernel ran."""
     import torch
@@ -838,9 +839,10 @@ def test_wide_csr_exact_every_lane_count(n):
 
 @pytest.mark.parametrize("prec", ["fp16", "bf16"])
 def test_wide_csr_half_plans(prec):
-    """BitTCF FP16/BF16 plans run the wide CSR kernel too (forced here): n = 5-130 on every shape, exact on integer
-    data against scipy's product of the format's operands rounded once to the output (half C) and as float32 C,
-    in poisoned outputs; a B off its 8-byte alignment gives the same bits; inf and NaN in B as scipy."""
+    """BitTCF FP16/BF16 plans run the wide CSR kernel too (forced here): n = 5-130 on every shape (20 and 32: the
+    lean loads of 8 lanes a row, lanes past n clamped at 20), exact on integer data against scipy's product of
+    the format's operands rounded once to the output (half C) and as float32 C, in poisoned outputs; a B off its
+    8-byte alignment gives the same bits; inf and NaN in B as scipy."""
     import torch
 
     from accspmm._tf32 import csr_wide_lanes
@@ -848,7 +850,7 @@ def test_wide_csr_half_plans(prec):
     dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[prec]
     for name, A in _wide_csr_matrices().items():
         with accspmm.plan(A, device="gpu", precision=prec, format="bittcf", tuning={"wide": "csr"}) as p:
-            for n in (5, 8, 12, 33, 130):
+            for n in (5, 8, 12, 20, 32, 33, 130):
                 _half_outputs_exact(p, A, int_dense(A.shape[1], n, seed=n), prec, (name, n))
                 assert p.stats["schedule_by_n"][n]["kernel"] == f"cuda_cores_csr_wide{csr_wide_lanes(n)}"
             if name == "wide_parts":
