@@ -33,7 +33,7 @@ concurrent thread blocks: the first term is the work, the second the tail of the
 always get the same schedule and the same result bits on every GPU.  Where the identity schedule
 (cap 0) alone fills a wave (its tasks x slices >= P), the decision adds two costs the bound lacks
 (``decision_predictions``): a cost per window cut over several warps and a factor on every packed
-cap (``DECISION_TERMS``: TF32 plans; FP16 and BF16 plans keep the bound).
+cap (``DECISION_TERMS``: the same for every operand format).
 The cap with the lowest prediction among the ``CAPS`` that ``packing_caps`` keeps (at most
 ``PACK_WINDOWS`` windows of the mean length per warp, but caps large enough to cut the longest window
 in at most ``SPLIT_PARTS_MAX`` parts) is used (ties: the larger cap); cap 0 is the
@@ -474,11 +474,14 @@ def price_terms(window_offsets, caps) -> tuple:
 #: H100 timings of every cap (benchmarks/fit_caps.py --penalties on three runs of
 #: benchmarks/variant_guess.py; the best setting was the same on each run): the decision's cap
 #: regret 1.028-1.029 -> 1.017 in geometric mean over 24 matrices x N = 32-512, worst case 1.27-1.29
-#: -> 1.16-1.18.  FP16 and BF16 plans keep the bound alone: they time their variants at the first
-#: call, so the variant priced is not the one timed, and the FP16 fits did not agree between runs
-#: (one setting measured 1.009x in geometric mean with two cases 10-14% slower; benchmarks/NOTES.md).
+#: -> 1.16-1.18.  FP16 and BF16 plans take the same two terms, not refitted: an FP16 refit of them
+#: did not agree between runs (one setting measured 1.009x with two cases 10-14% slower), while
+#: TF32's, measured on FP16 default plans (22 real matrices x N = 32-512, three runs, kernel only),
+#: changed the cap of 12 of 110 cases, 1.107-1.111x faster in geometric mean over those (deezer_europe
+#: N = 128 1.33x, lastfm_asia N = 512 1.45x, musae_facebook N = 256 1.20x), one slower (usroads N = 64,
+#: 0.88x), 1.009-1.010x over all 110 (benchmarks/NOTES.md, "Session of 2026-11-27, 21:47").
 #: Below a wave (bcsstk13: 251 windows) cutting is what fills the GPU, and the bound alone decides.
-DECISION_TERMS = {0: (16.0, 0.05), 1: (0.0, 0.0), 2: (0.0, 0.0)}
+DECISION_TERMS = {0: (16.0, 0.05), 1: (16.0, 0.05), 2: (16.0, 0.05)}
 
 
 def decision_predictions(terms: dict, identity_tasks: int, slices: int, P: int, cut_cost: float = 16.0,

@@ -466,8 +466,8 @@ def test_price_terms_match_the_built_schedules():
 
 def test_decision_terms_apply_only_where_the_identity_fills_a_wave():
     """decision_predictions: the bound alone below a wave; at a wave or more, the cost per cut window
-    and the factor on packed caps (the identity has no cut windows and no factor); half plans keep
-    the bound."""
+    and the factor on packed caps (the identity has no cut windows and no factor); half plans take the
+    same terms."""
     P, slices = 1584, 2
     terms = {0: (18000.0, 35.0, 1233, 0), 8: (18500.0, 25.0, 1114, 356)}
     below = _tf32.decision_predictions(terms, 700, slices, P)  # 700 x 2 < P
@@ -477,8 +477,9 @@ def test_decision_terms_apply_only_where_the_identity_fills_a_wave():
     assert full[0] == below[0]
     cut = (18500.0 + 16.0 * 356) * slices / P + 25.0
     assert full[8] == pytest.approx(cut * 1.05)
-    assert set(_tf32.DECISION_TERMS) == set(_tf32.ELEM.values()) and _tf32.DECISION_TERMS[0] == (16.0, 0.05)
-    assert _tf32.decision_predictions(terms, 1233, slices, P, *_tf32.DECISION_TERMS[1]) == below  # half: the bound
+    assert set(_tf32.DECISION_TERMS) == set(_tf32.ELEM.values())
+    assert all(t == (16.0, 0.05) for t in _tf32.DECISION_TERMS.values())  # half plans take TF32's terms
+    assert _tf32.decision_predictions(terms, 1233, slices, P, *_tf32.DECISION_TERMS[1]) == full
     assert min(full, key=full.get) == 0
     assert _tf32.decision_predictions(terms, 1233, slices, P, 0.0, 0.0) == below  # no terms: the bound
     assert _tf32.decision_predictions({4: (0.0, 0.0, 0, 0)}, 0, slices, P) == {4: 0.0}  # no tasks
