@@ -161,8 +161,10 @@ class Plan:
         the time models of ``accspmm._tf32.narrow_csr``; "csr" at the model's lanes or ``csr_lanes``).
         ``{"wide": "auto" | "csr" | "bittcf"}`` picks the kernel of wider products (default "auto": the CUDA-core
         CSR kernel at n = 5-32 where ``accspmm._tf32.wide_csr`` predicts it at least 10% faster, else the Tensor
-        Cores; "csr" at every n > 4; the bits may differ between the two, never between calls).
-        FP16/BF16 plans take only ``{"autotune": bool}``, the narrow keys and ``"wide"`` (BitTCF: the same rules
+        Cores; "csr" at every n > 4; the bits may differ between the two, never between calls);
+        ``{"csr_part": int}`` cuts that kernel's long rows in parts of at most so many entries (default:
+        ``accspmm._tf32.csr_wide_part``, 32 or 64; the bits of a row in several parts depend on it).
+        FP16/BF16 plans take only ``{"autotune": bool}``, the narrow keys, ``"wide"`` and ``"csr_part"`` (BitTCF: the same rules
         and timing) and ``{"kernel": "rows" | "pairs" | "quads" | "auto"}`` (BSR16: a warp per block row, or per
         pair of block rows (accspmm._half.PAIR_MIN_N, PAIR_SHARE_MAX), or a warpgroup per quad).
     cusparse_alg : cuSPARSE CSR algorithm for "fp32"/"fp64" on the GPU: "default", "alg1", "alg2", "alg3".

@@ -274,6 +274,17 @@ CSR_UPLOAD_BYTES_PER_US = 10_000
 #: 2026-11-27, 21:47"); above 32 the Tensor Cores' time grows with n and no model separated the cases.
 CSR_WIDE_LONG = 32  # cuda/tf32_spmm.h ACC_TF32_CSR_WIDE_LONG (checked against the extension's)
 CSR_WIDE_PART = 32
+#: Parts of up to CSR_WIDE_PART_LONG entries where the kernel's groups at CSR_WIDE_PART (a row of at most
+#: CSR_WIDE_LONG entries one group, a longer row one per part) exceed the groups a reference H100 runs at once
+#: (REF_SMS x 2,048 threads / lanes a row): there the parts' reductions cost more than the shorter critical path
+#: buys; below it short parts spread few rows over more lanes.  H100, the kernel forced at n = 8, 16, 32 with
+#: parts of 32 / 64 / 128 on 48 shapes (benchmarks/NOTES.md, "Session of 2026-11-27, 21:47"): set on one run,
+#: then on a second with 8 new validation matrices this choice ran 1.049x over parts of 32 in geometric mean
+#: (real matrices 0.999x, adversarial 1.19x, structures 1.02x, the new 8 1.10x; the 62 cases it changed 1.117x,
+#: none slower beyond the unchanged cases' spread, 0.958-1.029x; an oracle of the three lengths 1.115x).  A row's
+#: parts are its ceil(length / part) equal ranges either way; only the reduction order of a row in several
+#: parts depends on the choice.  The rule's time model (csr_wide_time) prices parts of CSR_WIDE_PART, as fitted.
+CSR_WIDE_PART_LONG = 64
 CSR_WIDE_MAX_N = 32
 #: TF32 widths above this that are not a multiple of 4 stay on the Tensor Cores: the CSR kernel reads B element
 #: by element there, and on rows of ~100 entries that cost 1.6x its time at the next multiple of 4 (uniform
@@ -363,6 +374,16 @@ def csr_narrow_time(m: int, nnz: int, short: int, lanes: int, longest: int = 0) 
         return t
     part = -(-longest // -(-longest // CSR_PART))  # the longest part of the longest row
     return t + c4 * -(-part // CSR_BLOCK) / 4
+
+
+def csr_wide_part(parts: np.ndarray, m: int, n: int) -> int:
+    """The wide CSR kernel's part length at width n (CSR_WIDE_PART_LONG or CSR_WIDE_PART) for A of m rows whose
+    long rows' parts of CSR_WIDE_PART entries are ``parts`` (csr_long_parts): the longer parts where the
+    groups at CSR_WIDE_PART (the rows, a long row counted once per part) exceed REF_SMS x 2,048 / lanes."""
+    records = parts.reshape(-1, 4)
+    split_rows = int(np.count_nonzero((records[:, 3] & 0xFFFFFFFF) == 0))  # each long row's first part
+    groups = m - split_rows + records.shape[0]
+    return CSR_WIDE_PART_LONG if groups > REF_SMS * 2048 // csr_wide_lanes(n) else CSR_WIDE_PART
 
 
 def csr_long_parts(indptr: np.ndarray, long: int = CSR_LONG, part: int = CSR_PART) -> np.ndarray:
@@ -638,7 +659,10 @@ class TF32Runner:
         self.balance = balance
         self.tuning = dict(tuning or {})
         unknown = set(self.tuning) - {"cap", "autotune", "build", "check", "schedule", "narrow", "csr_lanes",
-                                      "wide", *VARIANT_KEYS}
+                                      "wide", "csr_part", *VARIANT_KEYS}
+        if "csr_part" in self.tuning and (not isinstance(self.tuning["csr_part"], (int, np.integer))
+                                          or not 1 <= self.tuning["csr_part"] <= 2**20):
+            raise ValueError(f"tuning['csr_part'] must be an int of 1 to 2**20, not {self.tuning['csr_part']!r}")
         if unknown:
             raise ValueError(f"unknown tuning key(s) {sorted(unknown)}")
         if self.tuning.get("schedule", "device") not in ("device", "host"):
@@ -697,7 +721,8 @@ class TF32Runner:
         if self.tuning.get("wide", "auto") not in ("auto", "csr", "bittcf"):
             raise ValueError(f"tuning['wide'] must be 'auto', 'csr' or 'bittcf', not {self.tuning['wide']!r}")
         self._csr_wide = {}  # n -> (on, reason): width n (> the narrow ones) on the wide CSR kernel
-        self._csr_wide_parts = None  # its long rows' parts (csr_long_parts at CSR_WIDE_LONG), at the upload
+        self._csr_wide_parts = None  # part length -> its long rows' parts (csr_long_parts), from the upload
+        self._csr_indptr = None  # the uploaded CSR's offsets (duplicates summed)
         self._csr_longest = None  # A's longest row (entries; before duplicates are summed), for wide_csr
         self.calls = None
         self._stats = stats
@@ -911,15 +936,32 @@ class TF32Runner:
             return (0,) * 7
         d = self.dev
         if n > self._narrow:
-            if "csr_wide_parts" not in d:
-                parts = self._csr_wide_parts
-                d["csr_wide_parts"] = DeviceArray.upload(parts if parts.size else np.zeros(1, np.int64),
-                                                         self._device, self._side_stream())
-            nparts = self._csr_wide_parts.size // 4
+            part, parts = self._wide_parts(n)
+            if f"csr_wide_parts{part}" not in d:
+                d[f"csr_wide_parts{part}"] = DeviceArray.upload(parts if parts.size else np.zeros(1, np.int64),
+                                                                self._device, self._side_stream())
+            nparts = parts.size // 4
             return (d["csr_offsets"].ptr, d["csr_cols"].ptr, d["csr_values"].ptr, csr_wide_lanes(n),
-                    d["csr_wide_parts"].ptr, nparts, int(nparts > 0))
+                    d[f"csr_wide_parts{part}"].ptr, nparts, int(nparts > 0))
         return (d["csr_offsets"].ptr, d["csr_cols"].ptr, d["csr_values"].ptr, self._narrow_choice()[0],
                 d["csr_long_parts"].ptr, self._csr_parts.size // 4, self._csr_first)
+
+    def _wide_parts(self, n: int) -> tuple:
+        """(part length, csr_long_parts) of the wide CSR kernel at width n, from the uploaded CSR: parts of
+        ``tuning["csr_part"]`` entries where given, else ``csr_wide_part``'s; recorded in the width's stats."""
+        part = self.tuning.get("csr_part")
+        if part is None:
+            part = csr_wide_part(self._wide_parts_of(CSR_WIDE_PART), self._csr_indptr.shape[0] - 1, n)
+        parts = self._wide_parts_of(int(part))
+        report = self._stats.get("schedule_by_n", {}).get(n)
+        if report is not None:
+            report["csr_part"] = int(part)
+        return int(part), parts
+
+    def _wide_parts_of(self, part: int) -> np.ndarray:
+        if part not in self._csr_wide_parts:
+            self._csr_wide_parts[part] = csr_long_parts(self._csr_indptr, CSR_WIDE_LONG, part)
+        return self._csr_wide_parts[part]
 
     def _csr_upload(self) -> bool:
         """Uploads A's CSR for the CSR kernels (once); False where the GPU had no room for it (every width
@@ -932,7 +974,8 @@ class TF32Runner:
             # both kernels' long-row parts, of the CSR uploaded here (set nowhere else)
             indptr = src.indptr[: src.shape[0] + 1]
             self._csr_parts = csr_long_parts(indptr)
-            self._csr_wide_parts = csr_long_parts(indptr, CSR_WIDE_LONG, CSR_WIDE_PART)
+            self._csr_indptr = indptr
+            self._csr_wide_parts = {}
             side = self._side_stream()
             m, nnz = src.shape[0], src.nnz
             put = {"csr_offsets": np.ascontiguousarray(src.indptr[: m + 1], np.int64),
@@ -1014,7 +1057,7 @@ class TF32Runner:
             parts = self._csr_parts.size // 4  # the CSR kernel's long parts: 4 floats and a counter each
             return 4 * parts, parts
         if n > self._narrow and self._csr_wide.get(n, (False,))[0] and self._csr_wide_parts is not None:
-            parts, g = self._csr_wide_parts.size // 4, csr_wide_lanes(n)  # a slice's 4g floats and counter each
+            parts, g = self._wide_parts(n)[1].size // 4, csr_wide_lanes(n)  # a slice's 4g floats and counter each
             slices = -(-n // (4 * g))
             return parts * slices * 4 * g, parts * slices
         slots, splits, _ = self._counts(cap)

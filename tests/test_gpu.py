@@ -941,6 +941,44 @@ def test_wide_csr_default_rule_and_bittcf():
                 "tensor_cores", n
 
 
+def test_wide_csr_part_lengths():
+    """The wide CSR kernel's long rows in parts of any length (tuning={"csr_part": p}): exact on integer data in
+    poisoned outputs, inf and NaN as scipy, in TF32 and FP16; by default parts of 64 where the groups at 32
+    exceed a reference wave (many rows of 40-90 entries at n = 32), of 32 below it (n = 8, or few rows), as
+    stats["schedule_by_n"][n]["csr_part"] says."""
+    import torch
+
+    rng = np.random.default_rng(12)
+    lengths = rng.integers(0, 20, 300)
+    lengths[[0, 7, 8, 150, 299]] = [33, 64, 65, 129, 1000]
+    A = _rows_of_lengths(lengths, 3000, rng)
+    A.data = rng.integers(-4, 5, A.nnz).astype(np.float32)
+    for part in (1, 7, 32, 64, 128, 2000):
+        with accspmm.plan(A, device="gpu", tuning={"wide": "csr", "csr_part": part}) as p:
+            for n in (5, 24, 40):
+                B = int_dense(3000, n, seed=n)
+                out = torch.full((300, n), float("nan"), device="cuda")
+                p(torch.from_numpy(B).cuda(), out=out)
+                assert np.array_equal(out.cpu().numpy(), scipy_ref(A, B)), (part, n)
+                assert p.stats["schedule_by_n"][n]["csr_part"] == part
+            Bx = int_dense(3000, 24, seed=1).astype(np.float32)
+            row = A.indices[A.indptr[299]:A.indptr[300]]
+            Bx[row[3], 0], Bx[row[-3], 0], Bx[row[500], 1] = np.inf, -np.inf, np.nan  # a row of 1,000 in parts
+            assert np.array_equal(p(Bx), (A @ Bx).astype(np.float32), equal_nan=True), part
+        half = {"precision": "fp16", "format": "bittcf", "tuning": {"wide": "csr", "csr_part": part}}
+        with accspmm.plan(A, device="gpu", **half) as p:
+            _half_outputs_exact(p, A, int_dense(3000, 24, seed=2), "fp16", part)
+    with pytest.raises(ValueError, match="csr_part"):
+        accspmm.plan(A, device="gpu", tuning={"csr_part": 0})
+    U = _rows_of_lengths(rng.integers(40, 90, 20_000), 20_000, rng)  # 20,000 rows in 40,000+ parts of 32
+    U.data = rng.integers(-4, 5, U.nnz).astype(np.float32)
+    with accspmm.plan(U, device="gpu", tuning={"wide": "csr"}) as p:
+        for n, part in ((32, 64), (8, 32)):
+            B = int_dense(20_000, n, seed=n)
+            assert np.array_equal(p(B), scipy_ref(U, B)), n
+            assert p.stats["schedule_by_n"][n]["csr_part"] == part, n
+
+
 def test_wide_csr_cuda_graph():
     """A CUDA graph captured after the warm-up call replays the wide CSR kernel, rows in parts included (the
     graph's own workspace)."""

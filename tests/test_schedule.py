@@ -546,6 +546,28 @@ def test_wide_csr_rule():
     assert wide_csr(CSR_WIDE_ELEMENT_MAX_N - 1, *uniform)[0]
 
 
+def test_wide_csr_part_length():
+    """The wide CSR kernel's parts: CSR_WIDE_PART_LONG where its groups at CSR_WIDE_PART (rows, a long row once
+    per part) exceed the reference GPU's groups at once (REF_SMS x 2,048 / lanes a row), else CSR_WIDE_PART."""
+    from accspmm._tf32 import (CSR_WIDE_LONG, CSR_WIDE_PART, CSR_WIDE_PART_LONG, REF_SMS, csr_long_parts,
+                               csr_wide_lanes, csr_wide_part)
+
+    assert (CSR_WIDE_PART, CSR_WIDE_PART_LONG) == (32, 64)
+
+    def part(lengths, n):
+        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        return csr_wide_part(csr_long_parts(indptr, CSR_WIDE_LONG, CSR_WIDE_PART), len(lengths), n)
+
+    cap = {n: REF_SMS * 2048 // csr_wide_lanes(n) for n in (8, 32)}  # 135,168 and 33,792 groups
+    assert part(np.full(60_000, 50), 32) == 64 and part(np.full(60_000, 50), 8) == 32  # 120,000 groups
+    assert part(np.full(1000, 50), 32) == 32  # few rows: short parts spread them
+    # the boundary: rows of 33 entries are 2 parts each; rows of at most 32 one group
+    short = cap[32] - 2 * 100
+    assert part(np.r_[np.full(100, 33), np.full(short, 3)], 32) == 32
+    assert part(np.r_[np.full(100, 33), np.full(short + 1, 3)], 32) == 64
+    assert part(np.full(cap[32] + 1, 32), 32) == 64 and part(np.zeros(0, np.int64), 32) == 32
+
+
 def test_narrow_csr_rule():
     """The narrow widths' kernel of TF32 plans: the CSR kernel at the lanes that minimise its model where it
     predicts less than the BitTCF model, else BitTCF; rows of more than CSR_LONG entries cut into thread-block
