@@ -660,11 +660,11 @@ class TF32Runner:
         self.tuning = dict(tuning or {})
         unknown = set(self.tuning) - {"cap", "autotune", "build", "check", "schedule", "narrow", "csr_lanes",
                                       "wide", "csr_part", *VARIANT_KEYS}
+        if unknown:
+            raise ValueError(f"unknown tuning key(s) {sorted(unknown)}")
         if "csr_part" in self.tuning and (not isinstance(self.tuning["csr_part"], (int, np.integer))
                                           or not 1 <= self.tuning["csr_part"] <= 2**20):
             raise ValueError(f"tuning['csr_part'] must be an int of 1 to 2**20, not {self.tuning['csr_part']!r}")
-        if unknown:
-            raise ValueError(f"unknown tuning key(s) {sorted(unknown)}")
         if self.tuning.get("schedule", "device") not in ("device", "host"):
             raise ValueError(f"tuning['schedule'] must be 'device' or 'host', not {self.tuning['schedule']!r}")
         self.num_windows = fmt.num_windows
@@ -723,6 +723,7 @@ class TF32Runner:
         self._csr_wide = {}  # n -> (on, reason): width n (> the narrow ones) on the wide CSR kernel
         self._csr_wide_parts = None  # part length -> its long rows' parts (csr_long_parts), from the upload
         self._csr_indptr = None  # the uploaded CSR's offsets (duplicates summed)
+        self._csr_part_by_n = {}  # n -> the wide kernel's part length (_wide_parts)
         self._csr_longest = None  # A's longest row (entries; before duplicates are summed), for wide_csr
         self.calls = None
         self._stats = stats
@@ -948,15 +949,18 @@ class TF32Runner:
 
     def _wide_parts(self, n: int) -> tuple:
         """(part length, csr_long_parts) of the wide CSR kernel at width n, from the uploaded CSR: parts of
-        ``tuning["csr_part"]`` entries where given, else ``csr_wide_part``'s; recorded in the width's stats."""
-        part = self.tuning.get("csr_part")
+        ``tuning["csr_part"]`` entries where given, else ``csr_wide_part``'s; chosen once per width (every
+        call's arguments and workspace ask) and recorded in the width's stats."""
+        part = self._csr_part_by_n.get(n)
         if part is None:
-            part = csr_wide_part(self._wide_parts_of(CSR_WIDE_PART), self._csr_indptr.shape[0] - 1, n)
-        parts = self._wide_parts_of(int(part))
-        report = self._stats.get("schedule_by_n", {}).get(n)
-        if report is not None:
-            report["csr_part"] = int(part)
-        return int(part), parts
+            part = self.tuning.get("csr_part")
+            if part is None:
+                part = csr_wide_part(self._wide_parts_of(CSR_WIDE_PART), self._csr_indptr.shape[0] - 1, n)
+            part = self._csr_part_by_n[n] = int(part)
+            report = self._stats.get("schedule_by_n", {}).get(n)
+            if report is not None:
+                report["csr_part"] = part
+        return part, self._wide_parts_of(part)
 
     def _wide_parts_of(self, part: int) -> np.ndarray:
         if part not in self._csr_wide_parts:
