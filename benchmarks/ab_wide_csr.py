@@ -27,10 +27,9 @@ def main():
     import torch
 
     import accspmm
-    from accspmm import datasets
 
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
-    from bench_adversarial import kernel_ms, matrix
+    from bench_adversarial import kernel_ms, shapes
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir")
@@ -43,14 +42,7 @@ def main():
     args = ap.parse_args()
     gpu = torch.cuda.get_device_name()
     print("GPU:", gpu)
-    cases = [(datasets.matrix_name(f), lambda f=f: datasets.load_matrix(f, np.float32).tocsr())
-             for f in datasets.matrix_files(args.dir)]
-    cases += [(k, lambda k=k: matrix(k, 1_000_000))
-              for k in ("hub", "star", "tall1", "dense_row", "dense_col", "bipartite", "empty_tail")]
-    if args.structures:
-        from structures import STRUCTURES, structure
-
-        cases += [(k, lambda k=k: structure(k)) for k in STRUCTURES]
+    cases = [(name, make) for name, _, make in shapes(args.dir, args.structures)]
     rows = []
     side = {"wide": "csr"} if args.force else {"wide": "bittcf"}
     kw = {} if args.prec == "tf32" else {"precision": args.prec, "format": "bittcf"}

@@ -59,6 +59,23 @@ def matrix(kind, nnz, seed=0):
     return A
 
 
+#: the adversarial shapes of the kernel comparisons beside the real matrices (tall3 is tall1 three times over)
+SHAPE_KINDS = ("hub", "star", "tall1", "dense_row", "dense_col", "bipartite", "empty_tail")
+
+
+def shapes(directory, structures=False):
+    """(name, kind, make) of the real matrices of ``directory`` ("real"), the SHAPE_KINDS at 1M nonzeros ("adv")
+    and, with ``structures``, the matrices of benchmarks/structures.py ("struct"); ``make()`` gives the CSR."""
+    out = [(datasets.matrix_name(f), "real", lambda f=f: datasets.load_matrix(f, np.float32).tocsr())
+           for f in datasets.matrix_files(directory)]
+    out += [(k, "adv", lambda k=k: matrix(k, 1_000_000)) for k in SHAPE_KINDS]
+    if structures:
+        from structures import STRUCTURES, structure
+
+        out += [(k, "struct", lambda k=k: structure(k)) for k in STRUCTURES]
+    return out
+
+
 def kernel_ms(p, B, C, n, reps):
     """Our kernel alone (median of `reps` launches from C), or None where the plan has no such call."""
     if getattr(p, "_tf32", None) is not None:

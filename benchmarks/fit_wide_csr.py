@@ -36,18 +36,11 @@ def collect(args):
     import torch
 
     import accspmm
-    from accspmm import datasets
-    from bench_adversarial import kernel_ms, matrix
-    from structures import STRUCTURES, structure
+    from bench_adversarial import kernel_ms, shapes
 
-    cases = [(datasets.matrix_name(f), "real", lambda f=f: datasets.load_matrix(f, np.float32).tocsr())
-             for f in datasets.matrix_files(args.dir)]
-    cases += [(k, "adv", lambda k=k: matrix(k, 1_000_000))
-              for k in ("hub", "star", "tall1", "dense_row", "dense_col", "bipartite", "empty_tail")]
-    cases += [(k, "struct", lambda k=k: structure(k)) for k in STRUCTURES]
     rows = []
     print("GPU:", torch.cuda.get_device_name())
-    for name, kind, make in cases:
+    for name, kind, make in shapes(args.dir, structures=True):
         A = make().tocsr()
         A.sum_duplicates()
         A.data = np.random.default_rng(0).integers(1, 5, A.nnz).astype(np.float32)
