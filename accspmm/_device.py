@@ -85,6 +85,22 @@ def _cuda_for_arrays():
     return _CU
 
 
+class DeviceView:
+    """Bytes ``offset`` .. ``offset + nbytes`` of a DeviceArray, which owns the allocation (kept alive here)
+    and frees it; ``free()`` forgets the view only."""
+
+    __slots__ = ("ptr", "nbytes", "owner")
+
+    def __init__(self, owner: "DeviceArray", offset: int, nbytes: int):
+        self.owner = owner
+        self.ptr = owner.ptr + int(offset)
+        self.nbytes = int(nbytes)
+
+    def free(self):
+        self.ptr = 0
+        self.owner = None
+
+
 class DeviceArray:
     """A device allocation owned by Python (freed on free()/garbage collection)."""
 

@@ -26,7 +26,7 @@ class DeviceBitTCF:
     METHODS = {"auto": 0, "sort": 1, "ranks": 2}
 
     def __init__(self, csr, perm, dev: dict, device: int, stream=None, keep_blocks=False, defer=False,
-                 method="auto", validate=False):
+                 method="auto", validate=False, keep_csr=False):
         """csr: canonical float32 CSR (accspmm._validate.CSR: C-contiguous arrays of its dtypes, which
         the extension checks); perm: int64 NumPy (new -> old, already checked) or None for the
         identity.  validate: csr has not been checked (``as_csr(A, check=False)``): the device checks
@@ -39,7 +39,9 @@ class DeviceBitTCF:
         (a plan waits at its first call, after its decision, so the two overlap).
         method: "auto" (the ranks up to 2^20 nonzeros, else the sort), "sort" or "ranks" (tests: a
         CSR whose rows' columns do not ascend goes to the sort either way); ``self.method`` says
-        which ran."""
+        which ran.  keep_csr: the build's upload of the CSR stays on the device as ``csr_block`` (int64
+        offsets, int32 columns, float32 values back to back, as given; for the CSR kernels, which
+        would otherwise upload it again: accspmm._tf32.TF32Runner._csr_upload)."""
         _cuda = _cuda_for_arrays()  # not ``from . import``: importlib's fromlist handling costs microseconds
         m, k = csr.shape
         if csr.dtype != np.float32:
@@ -60,7 +62,7 @@ class DeviceBitTCF:
         out = _cuda.bittcf_gpu_build(m, k, self.nnz, csr.indptr, csr.indices, csr.data,
                                      None if perm is None else dev["perm"].ptr, dev["window_offsets"].ptr,
                                      self.window_offsets, keep_blocks, stream, defer, self.METHODS[method],
-                                     dev["perm"].ptr if perm is None else None, validate)
+                                     dev["perm"].ptr if perm is None else None, validate, keep_csr)
         self._ready = int(out["ready"])  # an event handle, 0 when the build synchronised
         self.method = {0: "none", 1: "sort", 2: "ranks"}[out["method"]]
         self.canonical = bool(out["canonical"])
@@ -73,10 +75,13 @@ class DeviceBitTCF:
             dev["block_mask"] = DeviceArray((max(nb, 1),), np.uint64, device, adopt=out["block_mask"])
             dev["block_value_offsets"] = DeviceArray((nb + 1,), np.int64, device, adopt=out["block_value_offsets"])
             dev["raw_values"] = DeviceArray((max(self.nnz, 1),), np.float32, device, adopt=out["values"])
+        if out["csr"]:
+            dev["csr_block"] = DeviceArray((8 * (m + 1) + 8 * self.nnz,), np.uint8, device, adopt=out["csr"])
         self.window_offsets.flags.writeable = False
         self._dev = dev
         self._names = ("perm", "window_offsets", "block_meta", "values") + (
-            ("block_cols", "block_mask", "block_value_offsets", "raw_values") if keep_blocks else ())
+            ("block_cols", "block_mask", "block_value_offsets", "raw_values") if keep_blocks else ()) + (
+            ("csr_block",) if out["csr"] else ())
         self._stats = None
 
     def wait(self):
@@ -101,7 +106,9 @@ class DeviceBitTCF:
             self.wait()
         finally:
             for name in self._names:
-                self._dev.pop(name).free()
+                arr = self._dev.pop(name, None)  # the CSR kernels may have taken csr_block
+                if arr is not None:
+                    arr.free()
             self._names = ()
 
     def __del__(self):

@@ -160,7 +160,8 @@ class Plan:
         "csr_lanes": 1 .. 32}`` picks the CUDA-core kernel of products of at most 4 columns (default "auto":
         the time models of ``accspmm._tf32.narrow_csr``; "csr" at the model's lanes or ``csr_lanes``).
         ``{"wide": "auto" | "csr" | "bittcf"}`` picks the kernel of wider products (default "auto": the CUDA-core
-        CSR kernel at n = 5-32 where ``accspmm._tf32.wide_csr`` predicts it at least 10% faster, else the Tensor
+        CSR kernel at n = 5-32 where ``accspmm._tf32.wide_csr`` predicts it at least 10% faster, and at n = 33-256
+        (multiples of 4) where A's rows fit one wave of the GPU and BitTCF's blocks are sparse, else the Tensor
         Cores; "csr" at every n > 4; the bits may differ between the two, never between calls);
         ``{"csr_part": int}`` cuts that kernel's long rows in parts of at most so many entries (default:
         ``accspmm._tf32.csr_wide_part``, 32 or 64; the bits of a row in several parts depend on it).
@@ -175,7 +176,8 @@ class Plan:
     ``build_gpu_method`` (GPU TF32 plans: "ranks" up to 2^20 nonzeros, else "sort"; the same format),
     ``reorder`` (method, prediction, why), ``schedule_by_n`` (the kernel's decision per width, with
     ``first_call_seconds``: the host time of that width's first call, decision, schedule and launch, and
-    ``schedule_on``: "device" where the schedule was priced and built on the GPU, else "host") and,
+    ``schedule_on``: "device" where the schedule was priced and built on the GPU, "host" where on the host,
+    "none" for a width on the wide CSR kernel, which reads no schedule) and,
     for GPU TF32 plans, ``vs_cusparse``: the predicted break-even against cuSPARSE at n = 128 in
     calls, both setups included (a cost model: accspmm._payback); :meth:`compare_cusparse` measures it.
 
@@ -391,7 +393,7 @@ class Plan:
             self._upload_bittcf(put)
 
     def _upload_bittcf(self, put):
-        from ._tf32 import TF32Runner
+        from ._tf32 import CSR_KEEP_MAX_ROWS, TF32Runner
 
         if self._pending is not None:  # the format is built on the device from the CSR
             from ._device_format import DeviceBitTCF
@@ -401,14 +403,17 @@ class Plan:
             self._pending = None
             # the build's last steps overlap the first call's decision, which waits for them
             built = None
+            keep = csr.shape[0] <= CSR_KEEP_MAX_ROWS  # the build's upload of A's CSR, for the CSR kernels
             try:
-                built = DeviceBitTCF(csr, perm, self._dev, self._device_id, defer=True, validate=csr.canonical is None)
+                built = DeviceBitTCF(csr, perm, self._dev, self._device_id, defer=True, validate=csr.canonical is None,
+                                     keep_csr=keep)
             except ValueError:
                 if csr.canonical is not None:
                     raise
             if built is None:  # malformed (the host check raises its own error) or duplicates (summed here)
                 self._source = csr.checked()
-                built = DeviceBitTCF(self._source.canonicalized(), perm, self._dev, self._device_id, defer=True)
+                built = DeviceBitTCF(self._source.canonicalized(), perm, self._dev, self._device_id, defer=True,
+                                     keep_csr=keep)
             self._bittcf = built
             src = self._source
             if src.canonical is None:  # checked by the build (dataclasses.replace costs ~10 us)

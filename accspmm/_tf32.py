@@ -56,8 +56,9 @@ Narrow widths: n <= ``_cuda.tf32_narrow_max()`` (4) run the same tasks on CUDA c
 (cuda/tf32_spmm.cu, ``narrow_kernel``), where an MMA would compute 8-32 columns for each useful one;
 no variant applies there and none is timed, and ``stats['schedule_by_n'][n]['kernel']`` says which
 kernel ran.  Widths 5-32 of BitTCF plans run on A's CSR instead (``wide_csr``: ``cuda_cores_csr_wide``)
-where a time model predicts the CSR kernel at least 10% faster; neither the schedule nor a variant
-applies to it.
+where a time model predicts the CSR kernel at least 10% faster, and widths 33-256 where its row groups
+fit one wave of the GPU and BitTCF's blocks are sparse (``CSR_WIDE_SMALL_*``); neither the schedule nor
+a variant applies to it.
 
 Variant (no effect on result bits, see cuda/tf32_spmm.h): 64 columns per warp (S = 2) for n > 32,
 else 32, and 32 as well for odd multiples of 32 (so that n is a multiple of the slice width, which
@@ -86,7 +87,7 @@ import time
 
 import numpy as np
 
-from ._device import DeviceArray, HostSlot, _cuda_for_arrays
+from ._device import DeviceArray, DeviceView, HostSlot, _cuda_for_arrays
 from ._validate import INT32_MAX
 
 WARPS = 2  # ACC_TF32_WARPS in cuda/tf32_spmm.h (checked against the built extension)
@@ -255,8 +256,8 @@ CSR_PART = 4096  # a long row's entries per part, at most (a thread block each)
 CSR_UPLOAD_BYTES_PER_US = 10_000
 
 
-#: Wider widths of BitTCF plans, n = 5 .. CSR_WIDE_MAX_N, may run on A's CSR too (cuda/tf32_spmm.cu,
-#: csr_wide_kernel: ``csr_wide_lanes(n)`` lanes a row and 4 columns a lane; the rows of more than
+#: Wider widths of BitTCF plans, n = 5 .. CSR_WIDE_MAX_N (above it: CSR_WIDE_SMALL_*), may run on A's CSR too
+#: (cuda/tf32_spmm.cu, csr_wide_kernel: ``csr_wide_lanes(n)`` lanes a row and 4 columns a lane; the rows of more than
 #: CSR_WIDE_LONG entries cut into parts of at most CSR_WIDE_PART entries, a group of lanes each), where
 #: its time model predicts at most CSR_WIDE_MARGIN x the BitTCF kernel's (µs):
 #:   CSR:    c0 + c1 m w / 1e6 + c2 nnz w / 1e6 + c3 nnz w / 1e6 [k n 4 bytes > L2_REF] + c4 P / 100 + c5 log2 P
@@ -314,6 +315,27 @@ CSR_WIDE_MODEL_HALF_LT8 = (6.988, 2.408, 0.579, 0.0, 2.877, 1.104)
 BITTCF_WIDE_MODEL_HALF_LT8 = ((9.17, 306.69, 125.84), (12.27, 342.12, 351.75))
 CSR_WIDE_MARGIN = 0.9
 CSR_WIDE_ELEMENT = 1.3
+#: Above CSR_WIDE_MAX_N, up to CSR_WIDE_SMALL_MAX_N, the Tensor Cores' time grows with n and the models above do not
+#: separate the cases (fits of both kernels' times at n = 48-256, leave-one-matrix-out: 1.3-2.5% over the Tensor
+#: Cores with losses to 0.75x, where an oracle gains 6%).  What does separate them is a regime: the CSR kernel takes
+#: width n (a multiple of 4) where all its row groups run at once on a reference H100 (m x lanes <= REF_SMS x 2,048
+#: threads), BitTCF's blocks hold at most CSR_WIDE_SMALL_FILL entries on average (of 64), no row is longer than
+#: CSR_WIDE_SMALL_LONGEST (a few parts' chain), and its last column slice of 4 x lanes columns is more than half
+#: used.  There both kernels are latency-bound, and the Tensor Cores pay a block's decode and MMAs for one or two
+#: entries a column.  H100, both kernels forced at n = 48, 64, 96, 128, 192, 256 on the 22 real matrices, 7
+#: adversarial shapes and 12 structures (benchmarks/NOTES.md, "Session of 2026-11-28"): the rule takes 47 TF32
+#: cases (10 graphs) at 1.093x over the Tensor Cores in geometric mean, worst 0.94x, and 45 FP16 cases at 1.093x,
+#: worst 0.99x; the half-used last slice is what n = 192 failed on (0.83-0.97x).
+CSR_WIDE_SMALL_MAX_N = 256
+CSR_WIDE_SMALL_FILL = 12
+CSR_WIDE_SMALL_LONGEST = 4096
+#: the saving per call assumed where a known call count must repay the CSR upload: this fraction of the
+#: Tensor Cores' modelled time (the rule's measured gain, 1.09x, rounded down)
+CSR_WIDE_SMALL_SAVING = 0.08
+#: GPU TF32 plans of at most this many rows (those the one-wave regime can take from n = 33: 16 lanes a row) keep the
+#: BitTCF build's upload of A's CSR for the CSR kernels, which would upload it again at their first call (the host's
+#: staging copy of 8 bytes a nonzero: 0.2-0.6 ms of a first call on graphs of 0.1-0.2M nonzeros on the H100 machine)
+CSR_KEEP_MAX_ROWS = REF_SMS * 2048 // 16
 L2_REF = 50 * 2**20  # the H100's L2 (bytes): the model's, not the device's
 
 
@@ -345,10 +367,13 @@ def wide_csr(n: int, m: int, k: int, nnz: int, longest: int, blocks: int, window
     """(on, reason): whether a BitTCF plan runs width n (> the narrow widths) on the wide CSR kernel: n at
     most CSR_WIDE_MAX_N (TF32: a multiple of 4 above CSR_WIDE_ELEMENT_MAX_N) and ``csr_wide_time`` at most
     CSR_WIDE_MARGIN x ``BITTCF_WIDE_MODEL``'s time (BitTCF's ``blocks`` and ``windows``; ``elem`` > 0, half
-    operands: the ``_HALF`` constants).  ``calls``: the products
+    operands: the ``_HALF`` constants); above CSR_WIDE_MAX_N, up to CSR_WIDE_SMALL_MAX_N, the one-wave regime of
+    sparse blocks instead (``CSR_WIDE_SMALL_*``).  ``calls``: the products
     the plan expects (None: many); unless A's CSR is already ``uploaded``, the predicted saving over them must
     also pay for its upload (``CSR_UPLOAD_BYTES_PER_US``)."""
-    if n > CSR_WIDE_MAX_N or (not elem and n % 4 and n > CSR_WIDE_ELEMENT_MAX_N):
+    if n > CSR_WIDE_MAX_N:
+        return _wide_csr_small(n, m, nnz, longest, blocks, windows, calls, uploaded, elem)
+    if not elem and n % 4 and n > CSR_WIDE_ELEMENT_MAX_N:
         return False, ""
     csr = csr_wide_time(n, m, k, nnz, longest, elem)
     b0, b1, b2 = ((BITTCF_WIDE_MODEL_HALF_LT8 if n < 8 else BITTCF_WIDE_MODEL_HALF)[n % 8 != 0] if elem
@@ -360,6 +385,27 @@ def wide_csr(n: int, m: int, k: int, nnz: int, longest: int, blocks: int, window
     if calls is not None and not uploaded:
         upload = (8 * (m + 1) + 8 * nnz) / CSR_UPLOAD_BYTES_PER_US
         if calls * (bit - csr) < upload:
+            return False, f"Tensor Cores: {why}; {calls} calls save less than the CSR upload ({upload:.0f})"
+    return True, f"wide CSR kernel: {why}"
+
+
+def _wide_csr_small(n: int, m: int, nnz: int, longest: int, blocks: int, windows: int, calls: int | None,
+                    uploaded: bool, elem: int) -> tuple:
+    """``wide_csr`` above CSR_WIDE_MAX_N: the CSR kernel in its one-wave regime of sparse blocks (CSR_WIDE_SMALL_*)."""
+    g = csr_wide_lanes(n)
+    last = n % (4 * g)
+    if n > CSR_WIDE_SMALL_MAX_N or n % 4 or (last and last <= 2 * g):
+        return False, ""
+    why = (f"{m} rows x {g} lanes, {nnz / max(blocks, 1):.1f} entries a block, longest row {longest} "
+           f"(at most {REF_SMS * 2048}, {CSR_WIDE_SMALL_FILL}, {CSR_WIDE_SMALL_LONGEST})")
+    if m * g > REF_SMS * 2048 or nnz > CSR_WIDE_SMALL_FILL * blocks or longest > CSR_WIDE_SMALL_LONGEST:
+        return False, f"Tensor Cores: {why}"
+    if calls is not None and not uploaded:
+        b0, b1, b2 = BITTCF_WIDE_MODEL_HALF[n % 8 != 0] if elem else BITTCF_WIDE_MODEL
+        slices = -(-n // UNIT[elem])
+        saving = CSR_WIDE_SMALL_SAVING * (b0 + slices * (b1 * blocks + b2 * windows) / 1e6)
+        upload = (8 * (m + 1) + 8 * nnz) / CSR_UPLOAD_BYTES_PER_US
+        if calls * saving < upload:
             return False, f"Tensor Cores: {why}; {calls} calls save less than the CSR upload ({upload:.0f})"
     return True, f"wide CSR kernel: {why}"
 
@@ -382,7 +428,16 @@ def csr_wide_part(parts: np.ndarray, m: int, n: int) -> int:
     groups at CSR_WIDE_PART (the rows, a long row counted once per part) exceed REF_SMS x 2,048 / lanes."""
     records = parts.reshape(-1, 4)
     split_rows = int(np.count_nonzero((records[:, 3] & 0xFFFFFFFF) == 0))  # each long row's first part
-    groups = m - split_rows + records.shape[0]
+    return _wide_part_for(m - split_rows + records.shape[0], n)
+
+
+def csr_wide_part_of_lengths(lengths: np.ndarray, n: int) -> int:
+    """``csr_wide_part`` from A's row lengths, without building the parts' records (a first call's host time)."""
+    long = lengths[lengths > CSR_WIDE_LONG]
+    return _wide_part_for(lengths.size - long.size + int((-(-long // CSR_WIDE_PART)).sum()), n)
+
+
+def _wide_part_for(groups: int, n: int) -> int:
     return CSR_WIDE_PART_LONG if groups > REF_SMS * 2048 // csr_wide_lanes(n) else CSR_WIDE_PART
 
 
@@ -730,6 +785,8 @@ class TF32Runner:
         # a format the GPU is still building (accspmm._device_format, defer=True): waited for
         # before the first launch on any stream (args), so the kernel never reads it early
         self._wait = getattr(fmt, "wait", None)
+        # the build kept its upload of A's CSR (dev["csr_block"]), usable where its rows were canonical
+        self._kept_csr = bool(getattr(fmt, "canonical", False))
         self._ibd = float(fmt.stats["imbalance_degree"])  # the format's statistics (one C pass, cached)
         wo = self._window_offsets
         self._mean_blocks = float(wo[-1]) / (wo.size - 1) if wo.size > 1 else 0.0
@@ -803,6 +860,15 @@ class TF32Runner:
         if n in self._decisions:
             return self._decisions[n]
         variant = choose_variant(n, self.shape[1], self._l2, self._override, self.elem)
+        if n > self._narrow and self._wide_choice(n)[0] and self._csr_upload():
+            # the wide CSR kernel reads no schedule: no cap is priced and no task row is built (where the upload
+            # found no GPU memory, the width went back to the Tensor Cores, decided below)
+            self._stats["schedule_by_n"][n] = {
+                "cap": 0, "tasks": 0, "schedule_on": "none", "kernel": f"cuda_cores_csr_wide{csr_wide_lanes(n)}",
+                "split_windows": 0, "predicted": {}, "reason": self._wide_choice(n)[1], "variant": variant,
+                "ibd": self._ibd}
+            self._decisions[n] = (0, variant)
+            return self._decisions[n]
         slices = -(-n // slice_cols(self.elem, variant["slice_s"]))
         if "cap" in self.tuning:
             caps, why = (int(self.tuning["cap"]),), "forced by tuning['cap']"
@@ -919,7 +985,8 @@ class TF32Runner:
                     self._csr_longest = int(np.diff(src.indptr[: m + 1]).max()) if m else 0
                 self._csr_wide[n] = wide_csr(n, m, src.shape[1], int(src.indptr[m] - src.indptr[0]),
                                              self._csr_longest, int(self._window_offsets[-1]), self.num_windows,
-                                             self.calls, "csr_values" in self.dev, self.elem)
+                                             self.calls, "csr_values" in self.dev or "csr_block" in self.dev,
+                                             self.elem)
         return self._csr_wide[n]
 
     def _csr_on(self, n: int) -> bool:
@@ -955,7 +1022,7 @@ class TF32Runner:
         if part is None:
             part = self.tuning.get("csr_part")
             if part is None:
-                part = csr_wide_part(self._wide_parts_of(CSR_WIDE_PART), self._csr_indptr.shape[0] - 1, n)
+                part = csr_wide_part_of_lengths(np.diff(self._csr_indptr), n)
             part = self._csr_part_by_n[n] = int(part)
             report = self._stats.get("schedule_by_n", {}).get(n)
             if report is not None:
@@ -966,6 +1033,14 @@ class TF32Runner:
         if part not in self._csr_wide_parts:
             self._csr_wide_parts[part] = csr_long_parts(self._csr_indptr, CSR_WIDE_LONG, part)
         return self._csr_wide_parts[part]
+
+    def _build_wait(self):
+        """Waits for a format still being built on the device (once; the time goes to the stats)."""
+        if self._wait is not None:
+            t = time.perf_counter()
+            self._wait()
+            self._wait = None
+            self._stats.setdefault("seconds", {})["build_gpu_wait"] = time.perf_counter() - t
 
     def _csr_upload(self) -> bool:
         """Uploads A's CSR for the CSR kernels (once); False where the GPU had no room for it (every width
@@ -986,13 +1061,24 @@ class TF32Runner:
                    "csr_cols": np.ascontiguousarray(src.indices[:nnz] if nnz else np.zeros(1), np.int32),
                    "csr_values": np.ascontiguousarray(src.data[:nnz] if nnz else np.zeros(1), np.float32),
                    "csr_long_parts": self._csr_parts if self._csr_parts.size else np.zeros(1, np.int64)}
+            kept = self.dev.get("csr_block")  # the GPU build's upload of this CSR (accspmm._device_format)
+            if kept is not None:
+                self._build_wait()  # it reads the values the rounding below overwrites
+                if self._kept_csr and kept.nbytes == 8 * (m + 1) + 8 * nnz:
+                    at = 8 * (m + 1)
+                    for name, off, size in (("csr_offsets", 0, at), ("csr_cols", at, 4 * nnz),
+                                            ("csr_values", at + 4 * nnz, 4 * nnz)):
+                        self.dev[name] = DeviceView(kept, off, size)
+                        del put[name]
+                else:  # rows not in ascending column order: the upload below, canonical
+                    self.dev.pop("csr_block").free()
             try:
                 for name, arr in put.items():
                     self.dev[name] = DeviceArray.upload(arr, self._device, side)
                 if self.elem == ELEM["tf32"]:  # as the BitTCF build rounds A (half values are exact already)
                     self._cuda.tf32_round_values(self.dev["csr_values"].ptr, nnz, side)
             except MemoryError as exc:  # no room for A's CSR beside its BitTCF: the BitTCF narrow kernel
-                for name in put:
+                for name in ("csr_offsets", "csr_cols", "csr_values", "csr_long_parts", "csr_block"):
                     if name in self.dev:
                         self.dev.pop(name).free()
                 self._csr_choice = (0, f"BitTCF narrow kernel: the CSR upload found no GPU memory ({exc})")
@@ -1006,7 +1092,9 @@ class TF32Runner:
                 self._csr = None  # never again
                 return False
             self._stats.setdefault("seconds", {})["narrow_csr_upload"] = time.perf_counter() - t
-            self._stats["narrow_csr_bytes"] = sum(self.dev[k].nbytes for k in put)
+            self._stats["narrow_csr_bytes"] = sum(self.dev[k].nbytes for k in ("csr_offsets", "csr_cols", "csr_values",
+                                                                               "csr_long_parts"))
+            self._stats["narrow_csr_from_build"] = "csr_cols" not in put
             self._stats["narrow_csr_long_rows"] = int(((self._csr_parts[3::4] & 0xFFFFFFFF) == 0).sum())
             self._stats["narrow_csr_long_parts"] = self._csr_parts.size // 4
             self._csr_first = int(bool(self._csr_parts.size) and int((self._csr_parts[3::4] >> 32).max()) > 1)
@@ -1110,11 +1198,7 @@ class TF32Runner:
         plan's C is float32 (else C holds B's half format)."""
         m, k = self.shape
         best, v = self.decide(n)
-        if self._wait is not None:  # after the decision, which overlapped the build's last steps
-            t = time.perf_counter()
-            self._wait()
-            self._wait = None
-            self._stats.setdefault("seconds", {})["build_gpu_wait"] = time.perf_counter() - t
+        self._build_wait()  # after the decision, which overlapped the build's last steps
         cap = best if cap is None else cap
         v = v if variant is None else variant
         csr = self._csr_args(n)  # first: a failed upload leaves the BitTCF kernel

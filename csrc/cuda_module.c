@@ -568,7 +568,8 @@ static const void *host_input(PyObject *a, int type, long long count, const char
 }
 
 /* bittcf_gpu_build(m, k, nnz, indptr, indices, values, d_perm or None, d_window_offsets,
- * h_window_offsets, keep_blocks, stream[, defer[, method]]) -> dict of the allocated device addresses (the
+ * h_window_offsets, keep_blocks, stream[, defer[, method[, identity_perm[, validate[, keep_csr]]]]]) -> dict
+ * of the allocated device addresses ("csr": the build's upload of a host CSR, kept with keep_csr, else 0; the
  * caller owns them: pool memory, for free()), num_blocks, method (the method that ran: 1 sort, 2 ranks;
  * the argument: 0 auto, 1, 2) and ready (with defer: an event handle
  * for event_wait / event_destroy, or 0; the build returns without synchronising its last steps).  The CSR is
@@ -577,10 +578,10 @@ static const void *host_input(PyObject *a, int type, long long count, const char
 static PyObject *py_bittcf_gpu_build(PyObject *self, PyObject *args) {
     long long m, k, nnz;
     PyObject *ip, *ix, *iv, *pp, *wo, *h, *s, *idp = Py_None;
-    int keep, defer = 0, method = ACC_BITTCF_GPU_AUTO, validate = 0;
+    int keep, defer = 0, method = ACC_BITTCF_GPU_AUTO, validate = 0, keep_csr = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "LLLOOOOOOpO|piOp", &m, &k, &nnz, &ip, &ix, &iv, &pp, &wo, &h, &keep, &s,
-                          &defer, &method, &idp, &validate))
+    if (!PyArg_ParseTuple(args, "LLLOOOOOOpO|piOpp", &m, &k, &nnz, &ip, &ix, &iv, &pp, &wo, &h, &keep, &s,
+                          &defer, &method, &idp, &validate, &keep_csr))
         return NULL;
     if (idp != Py_None && pp != Py_None) {
         PyErr_SetString(PyExc_ValueError,
@@ -627,6 +628,7 @@ static PyObject *py_bittcf_gpu_build(PyObject *self, PyObject *args) {
     out.keep_blocks = keep;
     out.defer_sync = defer;
     out.d_identity_perm = idp == Py_None ? NULL : as_ptr(idp);
+    out.keep_csr = keep_csr;
     void *stream = s == Py_None ? NULL : as_ptr(s);
     if (PyErr_Occurred()) return NULL;
     int st;
@@ -646,12 +648,13 @@ static PyObject *py_bittcf_gpu_build(PyObject *self, PyObject *args) {
         return acc_py_cuda_raise(st, "BitTCF GPU build failed", 0);
     }
     PyObject *res = Py_BuildValue(
-        "{s:L,s:i,s:i,s:N,s:N,s:N,s:N,s:N,s:N,s:N}", "num_blocks", (long long)out.num_blocks, "method",
+        "{s:L,s:i,s:i,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N}", "num_blocks", (long long)out.num_blocks, "method",
         out.method_used, "canonical", out.canonical, "block_meta", PyLong_FromVoidPtr(out.d_block_meta),
         "values_tf32", PyLong_FromVoidPtr(out.d_values_tf32), "block_cols",
         PyLong_FromVoidPtr(out.d_block_cols), "block_mask", PyLong_FromVoidPtr(out.d_block_mask),
         "block_value_offsets", PyLong_FromVoidPtr(out.d_block_value_offsets), "values",
-        PyLong_FromVoidPtr(out.d_values), "ready", PyLong_FromVoidPtr(out.ready));
+        PyLong_FromVoidPtr(out.d_values), "ready", PyLong_FromVoidPtr(out.ready), "csr",
+        PyLong_FromVoidPtr(out.d_csr));
     if (!res) { /* the outputs leak (as for any failed result dict); the event must not be waited on */
         acc_cuda_event_destroy(out.ready);
     }
@@ -902,9 +905,12 @@ static PyMethodDef cuda_methods[] = {
     {"fill_identity", py_fill_identity, METH_VARARGS, "fill_identity(d_int64, n, stream): d[i] = i"},
     {"bittcf_gpu_build", py_bittcf_gpu_build, METH_VARARGS,
      "bittcf_gpu_build(m, k, nnz, indptr, indices, values, perm|None, window_offsets, h_window_offsets, "
-     "keep_blocks, stream[, defer[, method[, identity_perm[, validate]]]]) -> dict of device addresses, "
-     "num_blocks, method, canonical, ready (identity_perm: a device int64 [m] that gets 0..m-1, with perm "
-     "None; validate: a host CSR not checked on the host, checked on the device: ValueError if malformed)"},
+     "keep_blocks, stream[, defer[, method[, identity_perm[, validate[, keep_csr]]]]]) -> dict of device "
+     "addresses, num_blocks, method, canonical, ready (identity_perm: a device int64 [m] that gets 0..m-1, "
+     "with "
+     "perm None; validate: a host CSR not checked on the host, checked on the device: ValueError if "
+     "malformed; "
+     "keep_csr: the build's upload of a host CSR kept, 'csr', offsets int64, columns int32, values float32)"},
     {"event_wait", py_event_wait, METH_O,
      "event_wait(handle): wait for a deferred build and destroy its event"},
     {"event_destroy", py_event_destroy, METH_O, "event_destroy(handle): destroy a deferred build's event"},

@@ -142,6 +142,10 @@ typedef struct acc_bittcf_gpu_output {
                       * ascend strictly (the CSR is canonical), else 0; without validate, 1 */
     int64_t *d_identity_perm; /* [m], device, or NULL: the caller's; the build writes 0..m-1 into it (a plan
                                * without reordering: the TF32 kernel's perm, with no launch of its own) */
+    int keep_csr; /* set by the caller: a build that uploads the host CSR itself keeps that upload in d_csr */
+    void *d_csr;  /* set by the build (keep_csr, a host CSR, nnz > 0; else NULL): one pool allocation, the
+                   * caller's  to free, holding int64 row offsets [m+1], int32 columns [nnz] and float32 values
+                   * [nnz] back to  back, as given (the values not rounded), in the build's stream order */
 } acc_bittcf_gpu_output;
 
 /* Builds BitTCF on `stream`, bit-identical to acc_bittcf_count + acc_bittcf_fill, and the TF32

@@ -695,8 +695,10 @@ int build(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_output *out, cudaStream
 }
 
 /* The host CSR of `in` into temporaries (device pointers in `dev`), through the library's pinned
- * staging (staging.cu): the host arrays may go after the call. */
-int upload(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_input *dev, cudaStream_t s, Temps &tmp) {
+ * staging (staging.cu): the host arrays may go after the call.  With out->keep_csr, into an allocation of
+ * its own that the caller keeps (out->d_csr; freed with the outputs on an error). */
+int upload(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_input *dev, acc_bittcf_gpu_output *out, cudaStream_t s,
+           Temps &tmp) {
     int64_t *rp = nullptr;
     int32_t *ci = nullptr;
     float *v = nullptr;
@@ -704,7 +706,13 @@ int upload(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_input *dev, cudaStream
     /* one block holding the three arrays back to back (8-, 8- and 4-byte aligned; every kernel reads
      * them element by element), which acc_h2d_staged sends as one DMA */
     char *blk = nullptr;
-    TRY(tmp.get(&blk, m1 * sizeof(int64_t) + 2 * nnz * sizeof(int32_t)));
+    const size_t bytes = m1 * sizeof(int64_t) + 2 * nnz * sizeof(int32_t);
+    if (out->keep_csr) {
+        TRY(out_alloc(&blk, bytes, s));
+        out->d_csr = blk;
+    } else {
+        TRY(tmp.get(&blk, bytes));
+    }
     rp = reinterpret_cast<int64_t *>(blk);
     ci = reinterpret_cast<int32_t *>(blk + m1 * sizeof(int64_t));
     v = reinterpret_cast<float *>(blk + m1 * sizeof(int64_t) + nnz * sizeof(int32_t));
@@ -721,7 +729,8 @@ int upload(const acc_bittcf_gpu_input *in, acc_bittcf_gpu_input *dev, cudaStream
 void free_outputs(acc_bittcf_gpu_output *out, cudaStream_t s) {
     void **p[] = {(void **)&out->d_block_cols,          (void **)&out->d_block_mask,
                   (void **)&out->d_block_value_offsets, (void **)&out->d_values,
-                  (void **)&out->d_block_meta,          (void **)&out->d_values_tf32};
+                  (void **)&out->d_block_meta,          (void **)&out->d_values_tf32,
+                  &out->d_csr};
     for (void **q : p) {
         acc_pool_free(*q, s);
         *q = nullptr;
@@ -839,6 +848,7 @@ extern "C" int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_g
     out->d_values = nullptr;
     out->d_block_meta = nullptr;
     out->d_values_tf32 = nullptr;
+    out->d_csr = nullptr;
     out->num_blocks = 0;
     out->ready = nullptr;
     out->method_used = 0;
@@ -882,7 +892,7 @@ extern "C" int acc_bittcf_gpu_build(const acc_bittcf_gpu_input *in, acc_bittcf_g
         Temps tmp(s);
         acc_bittcf_gpu_input dev_in = *in;
         int checked = 0;
-        st = on_host ? upload(in, &dev_in, s, tmp) : ACC_SUCCESS;
+        st = on_host ? upload(in, &dev_in, out, s, tmp) : ACC_SUCCESS;
         if (st == ACC_SUCCESS) st = ranks ? build_ranks(&dev_in, out, s, tmp, &checked) : RANKS_DECLINED;
         if (st == RANKS_DECLINED && ranks &&
             out->d_identity_perm) { /* declined, maybe before its kernel ran */

@@ -120,8 +120,9 @@ def test_tf32_autotune_same_bits(bundled_int, n):
     rng = np.random.default_rng(n)
     A.data = rng.standard_normal(A.nnz).astype(np.float32)
     Bg = cp.asarray(rng.standard_normal((A.shape[1], n)).astype(np.float32))
-    with accspmm.plan(A, device="gpu", tuning={"cap": 4, "autotune": True}) as p, \
-            accspmm.plan(A, device="gpu", tuning={"cap": 4, "autotune": False}) as q:
+    tc = {"cap": 4, "wide": "bittcf"}  # the Tensor Cores' variants (the wide CSR kernel has none)
+    with accspmm.plan(A, device="gpu", tuning={**tc, "autotune": True}) as p, \
+            accspmm.plan(A, device="gpu", tuning={**tc, "autotune": False}) as q:
         got = _run_poisoned(p, Bg)
         rep = p.stats["schedule_by_n"][n]
         cands = p._tf32.candidates(n)
@@ -132,7 +133,7 @@ def test_tf32_autotune_same_bits(bundled_int, n):
         assert bool((_run_poisoned(q, Bg) == got).all())
         assert "tuned_ms" not in q.stats["schedule_by_n"][n]
         for v in both:
-            with accspmm.plan(A, device="gpu", tuning={"cap": 4, **v}) as f:
+            with accspmm.plan(A, device="gpu", tuning={**tc, **v}) as f:
                 assert bool((_run_poisoned(f, Bg) == got).all()), v
         assert bool((_run_poisoned(p, Bg) == got).all())
 
@@ -141,12 +142,14 @@ def test_tf32_narrow_steps_rule(bundled_int):
     """A TF32 plan runs narrow steps (S = 0, 16 columns, the register pipeline) exactly where its one-wave
     rule replaced S = 2 and ``narrow_steps`` holds (every narrow thread block resident, a long enough task,
     B in L2), with the reason in the stats; timed plans also time S = 1 and S = 2; every choice gives the
-    same bits.  The bundled matrix's first 1,500 rows (rectangular): small grids."""
+    same bits.  The bundled matrix's first 1,500 rows (rectangular): small grids (on the Tensor Cores: by default
+    these widths would run on the wide CSR kernel, CSR_WIDE_SMALL_*)."""
     A = sp.csr_matrix(bundled_int[:1500])
     rng = np.random.default_rng(7)
     A.data = rng.standard_normal(A.nnz).astype(np.float32)
     fired = 0
-    with accspmm.plan(A, device="gpu") as p, accspmm.plan(A, device="gpu", tuning={"autotune": True}) as q:
+    tc = {"wide": "bittcf"}
+    with accspmm.plan(A, device="gpu", tuning=tc) as p, accspmm.plan(A, device="gpu", tuning={**tc, "autotune": True}) as q:
         for n in (8, 20, 36, 64, 128, 256, 130):
             Bg = cp.asarray(rng.standard_normal((A.shape[1], n)).astype(np.float32))
             got = _run_poisoned(p, Bg)
@@ -162,16 +165,17 @@ def test_tf32_narrow_steps_rule(bundled_int):
                 assert {c["slice_s"] for c in cands} == {0, 1, 2}
                 assert not any(c["slice_s"] == 0 and c["staged"] for c in cands)
             assert bool((_run_poisoned(q, Bg) == got).all())
-            with accspmm.plan(A, device="gpu", tuning={"slice_s": 1, "cap": rep["cap"]}) as f:  # the same sums
+            with accspmm.plan(A, device="gpu", tuning={**tc, "slice_s": 1, "cap": rep["cap"]}) as f:  # the same sums
                 assert bool((_run_poisoned(f, Bg) == got).all())
     assert fired >= 2, "small grids must take narrow steps"
 
 
 def test_tf32_forced_depth_keeps_narrow_steps_off():
     """tuning={"depth": 4} (which narrow steps do not have) on a grid under one wave: the plan keeps S = 1
-    at depth 4 instead of asking for narrow steps the kernel refuses; exact on integers."""
+    at depth 4 instead of asking for narrow steps the kernel refuses; exact on integers (the Tensor Cores forced:
+    these widths would run on the wide CSR kernel)."""
     A = long_window_matrix()
-    with accspmm.plan(A, device="gpu", reorder="none", tuning={"depth": 4}) as p:
+    with accspmm.plan(A, device="gpu", reorder="none", tuning={"depth": 4, "wide": "bittcf"}) as p:
         for n in (64, 128):
             Bg = _gpu_int_dense(A.shape[1], n, seed=n)
             _assert_exact_gpu(_run_poisoned(p, Bg), _exact_ref_gpu(A, Bg))
@@ -741,9 +745,11 @@ def test_narrow_csr_upload_out_of_memory_keeps_bittcf(monkeypatch, n, tuning, fa
 
     A = _narrow_csr_matrices()["empty_tail"] if "narrow" in tuning else _wide_csr_matrices()["wide_parts"]
     real = _tf32.DeviceArray.upload
+    failed = []
 
-    def upload(arr, device, stream):
-        if arr.ndim == 1 and arr.dtype == np.float32 and arr.shape[0] == A.nnz:  # the CSR's values
+    def upload(arr, device, stream):  # the first upload of the CSR kernel's arrays (A's CSR, or only its long
+        if not failed:  # rows' parts where the plan kept the GPU build's upload of A)
+            failed.append(arr.shape)
             raise MemoryError("out of GPU memory allocating (test)")
         return real(arr, device, stream)
 
@@ -939,6 +945,88 @@ def test_wide_csr_default_rule_and_bittcf():
             assert torch.equal(C, q(Bt, out=torch.empty_like(C))), n
             assert p.stats["schedule_by_n"][n]["kernel"] == kernel and q.stats["schedule_by_n"][n]["kernel"] == \
                 "tensor_cores", n
+
+
+def test_wide_csr_small_regime():
+    """Above n = 32 (accspmm._tf32.CSR_WIDE_SMALL_*): uniform random columns, 40 a row on 8,000 rows (every row
+    group resident at once on a reference H100, BitTCF's blocks about 8 entries each) run n = 36, 64, 128 and 256
+    on the wide CSR kernel; n = 192 (its last 128-column slice half used), 202 (not a multiple of 4) and 260 (above
+    CSR_WIDE_SMALL_MAX_N) on the Tensor Cores; 9,000 such rows exceed one wave at n = 128 (32 lanes a row) but not
+    at n = 64 (16); every result exact in TF32, FP16 and BF16 (integer data, float32 C for the half formats)."""
+    import torch
+
+    def uniform(m, seed):
+        rng = np.random.default_rng(seed)
+        rows = np.repeat(np.arange(m), 40)
+        U = sp.csr_matrix((rng.integers(-4, 5, rows.size).astype(np.float32), (rows, rng.integers(0, m, rows.size))),
+                          shape=(m, m))
+        U.sum_duplicates()
+        U.eliminate_zeros()
+        return U
+
+    cases = ((uniform(8000, 4), ((36, "cuda_cores_csr_wide16"), (64, "cuda_cores_csr_wide16"),
+                                 (128, "cuda_cores_csr_wide32"), (256, "cuda_cores_csr_wide32"), (192, "tensor_cores"),
+                                 (202, "tensor_cores"), (260, "tensor_cores"))),
+             (uniform(9000, 5), ((64, "cuda_cores_csr_wide16"), (128, "tensor_cores"))))
+    for U, widths in cases:
+        m = U.shape[0]
+        with accspmm.plan(U, device="gpu") as p:
+            for n, kernel in widths:
+                B = int_dense(m, n, seed=n)
+                assert np.array_equal(p(B), scipy_ref(U, B)), n
+                assert p.stats["schedule_by_n"][n]["kernel"] == kernel, n
+            assert "entries a block" in p.stats["schedule_by_n"][widths[0][0]]["reason"]
+        for prec in ("fp16", "bf16"):
+            dt = torch.float16 if prec == "fp16" else torch.bfloat16
+            with accspmm.plan(U, device="gpu", precision=prec, format="bittcf") as p:
+                for n, kernel in widths:
+                    if n % 4:
+                        continue
+                    B = int_dense(m, n, seed=n)
+                    C = p(torch.from_numpy(B).to(dt).cuda(), out=torch.empty(m, n, device="cuda"))
+                    assert np.array_equal(C.cpu().numpy(), half_ref(U, B, prec, "float32")), (prec, n)
+                    assert p.stats["schedule_by_n"][n]["kernel"] == kernel, (prec, n)
+
+
+def test_csr_kernels_take_the_builds_upload():
+    """A GPU TF32 plan of at most CSR_KEEP_MAX_ROWS rows keeps the BitTCF build's upload of A's CSR, and its CSR
+    kernels (n = 1 narrow, n = 64 in the one-wave regime) read that instead of uploading A again: the values
+    TF32-rounded in place, the same bits as a plan built on the host (which uploads them) on random values,
+    exact on integers; rows whose columns do not ascend (the device-checked path accepts them) or duplicates
+    (summed by a second build) give the canonical CSR; a plan of more rows keeps nothing."""
+    import torch
+
+    rng = np.random.default_rng(11)
+    m = 3000
+    rows = np.repeat(np.arange(m), 12)
+    cols = rng.integers(0, m, rows.size)
+    base = sp.csr_matrix((rng.standard_normal(rows.size).astype(np.float32), (rows, cols)), shape=(m, m))
+    base.sum_duplicates()
+    coo = base.tocoo()
+    flip = np.argsort(coo.row * m - coo.col, kind="stable")  # every row's columns descending
+    unsorted = csr_raw(m, m, coo.row[flip], coo.col[flip], coo.data[flip])
+    dups = csr_raw(m, m, np.concatenate([coo.row, coo.row[:50]]), np.concatenate([coo.col, coo.col[:50]]),
+                   np.concatenate([coo.data, np.ones(50, np.float32)]))
+    for A, kept in ((base, True), (unsorted, False), (dups, True)):
+        with accspmm.plan(A, device="gpu") as p, accspmm.plan(A, device="gpu", tuning={"build": "cpu"}) as q:
+            assert "csr_block" in p._dev and "csr_block" not in q._dev  # freed at the first CSR call if not canonical
+            for n, kernel in ((1, "cuda_cores_csr"), (64, "cuda_cores_csr_wide16")):
+                B = torch.from_numpy(rng.standard_normal((m, n)).astype(np.float32)).cuda()
+                C = p(B)
+                assert p.stats["schedule_by_n"][n]["kernel"].startswith(kernel), n
+                assert torch.equal(C, q(B)), n
+                Ai = sp.csr_matrix(A, copy=True)  # integer values, entries in A's order
+                Ai.data = np.rint(Ai.data * 4).astype(np.float32)
+                ref = sp.csr_matrix(Ai, copy=True)
+                ref.sum_duplicates()
+                Bi = int_dense(m, n, seed=n)
+                with accspmm.plan(Ai, device="gpu") as r:
+                    assert np.array_equal(r(Bi), scipy_ref(ref, Bi)) and ("csr_block" in r._dev) == kept, n
+            assert p.stats["narrow_csr_from_build"] == kept and not q.stats["narrow_csr_from_build"]
+            assert ("csr_block" in p._dev) == kept
+    tall = sp.csr_matrix(sp.eye(_tf32.CSR_KEEP_MAX_ROWS + 1, dtype=np.float32))
+    with accspmm.plan(tall, device="gpu") as p:
+        assert "csr_block" not in p._dev
 
 
 def test_wide_csr_part_lengths():

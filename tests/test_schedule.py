@@ -546,17 +546,51 @@ def test_wide_csr_rule():
     assert wide_csr(CSR_WIDE_ELEMENT_MAX_N - 1, *uniform)[0]
 
 
+def test_wide_csr_small_regime_rule():
+    """Above CSR_WIDE_MAX_N, up to CSR_WIDE_SMALL_MAX_N and n a multiple of 4: the wide CSR kernel where its row
+    groups fit one wave of a reference H100 (m x lanes <= REF_SMS x 2,048), BitTCF's blocks hold at most
+    CSR_WIDE_SMALL_FILL entries on average, no row is longer than CSR_WIDE_SMALL_LONGEST and its last column slice
+    (4 x lanes columns) is more than half used; the same rule for every operand format; a known call count must
+    repay the CSR upload."""
+    from accspmm._tf32 import (CSR_WIDE_MAX_N, CSR_WIDE_SMALL_FILL, CSR_WIDE_SMALL_LONGEST, CSR_WIDE_SMALL_MAX_N,
+                               REF_SMS, csr_wide_lanes, wide_csr)
+
+    small = (2642, 2642, 6606, 5, 896, 331)  # minnesota: m, k, nnz, longest row, blocks, windows
+    for elem in (0, 1, 2):
+        for n in (36, 48, 64, 96, 100, 128, 224, 256):
+            on, why = wide_csr(n, *small, elem=elem)
+            assert on and why.startswith("wide CSR kernel:") and "entries a block" in why, (n, elem)
+        # not a multiple of 4, the last slice at most half used (160: 32 of 128 columns, 192: 64), too wide
+        for n in (CSR_WIDE_MAX_N + 1, 34, 130, 160, 192, CSR_WIDE_SMALL_MAX_N + 4, 512):
+            assert wide_csr(n, *small, elem=elem) == (False, ""), (n, elem)
+    wave = REF_SMS * 2048
+    for n in (64, 128):
+        g = csr_wide_lanes(n)
+        m = wave // g
+        at = (m, m, 8 * m, 40, m, -(-m // 8))
+        assert wide_csr(n, *at)[0] and not wide_csr(n, m + 1, *at[1:])[0], n  # one wave of row groups
+        assert not wide_csr(n, m, m, CSR_WIDE_SMALL_FILL * m + 1, 40, m, -(-m // 8))[0]  # blocks too full
+        assert wide_csr(n, m, m, CSR_WIDE_SMALL_FILL * m, 40, m, -(-m // 8))[0]
+        assert wide_csr(n, m, m, 8 * m, CSR_WIDE_SMALL_LONGEST, m, -(-m // 8))[0]
+        on, why = wide_csr(n, m, m, 8 * m, CSR_WIDE_SMALL_LONGEST + 1, m, -(-m // 8))  # a long row's chain of parts
+        assert not on and why.startswith("Tensor Cores:")
+    assert not wide_csr(128, *small, calls=1)[0] and "save less than the CSR upload" in wide_csr(128, *small, calls=1)[1]
+    assert wide_csr(128, *small, calls=1, uploaded=True)[0] and wide_csr(128, *small, calls=1000)[0]
+
+
 def test_wide_csr_part_length():
     """The wide CSR kernel's parts: CSR_WIDE_PART_LONG where its groups at CSR_WIDE_PART (rows, a long row once
     per part) exceed the reference GPU's groups at once (REF_SMS x 2,048 / lanes a row), else CSR_WIDE_PART."""
     from accspmm._tf32 import (CSR_WIDE_LONG, CSR_WIDE_PART, CSR_WIDE_PART_LONG, REF_SMS, csr_long_parts,
-                               csr_wide_lanes, csr_wide_part)
+                               csr_wide_lanes, csr_wide_part, csr_wide_part_of_lengths)
 
     assert (CSR_WIDE_PART, CSR_WIDE_PART_LONG) == (32, 64)
 
     def part(lengths, n):
         indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        return csr_wide_part(csr_long_parts(indptr, CSR_WIDE_LONG, CSR_WIDE_PART), len(lengths), n)
+        part = csr_wide_part(csr_long_parts(indptr, CSR_WIDE_LONG, CSR_WIDE_PART), len(lengths), n)
+        assert csr_wide_part_of_lengths(np.asarray(lengths, np.int64), n) == part  # the plans' way, no records
+        return part
 
     cap = {n: REF_SMS * 2048 // csr_wide_lanes(n) for n in (8, 32)}  # 135,168 and 33,792 groups
     assert part(np.full(60_000, 50), 32) == 64 and part(np.full(60_000, 50), 8) == 32  # 120,000 groups
