@@ -431,10 +431,13 @@ def csr_wide_part(parts: np.ndarray, m: int, n: int) -> int:
     return _wide_part_for(m - split_rows + records.shape[0], n)
 
 
-def csr_wide_part_of_lengths(lengths: np.ndarray, n: int) -> int:
-    """``csr_wide_part`` from A's row lengths, without building the parts' records (a first call's host time)."""
-    long = lengths[lengths > CSR_WIDE_LONG]
-    return _wide_part_for(lengths.size - long.size + int((-(-long // CSR_WIDE_PART)).sum()), n)
+def csr_wide_part_of_offsets(indptr: np.ndarray, n: int) -> int:
+    """``csr_wide_part`` from A's offsets, counting the parts without building their records (one C pass)."""
+    from . import _core
+
+    indptr = np.ascontiguousarray(indptr, np.int64)
+    rows, parts = _core.csr_long_parts(indptr, CSR_WIDE_LONG, CSR_WIDE_PART, True)
+    return _wide_part_for(indptr.shape[0] - 1 - rows + parts, n)
 
 
 def _wide_part_for(groups: int, n: int) -> int:
@@ -447,23 +450,10 @@ def csr_long_parts(indptr: np.ndarray, long: int = CSR_LONG, part: int = CSR_PAR
     CSR_WIDE_PART for the wide kernel's groups), from A's offsets: int64 [4 P], part q's row, its first
     entry, its end (CSR positions) and (its index j in the row) | (the row's parts << 32) at 4 q .. 4 q + 3;
     a row's ceil(length / part) parts cut it into equal ranges (j * length // parts ..), consecutive, rows
-    ascending (cuda/tf32_spmm.h, acc_tf32_csr)."""
-    indptr = np.asarray(indptr, np.int64)
-    lengths = np.diff(indptr)
-    rows = np.flatnonzero(lengths > long).astype(np.int64)
-    if rows.size == 0:
-        return np.zeros(0, np.int64)
-    length = lengths[rows]
-    parts = -(-length // part)
-    first = np.cumsum(parts) - parts
-    j = np.arange(int(parts.sum()), dtype=np.int64) - np.repeat(first, parts)
-    P, n, start = np.repeat(parts, parts), np.repeat(length, parts), np.repeat(indptr[rows], parts)
-    out = np.empty((j.size, 4), np.int64)
-    out[:, 0] = np.repeat(rows, parts)
-    out[:, 1] = start + j * n // P
-    out[:, 2] = start + (j + 1) * n // P
-    out[:, 3] = j | (P << 32)
-    return out.reshape(-1)
+    ascending (cuda/tf32_spmm.h, acc_tf32_csr).  One C pass (csrc/acc_csr_long_parts.c)."""
+    from . import _core
+
+    return _core.csr_long_parts(np.ascontiguousarray(indptr, np.int64), int(long), int(part))
 
 
 def narrow_csr(indptr: np.ndarray, num_blocks: int, num_windows: int, force: bool = False,
@@ -1022,7 +1012,7 @@ class TF32Runner:
         if part is None:
             part = self.tuning.get("csr_part")
             if part is None:
-                part = csr_wide_part_of_lengths(np.diff(self._csr_indptr), n)
+                part = csr_wide_part_of_offsets(self._csr_indptr, n)
             part = self._csr_part_by_n[n] = int(part)
             report = self._stats.get("schedule_by_n", {}).get(n)
             if report is not None:

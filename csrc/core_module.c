@@ -917,6 +917,53 @@ fail:
     return NULL;
 }
 
+/* csr_long_parts(offsets: int64 [m + 1], long, part) -> int64 [4 P] (acc_csr_long_parts); with count=True
+ * (rows, parts) instead (acc_csr_long_count), no records. */
+static PyObject *py_csr_long_parts(PyObject *self, PyObject *args) {
+    PyObject *oobj;
+    long long long_len, part;
+    int count = 0;
+    PyArrayObject *off = NULL, *out = NULL;
+    int64_t rows = 0, parts = 0;
+    acc_status st;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OLL|p", &oobj, &long_len, &part, &count)) return NULL;
+    off = acc_py_array(oobj, NPY_INT64, 1, -1, -1, 0, "offsets");
+    if (!off) return NULL;
+    const int64_t m = PyArray_DIM(off, 0) - 1;
+    if (m < 0) {
+        PyErr_SetString(PyExc_ValueError, "csr_long_parts: offsets must hold m + 1 >= 1 entries");
+        goto fail;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_csr_long_count(PyArray_DATA(off), m, long_len, part, &rows, &parts);
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) {
+        acc_py_raise(st, "csr_long_parts (long >= 0, part > 0)");
+        goto fail;
+    }
+    if (count) {
+        Py_DECREF(off);
+        return Py_BuildValue("(LL)", (long long)rows, (long long)parts);
+    }
+    npy_intp n = (npy_intp)(4 * parts);
+    out = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
+    if (!out) goto fail;
+    Py_BEGIN_ALLOW_THREADS
+    st = acc_csr_long_parts(PyArray_DATA(off), m, long_len, part, PyArray_DATA(out));
+    Py_END_ALLOW_THREADS
+    if (st != ACC_SUCCESS) {
+        acc_py_raise(st, "csr_long_parts");
+        goto fail;
+    }
+    Py_DECREF(off);
+    return (PyObject *)out;
+fail:
+    Py_XDECREF(off);
+    Py_XDECREF(out);
+    return NULL;
+}
+
 /* lpt_rows(tasks: int32 [T, w], cost: float64 [T]) -> the rows in the order "longest predicted task
  * first" (stable: ties keep their order), a new array; lpt_order(cost) -> that order, int64 [T]. */
 static PyObject *py_lpt_rows(PyObject *self, PyObject *args) {
@@ -1043,6 +1090,10 @@ static PyMethodDef core_methods[] = {
      "bittcf_window_stats(m, k, nnz, window_offsets, float64) -> stats dict"},
     {"bittcf_count_stats", py_bittcf_count_stats, METH_VARARGS,
      "bittcf_count_stats(m, k, indptr, indices, perm, float64) -> stats dict (no format built)"},
+    {"csr_long_parts", py_csr_long_parts, METH_VARARGS,
+     "csr_long_parts(offsets int64 [m+1], long, part[, count]) -> int64 [4 P]: the CSR kernels' parts of the "
+     "rows "
+     "of more than long entries (row, first, end, j | parts << 32); count=True: (long rows, parts)"},
     {"lpt_rows", py_lpt_rows, METH_VARARGS,
      "lpt_rows(tasks int32 [T, w], cost float64 [T]) -> the rows, longest predicted task first (stable)"},
     {"lpt_order", py_lpt_order, METH_O,

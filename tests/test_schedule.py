@@ -582,14 +582,14 @@ def test_wide_csr_part_length():
     """The wide CSR kernel's parts: CSR_WIDE_PART_LONG where its groups at CSR_WIDE_PART (rows, a long row once
     per part) exceed the reference GPU's groups at once (REF_SMS x 2,048 / lanes a row), else CSR_WIDE_PART."""
     from accspmm._tf32 import (CSR_WIDE_LONG, CSR_WIDE_PART, CSR_WIDE_PART_LONG, REF_SMS, csr_long_parts,
-                               csr_wide_lanes, csr_wide_part, csr_wide_part_of_lengths)
+                               csr_wide_lanes, csr_wide_part, csr_wide_part_of_offsets)
 
     assert (CSR_WIDE_PART, CSR_WIDE_PART_LONG) == (32, 64)
 
     def part(lengths, n):
         indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         part = csr_wide_part(csr_long_parts(indptr, CSR_WIDE_LONG, CSR_WIDE_PART), len(lengths), n)
-        assert csr_wide_part_of_lengths(np.asarray(lengths, np.int64), n) == part  # the plans' way, no records
+        assert csr_wide_part_of_offsets(indptr, n) == part  # the plans' way: counted, no records
         return part
 
     cap = {n: REF_SMS * 2048 // csr_wide_lanes(n) for n in (8, 32)}  # 135,168 and 33,792 groups
@@ -683,3 +683,41 @@ def test_csr_long_parts_cover_each_long_row_once():
         assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
     shifted = csr_long_parts(indptr.astype(np.int64) + 5).reshape(-1, 4)
     assert np.array_equal(shifted[:, 1:3], parts[:, 1:3] + 5) and np.array_equal(shifted[:, [0, 3]], parts[:, [0, 3]])
+
+
+def _long_parts_numpy(indptr, long, part):
+    """csr_long_parts in NumPy (its implementation before the C pass): the reference."""
+    indptr = np.asarray(indptr, np.int64)
+    lengths = np.diff(indptr)
+    rows = np.flatnonzero(lengths > long).astype(np.int64)
+    length = lengths[rows]
+    parts = -(-length // part)
+    first = np.cumsum(parts) - parts
+    j = np.arange(int(parts.sum()), dtype=np.int64) - np.repeat(first, parts)
+    P, n, start = np.repeat(parts, parts), np.repeat(length, parts), np.repeat(indptr[rows], parts)
+    out = np.empty((j.size, 4), np.int64)
+    out[:, 0], out[:, 1], out[:, 2], out[:, 3] = np.repeat(rows, parts), start + j * n // P, start + (j + 1) * n // P, \
+        j | (P << 32)
+    return out.reshape(-1)
+
+
+def test_csr_long_parts_c_pass_matches_numpy():
+    """The C pass of csr_long_parts (csrc/acc_csr_long_parts.c) gives NumPy's records for the narrow and the wide
+    kernels' lengths, on random lengths, empty A and no long rows; its count mode gives the rows and parts; bad
+    lengths raise."""
+    from accspmm import _core
+    from accspmm._tf32 import CSR_LONG, CSR_PART, CSR_WIDE_LONG, CSR_WIDE_PART, csr_long_parts
+
+    rng = np.random.default_rng(8)
+    for trial in range(20):
+        lengths = rng.integers(0, rng.choice([40, 300, 5000]), rng.integers(0, 400))
+        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64) + trial
+        for long, part in ((CSR_LONG, CSR_PART), (CSR_WIDE_LONG, CSR_WIDE_PART), (CSR_WIDE_LONG, 64), (0, 1)):
+            got = csr_long_parts(indptr, long, part)
+            assert got.dtype == np.int64 and np.array_equal(got, _long_parts_numpy(indptr, long, part)), (trial, long)
+            rows, parts = _core.csr_long_parts(indptr, long, part, True)
+            assert (rows, 4 * parts) == (int((lengths > long).sum()), got.size)
+    assert csr_long_parts(np.zeros(1, np.int64)).size == 0
+    for bad in ((np.zeros(3, np.int64), 32, 0), (np.zeros(3, np.int64), -1, 32), (np.zeros(0, np.int64), 32, 32)):
+        with pytest.raises(ValueError):
+            _core.csr_long_parts(*bad)

@@ -617,6 +617,47 @@ static void test_lpt(void) {
     EXPECT(acc_lpt_rows(NULL, 3, 5, NULL, NULL) == ACC_ERR_INVALID_ARGUMENT);
 }
 
+/* acc_csr_long_count / acc_csr_long_parts: every entry of each long row in one part, in order, parts of at
+ * most `part` entries and equal to one entry, j * length / P as the division gives it; the bad arguments
+ * refused. */
+static void test_csr_long_parts(void) {
+    static const int64_t lengths[] = {0, 33, 32, 1, 1000, 97, 64, 65, 0, 4097};
+    const int64_t m = (int64_t)(sizeof lengths / sizeof lengths[0]);
+    int64_t offsets[11];
+    offsets[0] = 3;
+    for (int64_t i = 0; i < m; i++)
+        offsets[i + 1] = offsets[i] + lengths[i];
+    static const int64_t setups[][2] = {{32, 32}, {32, 64}, {0, 1}, {1024, 4096}, {5000, 7}};
+    for (size_t t = 0; t < sizeof setups / sizeof setups[0]; t++) {
+        const int64_t lng = setups[t][0], part = setups[t][1];
+        int64_t rows = -1, parts = -1;
+        EXPECT(acc_csr_long_count(offsets, m, lng, part, &rows, &parts) == ACC_SUCCESS);
+        int64_t *out = malloc((size_t)(4 * parts + 1) * sizeof(int64_t));
+        EXPECT(out != NULL);
+        if (!out) return;
+        EXPECT(acc_csr_long_parts(offsets, m, lng, part, out) == ACC_SUCCESS);
+        int64_t q = 0, seen = 0;
+        for (int64_t i = 0; i < m; i++) {
+            if (lengths[i] <= lng) continue;
+            seen++;
+            const int64_t P = (lengths[i] + part - 1) / part;
+            for (int64_t j = 0; j < P; j++, q++) {
+                EXPECT(out[4 * q] == i && out[4 * q + 3] == (j | (P << 32)));
+                EXPECT(out[4 * q + 1] == offsets[i] + j * lengths[i] / P);
+                EXPECT(out[4 * q + 2] == offsets[i] + (j + 1) * lengths[i] / P);
+                EXPECT(out[4 * q + 2] - out[4 * q + 1] <= part && out[4 * q + 2] > out[4 * q + 1]);
+            }
+        }
+        EXPECT(q == parts && seen == rows);
+        free(out);
+    }
+    int64_t r, p;
+    EXPECT(acc_csr_long_count(offsets, m, 32, 0, &r, &p) == ACC_ERR_INVALID_ARGUMENT);
+    EXPECT(acc_csr_long_count(offsets, m, -1, 32, &r, &p) == ACC_ERR_INVALID_ARGUMENT);
+    EXPECT(acc_csr_long_parts(NULL, m, 32, 32, &r) == ACC_ERR_INVALID_ARGUMENT);
+    EXPECT(acc_csr_long_count(offsets, 0, 32, 32, &r, &p) == ACC_SUCCESS && r == 0 && p == 0);
+}
+
 int main(void) {
     static const int64_t shapes[][4] = {{0, 0, 0, 3},    {1, 1, 1, 1},     {7, 5, 3, 9},
                                         {8, 8, 8, 8},    {37, 19, 6, 33},  {64, 300, 40, 17},
@@ -636,6 +677,7 @@ int main(void) {
     test_tile_masks();
     test_sort();
     test_lpt();
+    test_csr_long_parts();
     static const int64_t gshapes[][4] = {
         {0, 0, 0, 2}, {1, 1, 1, 1}, {37, 19, 23, 6}, {64, 300, 70, 40}, {40, 30, 5000000, 9}};
     for (size_t t = 0; t < sizeof gshapes / sizeof gshapes[0]; t++)
