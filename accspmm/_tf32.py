@@ -371,43 +371,45 @@ def wide_csr(n: int, m: int, k: int, nnz: int, longest: int, blocks: int, window
     sparse blocks instead (``CSR_WIDE_SMALL_*``).  ``calls``: the products
     the plan expects (None: many); unless A's CSR is already ``uploaded``, the predicted saving over them must
     also pay for its upload (``CSR_UPLOAD_BYTES_PER_US``)."""
-    if n > CSR_WIDE_MAX_N:
-        return _wide_csr_small(n, m, nnz, longest, blocks, windows, calls, uploaded, elem)
-    if not elem and n % 4 and n > CSR_WIDE_ELEMENT_MAX_N:
-        return False, ""
-    csr = csr_wide_time(n, m, k, nnz, longest, elem)
-    b0, b1, b2 = ((BITTCF_WIDE_MODEL_HALF_LT8 if n < 8 else BITTCF_WIDE_MODEL_HALF)[n % 8 != 0] if elem
-                  else BITTCF_WIDE_MODEL)
-    bit = b0 + b1 * blocks / 1e6 + b2 * windows / 1e6
-    why = f"CSR predicts {csr:.1f} µs, BitTCF {bit:.1f} (longest row {longest})"
-    if csr > CSR_WIDE_MARGIN * bit:
-        return False, f"Tensor Cores: {why}"
+    on, why, saving = (_wide_csr_small if n > CSR_WIDE_MAX_N else _wide_csr_model)(n, m, k, nnz, longest, blocks,
+                                                                                  windows, elem)
+    if not on:
+        return False, f"Tensor Cores: {why}" if why else ""
     if calls is not None and not uploaded:
-        upload = (8 * (m + 1) + 8 * nnz) / CSR_UPLOAD_BYTES_PER_US
-        if calls * (bit - csr) < upload:
-            return False, f"Tensor Cores: {why}; {calls} calls save less than the CSR upload ({upload:.0f})"
-    return True, f"wide CSR kernel: {why}"
-
-
-def _wide_csr_small(n: int, m: int, nnz: int, longest: int, blocks: int, windows: int, calls: int | None,
-                    uploaded: bool, elem: int) -> tuple:
-    """``wide_csr`` above CSR_WIDE_MAX_N: the CSR kernel in its one-wave regime of sparse blocks (CSR_WIDE_SMALL_*)."""
-    g = csr_wide_lanes(n)
-    last = n % (4 * g)
-    if n > CSR_WIDE_SMALL_MAX_N or n % 4 or (last and last <= 2 * g):
-        return False, ""
-    why = (f"{m} rows x {g} lanes, {nnz / max(blocks, 1):.1f} entries a block, longest row {longest} "
-           f"(at most {REF_SMS * 2048}, {CSR_WIDE_SMALL_FILL}, {CSR_WIDE_SMALL_LONGEST})")
-    if m * g > REF_SMS * 2048 or nnz > CSR_WIDE_SMALL_FILL * blocks or longest > CSR_WIDE_SMALL_LONGEST:
-        return False, f"Tensor Cores: {why}"
-    if calls is not None and not uploaded:
-        b0, b1, b2 = BITTCF_WIDE_MODEL_HALF[n % 8 != 0] if elem else BITTCF_WIDE_MODEL
-        slices = -(-n // UNIT[elem])
-        saving = CSR_WIDE_SMALL_SAVING * (b0 + slices * (b1 * blocks + b2 * windows) / 1e6)
         upload = (8 * (m + 1) + 8 * nnz) / CSR_UPLOAD_BYTES_PER_US
         if calls * saving < upload:
             return False, f"Tensor Cores: {why}; {calls} calls save less than the CSR upload ({upload:.0f})"
     return True, f"wide CSR kernel: {why}"
+
+
+def _bittcf_wide_time(n: int, blocks: int, windows: int, elem: int, slices: int = 1) -> float:
+    """The Tensor Cores' modelled time (µs) at width n in ``slices`` column slices (``BITTCF_WIDE_MODEL*``)."""
+    b0, b1, b2 = ((BITTCF_WIDE_MODEL_HALF_LT8 if n < 8 else BITTCF_WIDE_MODEL_HALF)[n % 8 != 0] if elem
+                  else BITTCF_WIDE_MODEL)
+    return b0 + slices * b1 * blocks / 1e6 + slices * b2 * windows / 1e6
+
+
+def _wide_csr_model(n: int, m: int, k: int, nnz: int, longest: int, blocks: int, windows: int, elem: int) -> tuple:
+    """``wide_csr`` up to CSR_WIDE_MAX_N, by the two time models: (on, reason, predicted saving a call in µs)."""
+    if not elem and n % 4 and n > CSR_WIDE_ELEMENT_MAX_N:
+        return False, "", 0.0
+    csr = csr_wide_time(n, m, k, nnz, longest, elem)
+    bit = _bittcf_wide_time(n, blocks, windows, elem)
+    return csr <= CSR_WIDE_MARGIN * bit, f"CSR predicts {csr:.1f} µs, BitTCF {bit:.1f} (longest row {longest})", \
+        bit - csr
+
+
+def _wide_csr_small(n: int, m: int, k: int, nnz: int, longest: int, blocks: int, windows: int, elem: int) -> tuple:
+    """``wide_csr`` above CSR_WIDE_MAX_N: the CSR kernel in its one-wave regime of sparse blocks (CSR_WIDE_SMALL_*),
+    (on, reason, the saving a call assumed: CSR_WIDE_SMALL_SAVING of the Tensor Cores' modelled time)."""
+    g = csr_wide_lanes(n)
+    last = n % (4 * g)
+    if n > CSR_WIDE_SMALL_MAX_N or n % 4 or (last and last <= 2 * g):
+        return False, "", 0.0
+    why = (f"{m} rows x {g} lanes, {nnz / max(blocks, 1):.1f} entries a block, longest row {longest} "
+           f"(at most {REF_SMS * 2048}, {CSR_WIDE_SMALL_FILL}, {CSR_WIDE_SMALL_LONGEST})")
+    on = m * g <= REF_SMS * 2048 and nnz <= CSR_WIDE_SMALL_FILL * blocks and longest <= CSR_WIDE_SMALL_LONGEST
+    return on, why, CSR_WIDE_SMALL_SAVING * _bittcf_wide_time(n, blocks, windows, elem, -(-n // UNIT[elem]))
 
 
 def csr_narrow_time(m: int, nnz: int, short: int, lanes: int, longest: int = 0) -> float:
@@ -422,25 +424,15 @@ def csr_narrow_time(m: int, nnz: int, short: int, lanes: int, longest: int = 0) 
     return t + c4 * -(-part // CSR_BLOCK) / 4
 
 
-def csr_wide_part(parts: np.ndarray, m: int, n: int) -> int:
-    """The wide CSR kernel's part length at width n (CSR_WIDE_PART_LONG or CSR_WIDE_PART) for A of m rows whose
-    long rows' parts of CSR_WIDE_PART entries are ``parts`` (csr_long_parts): the longer parts where the
-    groups at CSR_WIDE_PART (the rows, a long row counted once per part) exceed REF_SMS x 2,048 / lanes."""
-    records = parts.reshape(-1, 4)
-    split_rows = int(np.count_nonzero((records[:, 3] & 0xFFFFFFFF) == 0))  # each long row's first part
-    return _wide_part_for(m - split_rows + records.shape[0], n)
-
-
-def csr_wide_part_of_offsets(indptr: np.ndarray, n: int) -> int:
-    """``csr_wide_part`` from A's offsets, counting the parts without building their records (one C pass)."""
+def csr_wide_part(indptr: np.ndarray, n: int) -> int:
+    """The wide CSR kernel's part length at width n (CSR_WIDE_PART_LONG or CSR_WIDE_PART) for A of offsets
+    ``indptr``: the longer parts where the groups at CSR_WIDE_PART (the rows, a long row counted once per part)
+    exceed REF_SMS x 2,048 / lanes; the parts counted in one C pass, their records not built."""
     from . import _core
 
     indptr = np.ascontiguousarray(indptr, np.int64)
     rows, parts = _core.csr_long_parts(indptr, CSR_WIDE_LONG, CSR_WIDE_PART, True)
-    return _wide_part_for(indptr.shape[0] - 1 - rows + parts, n)
-
-
-def _wide_part_for(groups: int, n: int) -> int:
+    groups = indptr.shape[0] - 1 - rows + parts
     return CSR_WIDE_PART_LONG if groups > REF_SMS * 2048 // csr_wide_lanes(n) else CSR_WIDE_PART
 
 
@@ -1012,7 +1004,7 @@ class TF32Runner:
         if part is None:
             part = self.tuning.get("csr_part")
             if part is None:
-                part = csr_wide_part_of_offsets(self._csr_indptr, n)
+                part = csr_wide_part(self._csr_indptr, n)
             part = self._csr_part_by_n[n] = int(part)
             report = self._stats.get("schedule_by_n", {}).get(n)
             if report is not None:

@@ -582,14 +582,16 @@ def test_wide_csr_part_length():
     """The wide CSR kernel's parts: CSR_WIDE_PART_LONG where its groups at CSR_WIDE_PART (rows, a long row once
     per part) exceed the reference GPU's groups at once (REF_SMS x 2,048 / lanes a row), else CSR_WIDE_PART."""
     from accspmm._tf32 import (CSR_WIDE_LONG, CSR_WIDE_PART, CSR_WIDE_PART_LONG, REF_SMS, csr_long_parts,
-                               csr_wide_lanes, csr_wide_part, csr_wide_part_of_offsets)
+                               csr_wide_lanes, csr_wide_part)
 
     assert (CSR_WIDE_PART, CSR_WIDE_PART_LONG) == (32, 64)
 
     def part(lengths, n):
         indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        part = csr_wide_part(csr_long_parts(indptr, CSR_WIDE_LONG, CSR_WIDE_PART), len(lengths), n)
-        assert csr_wide_part_of_offsets(indptr, n) == part  # the plans' way: counted, no records
+        records = csr_long_parts(indptr, CSR_WIDE_LONG, CSR_WIDE_PART).reshape(-1, 4)  # the groups, from records
+        groups = len(lengths) - int(((records[:, 3] & 0xFFFFFFFF) == 0).sum()) + records.shape[0]
+        part = csr_wide_part(indptr, n)
+        assert part == (CSR_WIDE_PART_LONG if groups > REF_SMS * 2048 // csr_wide_lanes(n) else CSR_WIDE_PART)
         return part
 
     cap = {n: REF_SMS * 2048 // csr_wide_lanes(n) for n in (8, 32)}  # 135,168 and 33,792 groups
