@@ -886,6 +886,17 @@ def test_wide_csr_nonfinite_bound_deterministic_streams():
     _bound_and_same_bits(A, 12, {"wide": "csr"}, rng)
 
 
+def _uniform_rows_40(m, seed):
+    """m x m, 40 uniform random columns a row (duplicates summed), integer values in [-4, 4] (zeros dropped)."""
+    rng = np.random.default_rng(seed)
+    rows = np.repeat(np.arange(m), 40)
+    U = sp.csr_matrix((rng.integers(-4, 5, rows.size).astype(np.float32), (rows, rng.integers(0, m, rows.size))),
+                      shape=(m, m))
+    U.sum_duplicates()
+    U.eliminate_zeros()
+    return U
+
+
 def test_wide_csr_default_rule_and_bittcf():
     """By default a tall matrix of one column (BitTCF's blocks one entry each) runs n = 8 and 16 on the wide
     CSR kernel and n = 32 on the Tensor Cores (by the models); tuning={"wide": "bittcf"} keeps n = 8 on the
@@ -913,12 +924,7 @@ def test_wide_csr_default_rule_and_bittcf():
         assert p.stats["schedule_by_n"][16]["kernel"] == "tensor_cores"
     with pytest.raises(ValueError, match="wide"):
         accspmm.plan(A, device="gpu", tuning={"wide": "rows"})(int_dense(1, 8, seed=1))
-    rng = np.random.default_rng(3)  # uniform random columns, 40 a row: the CSR kernel up to n = 32, not above
-    rows = np.repeat(np.arange(8000), 40)
-    U = sp.csr_matrix((rng.integers(-4, 5, rows.size).astype(np.float32), (rows, rng.integers(0, 8000, rows.size))),
-                      shape=(8000, 8000))
-    U.sum_duplicates()
-    U.eliminate_zeros()
+    U = _uniform_rows_40(8000, 3)  # the CSR kernel up to n = 32, not above
     with accspmm.plan(U, device="gpu") as p, accspmm.plan(U, device="gpu", tuning={"wide": "bittcf"}) as q:
         # n = 30 would read B element by element: the Tensor Cores (CSR_WIDE_ELEMENT_MAX_N)
         for n, kernel in ((24, "cuda_cores_csr_wide8"), (32, "cuda_cores_csr_wide8"), (30, "tensor_cores"),
@@ -955,19 +961,10 @@ def test_wide_csr_small_regime():
     at n = 64 (16); every result exact in TF32, FP16 and BF16 (integer data, float32 C for the half formats)."""
     import torch
 
-    def uniform(m, seed):
-        rng = np.random.default_rng(seed)
-        rows = np.repeat(np.arange(m), 40)
-        U = sp.csr_matrix((rng.integers(-4, 5, rows.size).astype(np.float32), (rows, rng.integers(0, m, rows.size))),
-                          shape=(m, m))
-        U.sum_duplicates()
-        U.eliminate_zeros()
-        return U
-
-    cases = ((uniform(8000, 4), ((36, "cuda_cores_csr_wide16"), (64, "cuda_cores_csr_wide16"),
+    cases = ((_uniform_rows_40(8000, 4), ((36, "cuda_cores_csr_wide16"), (64, "cuda_cores_csr_wide16"),
                                  (128, "cuda_cores_csr_wide32"), (256, "cuda_cores_csr_wide32"), (192, "tensor_cores"),
                                  (202, "tensor_cores"), (260, "tensor_cores"))),
-             (uniform(9000, 5), ((64, "cuda_cores_csr_wide16"), (128, "tensor_cores"))))
+             (_uniform_rows_40(9000, 5), ((64, "cuda_cores_csr_wide16"), (128, "tensor_cores"))))
     for U, widths in cases:
         m = U.shape[0]
         with accspmm.plan(U, device="gpu") as p:
