@@ -87,6 +87,7 @@ import time
 
 import numpy as np
 
+from . import _core
 from ._device import DeviceArray, DeviceView, HostSlot, _cuda_for_arrays
 from ._validate import INT32_MAX
 
@@ -198,8 +199,6 @@ def schedule(window_offsets, cap: int, ntasks: int | None = None):
     One C pass over the windows (csrc/acc_schedule_cost.c; tests/schedule_reference.py is the
     NumPy form the tests compare it with), two without ``ntasks``: the task count of this cap
     (``price_terms`` counts it), which the build checks."""
-    from . import _core
-
     wo = np.ascontiguousarray(window_offsets, dtype=np.int64)
     if wo.shape[0] - 1 > INT32_MAX - 2:
         raise ValueError("too many row windows for the TF32 kernel (limit 2^31 - 2)")
@@ -224,8 +223,6 @@ def lpt_order(task_cost: np.ndarray) -> np.ndarray:
     ``np.argsort(-task_cost, kind="stable")`` gives, in one C pass (csrc/acc_lpt_rows.c: a counting
     sort of the integer-valued costs).  The hardware hands thread blocks to SMs in index order, so
     long tasks started last would set the tail; the order of the tasks never changes a result bit."""
-    from . import _core
-
     return _core.lpt_order(np.ascontiguousarray(task_cost, dtype=np.float64))
 
 
@@ -428,10 +425,8 @@ def csr_wide_part(indptr: np.ndarray, n: int) -> int:
     """The wide CSR kernel's part length at width n (CSR_WIDE_PART_LONG or CSR_WIDE_PART) for A of offsets
     ``indptr``: the longer parts where the groups at CSR_WIDE_PART (the rows, a long row counted once per part)
     exceed REF_SMS x 2,048 / lanes; the parts counted in one C pass, their records not built."""
-    from . import _core
-
     indptr = np.ascontiguousarray(indptr, np.int64)
-    rows, parts = _core.csr_long_parts(indptr, CSR_WIDE_LONG, CSR_WIDE_PART, True)
+    rows, parts, _ = _core.csr_long_parts(indptr, CSR_WIDE_LONG, CSR_WIDE_PART, True)
     groups = indptr.shape[0] - 1 - rows + parts
     return CSR_WIDE_PART_LONG if groups > REF_SMS * 2048 // csr_wide_lanes(n) else CSR_WIDE_PART
 
@@ -443,8 +438,6 @@ def csr_long_parts(indptr: np.ndarray, long: int = CSR_LONG, part: int = CSR_PAR
     entry, its end (CSR positions) and (its index j in the row) | (the row's parts << 32) at 4 q .. 4 q + 3;
     a row's ceil(length / part) parts cut it into equal ranges (j * length // parts ..), consecutive, rows
     ascending (cuda/tf32_spmm.h, acc_tf32_csr).  One C pass (csrc/acc_csr_long_parts.c)."""
-    from . import _core
-
     return _core.csr_long_parts(np.ascontiguousarray(indptr, np.int64), int(long), int(part))
 
 
@@ -511,8 +504,6 @@ def price_terms(window_offsets, caps) -> tuple:
     from the C schedule (the device prices hold the same numbers): what ``decision_predictions``
     takes.  A window is cut (a GROUP member or a multi-part SPLIT) where it has more than cap > 0
     blocks."""
-    from . import _core
-
     caps = [int(c) for c in caps]
     wo = np.ascontiguousarray(window_offsets, np.int64)
     priced = caps if 0 in caps else [*caps, 0]
@@ -679,8 +670,6 @@ class TF32Runner:
         products expected (the plan's hint; None: many), which the CSR kernel's upload must pay for.
         elem: the operand format (``ELEM``); a half format needs dev["values"] to hold the dense
         tiles of ``_cuda.half_tiles`` (and block_meta their offsets), accspmm._half builds them."""
-        from . import _core
-
         _cuda = _cuda_for_arrays()  # not ``from . import``: importlib's fromlist handling costs microseconds
 
         built = (_cuda.TF32_WARPS, _cuda.TF32_TASK_WORDS, _cuda.TF32_CSR_LONG, getattr(_cuda, "TF32_CSR_WIDE_LONG", 0))
@@ -753,8 +742,8 @@ class TF32Runner:
             raise ValueError(f"tuning['narrow'] must be 'auto', 'csr' or 'bittcf', not {self.tuning['narrow']!r}")
         self._csr = csr  # A's CSR for the CSR kernels, narrow and wide widths (None: never)
         self._csr_choice = None  # (lanes, reason): lanes 0 = the BitTCF narrow kernel
-        self._csr_parts = None  # the narrow CSR kernel's long rows' parts (csr_long_parts), at the upload
-        self._csr_first = 0  # 1: their thread blocks launch first (a row in several parts), set at the upload
+        self._csr_parts = None  # the narrow CSR kernel's long rows' parts (csr_long_parts), at its first call
+        self._csr_first = 0  # 1: their thread blocks launch first (a row in several parts), set with them
         if self.tuning.get("wide", "auto") not in ("auto", "csr", "bittcf"):
             raise ValueError(f"tuning['wide'] must be 'auto', 'csr' or 'bittcf', not {self.tuning['wide']!r}")
         self._csr_wide = {}  # n -> (on, reason): width n (> the narrow ones) on the wide CSR kernel
@@ -842,13 +831,13 @@ class TF32Runner:
         if n in self._decisions:
             return self._decisions[n]
         variant = choose_variant(n, self.shape[1], self._l2, self._override, self.elem)
-        if n > self._narrow and self._wide_choice(n)[0] and self._csr_upload():
+        if n > self._narrow and self._wide_choice(n)[0] and self._csr_upload() and self._wide_parts_up(n):
             # the wide CSR kernel reads no schedule: no cap is priced and no task row is built (where the upload
             # found no GPU memory, the width went back to the Tensor Cores, decided below)
             self._stats["schedule_by_n"][n] = {
                 "cap": 0, "tasks": 0, "schedule_on": "none", "kernel": f"cuda_cores_csr_wide{csr_wide_lanes(n)}",
                 "split_windows": 0, "predicted": {}, "reason": self._wide_choice(n)[1], "variant": variant,
-                "ibd": self._ibd}
+                "ibd": self._ibd, "csr_part": self._wide_parts(n)[0]}
             self._decisions[n] = (0, variant)
             return self._decisions[n]
         slices = -(-n // slice_cols(self.elem, variant["slice_s"]))
@@ -963,8 +952,9 @@ class TF32Runner:
                 self._csr_wide[n] = (True, "wide CSR kernel (forced by tuning['wide'])")
             else:
                 m = src.shape[0]
-                if self._csr_longest is None:
-                    self._csr_longest = int(np.diff(src.indptr[: m + 1]).max()) if m else 0
+                if self._csr_longest is None:  # one C pass (NumPy's diff and max: ~20 us on a small plan)
+                    offsets = np.ascontiguousarray(src.indptr[: m + 1], np.int64)
+                    self._csr_longest = _core.csr_long_parts(offsets, CSR_WIDE_LONG, CSR_WIDE_PART, True)[2]
                 self._csr_wide[n] = wide_csr(n, m, src.shape[1], int(src.indptr[m] - src.indptr[0]),
                                              self._csr_longest, int(self._window_offsets[-1]), self.num_windows,
                                              self.calls, "csr_values" in self.dev or "csr_block" in self.dev,
@@ -981,34 +971,63 @@ class TF32Runner:
         device ((0,) * 7: the BitTCF kernels).  Narrow widths: parts go first where a row has several (their
         last part's sum waits for all of them), else after the rows' blocks (H100, kernel: hub and star
         1.11-1.26x faster with their parts first, ogbl-ddi's single-part rows 0.88-0.95x); wide widths: the
-        kernel's lanes, its own parts (always first)."""
+        kernel's lanes, its own parts (always first).  Each kind of parts is made and uploaded at its first
+        use, and not at all where no row is long (a null pointer and no parts)."""
         if not self._csr_on(n) or not self._csr_upload():
             return (0,) * 7
         d = self.dev
         if n > self._narrow:
+            if not self._wide_parts_up(n):
+                return (0,) * 7
             part, parts = self._wide_parts(n)
-            if f"csr_wide_parts{part}" not in d:
-                d[f"csr_wide_parts{part}"] = DeviceArray.upload(parts if parts.size else np.zeros(1, np.int64),
-                                                                self._device, self._side_stream())
             nparts = parts.size // 4
             return (d["csr_offsets"].ptr, d["csr_cols"].ptr, d["csr_values"].ptr, csr_wide_lanes(n),
-                    d[f"csr_wide_parts{part}"].ptr, nparts, int(nparts > 0))
+                    d[f"csr_wide_parts{part}"].ptr if nparts else 0, nparts, int(nparts > 0))
+        try:
+            ptr = self._narrow_parts()
+        except MemoryError as exc:
+            self._csr_failed(exc)
+            return (0,) * 7
         return (d["csr_offsets"].ptr, d["csr_cols"].ptr, d["csr_values"].ptr, self._narrow_choice()[0],
-                d["csr_long_parts"].ptr, self._csr_parts.size // 4, self._csr_first)
+                ptr, self._csr_parts.size // 4, self._csr_first)
+
+    def _narrow_parts(self) -> int:
+        """Device pointer of the narrow CSR kernel's long-row parts (``csr_long_parts`` with CSR_LONG and
+        CSR_PART, of the uploaded CSR), made and uploaded at the first narrow CSR call (0: no row is long);
+        their counts go to the stats."""
+        if self._csr_parts is None:
+            parts = self._csr_parts = csr_long_parts(self._csr_indptr)
+            if parts.size:
+                self.dev["csr_long_parts"] = DeviceArray.upload(parts, self._device, self._side_stream())
+                self._stats["narrow_csr_bytes"] += parts.nbytes
+            self._stats["narrow_csr_long_rows"] = int(((parts[3::4] & 0xFFFFFFFF) == 0).sum())
+            self._stats["narrow_csr_long_parts"] = parts.size // 4
+            self._csr_first = int(bool(parts.size) and int((parts[3::4] >> 32).max()) > 1)
+        return self.dev["csr_long_parts"].ptr if "csr_long_parts" in self.dev else 0
+
+    def _wide_parts_up(self, n: int) -> bool:
+        """Uploads the wide kernel's long-row parts at width n (once per part length; nothing where no row is
+        long); False where they found no GPU memory (``_csr_failed``: the width goes to the Tensor Cores)."""
+        part, parts = self._wide_parts(n)
+        key = f"csr_wide_parts{part}"
+        if parts.size and key not in self.dev:
+            try:
+                self.dev[key] = DeviceArray.upload(parts, self._device, self._side_stream())
+            except MemoryError as exc:
+                self._csr_failed(exc)
+                return False
+        return True
 
     def _wide_parts(self, n: int) -> tuple:
         """(part length, csr_long_parts) of the wide CSR kernel at width n, from the uploaded CSR: parts of
         ``tuning["csr_part"]`` entries where given, else ``csr_wide_part``'s; chosen once per width (every
-        call's arguments and workspace ask) and recorded in the width's stats."""
+        call's arguments and workspace ask; ``decide`` records it in the width's stats)."""
         part = self._csr_part_by_n.get(n)
         if part is None:
             part = self.tuning.get("csr_part")
             if part is None:
                 part = csr_wide_part(self._csr_indptr, n)
             part = self._csr_part_by_n[n] = int(part)
-            report = self._stats.get("schedule_by_n", {}).get(n)
-            if report is not None:
-                report["csr_part"] = part
         return part, self._wide_parts_of(part)
 
     def _wide_parts_of(self, part: int) -> np.ndarray:
@@ -1025,62 +1044,61 @@ class TF32Runner:
             self._stats.setdefault("seconds", {})["build_gpu_wait"] = time.perf_counter() - t
 
     def _csr_upload(self) -> bool:
-        """Uploads A's CSR for the CSR kernels (once); False where the GPU had no room for it (every width
-        then runs on BitTCF)."""
+        """Uploads A's CSR for the CSR kernels (once), or takes the GPU build's upload of it; False where the
+        GPU had no room for it (every width then runs on BitTCF).  The kernels' long-row parts come at
+        their first use (``_narrow_parts``, ``_wide_parts``)."""
         if "csr_values" not in self.dev:
             t = time.perf_counter()
             src = self._csr
             if not src.canonical:  # duplicates summed, as the format's (their rows' lengths can only shrink)
                 src = src.canonicalized()
-            # both kernels' long-row parts, of the CSR uploaded here (set nowhere else)
-            indptr = src.indptr[: src.shape[0] + 1]
-            self._csr_parts = csr_long_parts(indptr)
-            self._csr_indptr = indptr
+            m, nnz = src.shape[0], src.nnz
+            self._csr_indptr = src.indptr[: m + 1]
             self._csr_wide_parts = {}
             side = self._side_stream()
-            m, nnz = src.shape[0], src.nnz
-            put = {"csr_offsets": np.ascontiguousarray(src.indptr[: m + 1], np.int64),
-                   "csr_cols": np.ascontiguousarray(src.indices[:nnz] if nnz else np.zeros(1), np.int32),
-                   "csr_values": np.ascontiguousarray(src.data[:nnz] if nnz else np.zeros(1), np.float32),
-                   "csr_long_parts": self._csr_parts if self._csr_parts.size else np.zeros(1, np.int64)}
+            names = ("csr_offsets", "csr_cols", "csr_values")
             kept = self.dev.get("csr_block")  # the GPU build's upload of this CSR (accspmm._device_format)
             if kept is not None:
                 self._build_wait()  # it reads the values the rounding below overwrites
                 if self._kept_csr and kept.nbytes == 8 * (m + 1) + 8 * nnz:
                     at = 8 * (m + 1)
-                    for name, off, size in (("csr_offsets", 0, at), ("csr_cols", at, 4 * nnz),
-                                            ("csr_values", at + 4 * nnz, 4 * nnz)):
+                    for name, off, size in zip(names, (0, at, at + 4 * nnz), (at, 4 * nnz, 4 * nnz)):
                         self.dev[name] = DeviceView(kept, off, size)
-                        del put[name]
                 else:  # rows not in ascending column order: the upload below, canonical
                     self.dev.pop("csr_block").free()
+            from_build = "csr_values" in self.dev
             try:
-                for name, arr in put.items():
-                    self.dev[name] = DeviceArray.upload(arr, self._device, side)
+                if not from_build:
+                    for name, arr in zip(names, (
+                            np.ascontiguousarray(src.indptr[: m + 1], np.int64),
+                            np.ascontiguousarray(src.indices[:nnz] if nnz else np.zeros(1), np.int32),
+                            np.ascontiguousarray(src.data[:nnz] if nnz else np.zeros(1), np.float32))):
+                        self.dev[name] = DeviceArray.upload(arr, self._device, side)
                 if self.elem == ELEM["tf32"]:  # as the BitTCF build rounds A (half values are exact already)
                     self._cuda.tf32_round_values(self.dev["csr_values"].ptr, nnz, side)
-            except MemoryError as exc:  # no room for A's CSR beside its BitTCF: the BitTCF narrow kernel
-                for name in ("csr_offsets", "csr_cols", "csr_values", "csr_long_parts", "csr_block"):
-                    if name in self.dev:
-                        self.dev.pop(name).free()
-                self._csr_choice = (0, f"BitTCF narrow kernel: the CSR upload found no GPU memory ({exc})")
-                for w in self._csr_wide:
-                    self._csr_wide[w] = (False, f"Tensor Cores: the CSR upload found no GPU memory ({exc})")
-                for w, report in self._stats["schedule_by_n"].items():
-                    if report["kernel"].startswith("cuda_cores_csr"):
-                        narrow = w <= self._narrow
-                        report["kernel"] = "cuda_cores" if narrow else "tensor_cores"
-                        report["reason"] += f"; {(self._csr_choice if narrow else self._csr_wide[w])[1]}"
-                self._csr = None  # never again
+            except MemoryError as exc:  # no room for A's CSR beside its BitTCF: the BitTCF kernels
+                self._csr_failed(exc)
                 return False
             self._stats.setdefault("seconds", {})["narrow_csr_upload"] = time.perf_counter() - t
-            self._stats["narrow_csr_bytes"] = sum(self.dev[k].nbytes for k in ("csr_offsets", "csr_cols", "csr_values",
-                                                                               "csr_long_parts"))
-            self._stats["narrow_csr_from_build"] = "csr_cols" not in put
-            self._stats["narrow_csr_long_rows"] = int(((self._csr_parts[3::4] & 0xFFFFFFFF) == 0).sum())
-            self._stats["narrow_csr_long_parts"] = self._csr_parts.size // 4
-            self._csr_first = int(bool(self._csr_parts.size) and int((self._csr_parts[3::4] >> 32).max()) > 1)
+            self._stats["narrow_csr_bytes"] = 8 * (m + 1) + 8 * nnz  # and the narrow parts, once uploaded
+            self._stats["narrow_csr_from_build"] = from_build
         return True
+
+    def _csr_failed(self, exc: MemoryError):
+        """An upload for the CSR kernels found no GPU memory: frees what they hold, and every width runs on
+        BitTCF from now on (the narrow widths on its narrow kernel, the others on the Tensor Cores), which the
+        widths' reports say."""
+        for name in [key for key in self.dev if isinstance(key, str) and key.startswith("csr_")]:
+            self.dev.pop(name).free()
+        self._csr_choice = (0, f"BitTCF narrow kernel: the CSR upload found no GPU memory ({exc})")
+        for w in self._csr_wide:
+            self._csr_wide[w] = (False, f"Tensor Cores: the CSR upload found no GPU memory ({exc})")
+        for w, report in self._stats["schedule_by_n"].items():
+            if report["kernel"].startswith("cuda_cores_csr"):
+                narrow = w <= self._narrow
+                report["kernel"] = "cuda_cores" if narrow else "tensor_cores"
+                report["reason"] += f"; {(self._csr_choice if narrow else self._csr_wide[w])[1]}"
+        self._csr = None  # never again
 
     def _side_stream(self) -> int:
         """The library's side stream, where a call's uploads go (``_settle`` waits for them)."""
@@ -1128,7 +1146,7 @@ class TF32Runner:
         (cuda/tf32_spmm.cu: narrow steps at widths without 8-byte runs, a half S = 2 slice that is not
         full, the half element path)."""
         if n <= self._narrow and self._csr_choice is not None and self._csr_choice[0]:
-            parts = self._csr_parts.size // 4  # the CSR kernel's long parts: 4 floats and a counter each
+            parts = self._csr_parts.size // 4  # the CSR kernel's long parts (_csr_args made them): 4 floats and a counter each
             return 4 * parts, parts
         if n > self._narrow and self._csr_wide.get(n, (False,))[0] and self._csr_wide_parts is not None:
             parts, g = self._wide_parts(n)[1].size // 4, csr_wide_lanes(n)  # a slice's 4g floats and counter each

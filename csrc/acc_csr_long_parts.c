@@ -7,11 +7,12 @@
 #include "acc_internal.h"
 
 acc_status acc_csr_long_count(const int64_t *offsets, int64_t m, int64_t long_len, int64_t part,
-                              int64_t *rows, int64_t *parts) {
+                              int64_t *rows, int64_t *parts, int64_t *longest) {
     if (!offsets || m < 0 || long_len < 0 || part <= 0 || !rows || !parts) return ACC_ERR_INVALID_ARGUMENT;
-    int64_t r = 0, p = 0;
+    int64_t r = 0, p = 0, top = 0;
     for (int64_t i = 0; i < m; i++) {
         const int64_t len = offsets[i + 1] - offsets[i];
+        if (len > top) top = len;
         if (len > long_len) {
             r++;
             p += (len + part - 1) / part;
@@ -19,6 +20,7 @@ acc_status acc_csr_long_count(const int64_t *offsets, int64_t m, int64_t long_le
     }
     *rows = r;
     *parts = p;
+    if (longest) *longest = top;
     return ACC_SUCCESS;
 }
 

@@ -209,11 +209,12 @@ acc_status acc_lpt_order(const double *cost, int64_t n, int64_t *order);
 acc_status acc_lpt_rows(const int32_t *rows, int64_t n, int64_t width, const double *cost, int32_t *out);
 
 /* The CSR kernels' parts of the rows of more than long_len entries (acc_csr_long_parts.c): acc_csr_long_count
- * gives how many such rows and parts of at most `part` entries there are; acc_csr_long_parts writes 4 int64 a
+ * gives how many such rows and parts of at most `part` entries there are, and the longest row's length
+ * (`longest` may be NULL); acc_csr_long_parts writes 4 int64 a
  * part to out[4 parts]: its row, first entry, end, and (its index j in the row) | (the row's parts << 32); a
  * row's parts cut it into equal consecutive ranges (j * length / parts ..), rows ascending. */
 acc_status acc_csr_long_count(const int64_t *offsets, int64_t m, int64_t long_len, int64_t part,
-                              int64_t *rows, int64_t *parts);
+                              int64_t *rows, int64_t *parts, int64_t *longest);
 acc_status acc_csr_long_parts(const int64_t *offsets, int64_t m, int64_t long_len, int64_t part,
                               int64_t *out);
 

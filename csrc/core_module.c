@@ -918,13 +918,13 @@ fail:
 }
 
 /* csr_long_parts(offsets: int64 [m + 1], long, part) -> int64 [4 P] (acc_csr_long_parts); with count=True
- * (rows, parts) instead (acc_csr_long_count), no records. */
+ * (rows, parts, longest row) instead (acc_csr_long_count), no records. */
 static PyObject *py_csr_long_parts(PyObject *self, PyObject *args) {
     PyObject *oobj;
     long long long_len, part;
     int count = 0;
     PyArrayObject *off = NULL, *out = NULL;
-    int64_t rows = 0, parts = 0;
+    int64_t rows = 0, parts = 0, longest = 0;
     acc_status st;
     (void)self;
     if (!PyArg_ParseTuple(args, "OLL|p", &oobj, &long_len, &part, &count)) return NULL;
@@ -936,7 +936,7 @@ static PyObject *py_csr_long_parts(PyObject *self, PyObject *args) {
         goto fail;
     }
     Py_BEGIN_ALLOW_THREADS
-    st = acc_csr_long_count(PyArray_DATA(off), m, long_len, part, &rows, &parts);
+    st = acc_csr_long_count(PyArray_DATA(off), m, long_len, part, &rows, &parts, &longest);
     Py_END_ALLOW_THREADS
     if (st != ACC_SUCCESS) {
         acc_py_raise(st, "csr_long_parts (long >= 0, part > 0)");
@@ -944,7 +944,7 @@ static PyObject *py_csr_long_parts(PyObject *self, PyObject *args) {
     }
     if (count) {
         Py_DECREF(off);
-        return Py_BuildValue("(LL)", (long long)rows, (long long)parts);
+        return Py_BuildValue("(LLL)", (long long)rows, (long long)parts, (long long)longest);
     }
     npy_intp n = (npy_intp)(4 * parts);
     out = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
@@ -1093,7 +1093,8 @@ static PyMethodDef core_methods[] = {
     {"csr_long_parts", py_csr_long_parts, METH_VARARGS,
      "csr_long_parts(offsets int64 [m+1], long, part[, count]) -> int64 [4 P]: the CSR kernels' parts of the "
      "rows "
-     "of more than long entries (row, first, end, j | parts << 32); count=True: (long rows, parts)"},
+     "of more than long entries (row, first, end, j | parts << 32); count=True: (long rows, parts, longest "
+     "row)"},
     {"lpt_rows", py_lpt_rows, METH_VARARGS,
      "lpt_rows(tasks int32 [T, w], cost float64 [T]) -> the rows, longest predicted task first (stable)"},
     {"lpt_order", py_lpt_order, METH_O,

@@ -735,20 +735,23 @@ def test_narrow_csr_half_plans(prec):
         assert q.stats["schedule_by_n"][3]["kernel"] == "cuda_cores"
 
 
-@pytest.mark.parametrize("n, tuning, fallback", [(2, {"narrow": "csr"}, "cuda_cores"),
-                                                  (8, {"wide": "csr"}, "tensor_cores")])
-def test_narrow_csr_upload_out_of_memory_keeps_bittcf(monkeypatch, n, tuning, fallback):
-    """Where A's CSR finds no GPU memory at the first CSR call (MemoryError from the upload), the plan frees
-    what it uploaded, runs that width's BitTCF kernel instead (the narrow one, or the Tensor Cores), says so,
-    and stays exact."""
+@pytest.mark.parametrize("n, tuning, fallback, name", [
+    (2, {"narrow": "csr"}, "cuda_cores", "parts"),  # the build's CSR kept: the narrow parts' upload fails
+    (2, {"narrow": "csr", "build": "cpu"}, "cuda_cores", "empty_tail"),  # no GPU build: A's CSR's upload fails
+    (8, {"wide": "csr"}, "tensor_cores", "wide_parts"),  # kept: the wide kernel's parts' upload fails
+    (8, {"wide": "csr", "build": "cpu"}, "tensor_cores", "wide_parts")])
+def test_narrow_csr_upload_out_of_memory_keeps_bittcf(monkeypatch, n, tuning, fallback, name):
+    """Where A's CSR or its long rows' parts find no GPU memory at the first CSR call (MemoryError from the
+    upload), the plan frees what it uploaded, runs that width's BitTCF kernel instead (the narrow one, or the
+    Tensor Cores), says so, and stays exact."""
     from accspmm import _tf32
 
-    A = _narrow_csr_matrices()["empty_tail"] if "narrow" in tuning else _wide_csr_matrices()["wide_parts"]
+    A = (_narrow_csr_matrices() if "narrow" in tuning else _wide_csr_matrices())[name]
     real = _tf32.DeviceArray.upload
     failed = []
 
-    def upload(arr, device, stream):  # the first upload of the CSR kernel's arrays (A's CSR, or only its long
-        if not failed:  # rows' parts where the plan kept the GPU build's upload of A)
+    def upload(arr, device, stream):  # the first upload of the CSR kernels' arrays
+        if not failed:
             failed.append(arr.shape)
             raise MemoryError("out of GPU memory allocating (test)")
         return real(arr, device, stream)
@@ -758,9 +761,11 @@ def test_narrow_csr_upload_out_of_memory_keeps_bittcf(monkeypatch, n, tuning, fa
         B = int_dense(A.shape[1], n, seed=4)
         assert np.array_equal(p(B), scipy_ref(A, B))
         monkeypatch.undo()
+        # the hook refused A's offsets where no GPU build kept A's CSR, else the long rows' parts
+        assert failed and (failed[0] == (A.shape[0] + 1,)) == ("build" in tuning), failed
         report = p.stats["schedule_by_n"][n]
         assert report["kernel"] == fallback and "no GPU memory" in report["reason"]
-        assert not any(isinstance(name, str) and name.startswith("csr_") for name in p._tf32.dev)
+        assert not any(isinstance(key, str) and key.startswith("csr_") for key in p._tf32.dev)
         assert np.array_equal(p(B), scipy_ref(A, B)) and p.stats["schedule_by_n"][n]["kernel"] == fallback
 
 

@@ -717,8 +717,9 @@ def test_csr_long_parts_c_pass_matches_numpy():
         for long, part in ((CSR_LONG, CSR_PART), (CSR_WIDE_LONG, CSR_WIDE_PART), (CSR_WIDE_LONG, 64), (0, 1)):
             got = csr_long_parts(indptr, long, part)
             assert got.dtype == np.int64 and np.array_equal(got, _long_parts_numpy(indptr, long, part)), (trial, long)
-            rows, parts = _core.csr_long_parts(indptr, long, part, True)
+            rows, parts, longest = _core.csr_long_parts(indptr, long, part, True)
             assert (rows, 4 * parts) == (int((lengths > long).sum()), got.size)
+            assert longest == (int(lengths.max()) if lengths.size else 0)
     assert csr_long_parts(np.zeros(1, np.int64)).size == 0
     for bad in ((np.zeros(3, np.int64), 32, 0), (np.zeros(3, np.int64), -1, 32), (np.zeros(0, np.int64), 32, 32)):
         with pytest.raises(ValueError):

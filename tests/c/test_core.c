@@ -630,8 +630,9 @@ static void test_csr_long_parts(void) {
     static const int64_t setups[][2] = {{32, 32}, {32, 64}, {0, 1}, {1024, 4096}, {5000, 7}};
     for (size_t t = 0; t < sizeof setups / sizeof setups[0]; t++) {
         const int64_t lng = setups[t][0], part = setups[t][1];
-        int64_t rows = -1, parts = -1;
-        EXPECT(acc_csr_long_count(offsets, m, lng, part, &rows, &parts) == ACC_SUCCESS);
+        int64_t rows = -1, parts = -1, longest = -1;
+        EXPECT(acc_csr_long_count(offsets, m, lng, part, &rows, &parts, t ? &longest : NULL) == ACC_SUCCESS);
+        EXPECT(longest == (t ? 4097 : -1)); /* the longest row, where asked for */
         int64_t *out = malloc((size_t)(4 * parts + 1) * sizeof(int64_t));
         EXPECT(out != NULL);
         if (!out) return;
@@ -651,11 +652,12 @@ static void test_csr_long_parts(void) {
         EXPECT(q == parts && seen == rows);
         free(out);
     }
-    int64_t r, p;
-    EXPECT(acc_csr_long_count(offsets, m, 32, 0, &r, &p) == ACC_ERR_INVALID_ARGUMENT);
-    EXPECT(acc_csr_long_count(offsets, m, -1, 32, &r, &p) == ACC_ERR_INVALID_ARGUMENT);
+    int64_t r, p, top = -1;
+    EXPECT(acc_csr_long_count(offsets, m, 32, 0, &r, &p, NULL) == ACC_ERR_INVALID_ARGUMENT);
+    EXPECT(acc_csr_long_count(offsets, m, -1, 32, &r, &p, NULL) == ACC_ERR_INVALID_ARGUMENT);
     EXPECT(acc_csr_long_parts(NULL, m, 32, 32, &r) == ACC_ERR_INVALID_ARGUMENT);
-    EXPECT(acc_csr_long_count(offsets, 0, 32, 32, &r, &p) == ACC_SUCCESS && r == 0 && p == 0);
+    EXPECT(acc_csr_long_count(offsets, 0, 32, 32, &r, &p, &top) == ACC_SUCCESS && r == 0 && p == 0 &&
+           top == 0);
 }
 
 int main(void) {
