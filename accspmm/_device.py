@@ -29,6 +29,8 @@ def _cuda_module():
 def probe():
     """(available: bool, reason: str, info: dict) -- cached after the first call."""
     global _probe_cache
+    if _probe_cache is not None:  # every plan asks (twice): no lock once known
+        return _probe_cache
     with _lock:
         if _probe_cache is None:
             mod, reason = _cuda_module()
@@ -54,6 +56,8 @@ def cuda_status() -> str:
 
 
 def require_cuda():
+    if _CU is not None:  # found usable before (_cuda_for_arrays)
+        return _CU
     ok, reason, _ = probe()
     if not ok:
         raise RuntimeError(f"device='gpu' requested but CUDA is unavailable: {reason}")

@@ -421,13 +421,18 @@ def csr_narrow_time(m: int, nnz: int, short: int, lanes: int, longest: int = 0) 
     return t + c4 * -(-part // CSR_BLOCK) / 4
 
 
-def csr_wide_part(indptr: np.ndarray, n: int) -> int:
+def csr_wide_count(indptr: np.ndarray) -> tuple:
+    """(long rows, their parts of CSR_WIDE_PART, the longest row) of A of offsets ``indptr``, for the wide CSR
+    kernel (rows of more than CSR_WIDE_LONG entries): one C pass, no records."""
+    return _core.csr_long_parts(np.ascontiguousarray(indptr, np.int64), CSR_WIDE_LONG, CSR_WIDE_PART, True)
+
+
+def csr_wide_part(indptr: np.ndarray, n: int, count: tuple | None = None) -> int:
     """The wide CSR kernel's part length at width n (CSR_WIDE_PART_LONG or CSR_WIDE_PART) for A of offsets
     ``indptr``: the longer parts where the groups at CSR_WIDE_PART (the rows, a long row counted once per part)
-    exceed REF_SMS x 2,048 / lanes; the parts counted in one C pass, their records not built."""
-    indptr = np.ascontiguousarray(indptr, np.int64)
-    rows, parts, _ = _core.csr_long_parts(indptr, CSR_WIDE_LONG, CSR_WIDE_PART, True)
-    groups = indptr.shape[0] - 1 - rows + parts
+    exceed REF_SMS x 2,048 / lanes; from ``csr_wide_count`` (``count``: its result for these offsets)."""
+    rows, parts, _ = csr_wide_count(indptr) if count is None else count
+    groups = len(indptr) - 1 - rows + parts
     return CSR_WIDE_PART_LONG if groups > REF_SMS * 2048 // csr_wide_lanes(n) else CSR_WIDE_PART
 
 
@@ -750,7 +755,10 @@ class TF32Runner:
         self._csr_wide_parts = None  # part length -> its long rows' parts (csr_long_parts), from the upload
         self._csr_indptr = None  # the uploaded CSR's offsets (duplicates summed)
         self._csr_part_by_n = {}  # n -> the wide kernel's part length (_wide_parts)
-        self._csr_longest = None  # A's longest row (entries; before duplicates are summed), for wide_csr
+        # csr_wide_count of A's CSR as given (before duplicates are summed): its longest row for wide_csr, and
+        # the part length's count where that CSR is the one uploaded
+        self._csr_count = None
+        self._csr_given = False  # the uploaded CSR is A's as given (its rows were canonical)
         self.calls = None
         self._stats = stats
         # a format the GPU is still building (accspmm._device_format, defer=True): waited for
@@ -952,11 +960,10 @@ class TF32Runner:
                 self._csr_wide[n] = (True, "wide CSR kernel (forced by tuning['wide'])")
             else:
                 m = src.shape[0]
-                if self._csr_longest is None:  # one C pass (NumPy's diff and max: ~20 us on a small plan)
-                    offsets = np.ascontiguousarray(src.indptr[: m + 1], np.int64)
-                    self._csr_longest = _core.csr_long_parts(offsets, CSR_WIDE_LONG, CSR_WIDE_PART, True)[2]
+                if self._csr_count is None:  # one C pass (NumPy's diff and max: ~20 us on a small plan)
+                    self._csr_count = csr_wide_count(src.indptr[: m + 1])
                 self._csr_wide[n] = wide_csr(n, m, src.shape[1], int(src.indptr[m] - src.indptr[0]),
-                                             self._csr_longest, int(self._window_offsets[-1]), self.num_windows,
+                                             self._csr_count[2], int(self._window_offsets[-1]), self.num_windows,
                                              self.calls, "csr_values" in self.dev or "csr_block" in self.dev,
                                              self.elem)
         return self._csr_wide[n]
@@ -1026,7 +1033,7 @@ class TF32Runner:
         if part is None:
             part = self.tuning.get("csr_part")
             if part is None:
-                part = csr_wide_part(self._csr_indptr, n)
+                part = csr_wide_part(self._csr_indptr, n, self._csr_count if self._csr_given else None)
             part = self._csr_part_by_n[n] = int(part)
         return part, self._wide_parts_of(part)
 
@@ -1052,6 +1059,7 @@ class TF32Runner:
             src = self._csr
             if not src.canonical:  # duplicates summed, as the format's (their rows' lengths can only shrink)
                 src = src.canonicalized()
+            self._csr_given = src is self._csr
             m, nnz = src.shape[0], src.nnz
             self._csr_indptr = src.indptr[: m + 1]
             self._csr_wide_parts = {}

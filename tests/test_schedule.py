@@ -582,7 +582,7 @@ def test_wide_csr_part_length():
     """The wide CSR kernel's parts: CSR_WIDE_PART_LONG where its groups at CSR_WIDE_PART (rows, a long row once
     per part) exceed the reference GPU's groups at once (REF_SMS x 2,048 / lanes a row), else CSR_WIDE_PART."""
     from accspmm._tf32 import (CSR_WIDE_LONG, CSR_WIDE_PART, CSR_WIDE_PART_LONG, REF_SMS, csr_long_parts,
-                               csr_wide_lanes, csr_wide_part)
+                               csr_wide_count, csr_wide_lanes, csr_wide_part)
 
     assert (CSR_WIDE_PART, CSR_WIDE_PART_LONG) == (32, 64)
 
@@ -591,6 +591,8 @@ def test_wide_csr_part_length():
         records = csr_long_parts(indptr, CSR_WIDE_LONG, CSR_WIDE_PART).reshape(-1, 4)  # the groups, from records
         groups = len(lengths) - int(((records[:, 3] & 0xFFFFFFFF) == 0).sum()) + records.shape[0]
         part = csr_wide_part(indptr, n)
+        count = csr_wide_count(indptr)  # what a plan passes (its count of the same offsets)
+        assert count[2] == (int(np.max(lengths)) if len(lengths) else 0) and csr_wide_part(indptr, n, count) == part
         assert part == (CSR_WIDE_PART_LONG if groups > REF_SMS * 2048 // csr_wide_lanes(n) else CSR_WIDE_PART)
         return part
 
