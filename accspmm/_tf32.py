@@ -436,14 +436,19 @@ def csr_wide_part(indptr: np.ndarray, n: int, count: tuple | None = None) -> int
     return CSR_WIDE_PART_LONG if groups > REF_SMS * 2048 // csr_wide_lanes(n) else CSR_WIDE_PART
 
 
-def csr_long_parts(indptr: np.ndarray, long: int = CSR_LONG, part: int = CSR_PART) -> np.ndarray:
+def csr_long_parts(indptr: np.ndarray, long: int = CSR_LONG, part: int = CSR_PART,
+                   parts: int | None = None) -> np.ndarray:
     """The CSR kernel's parts of the rows of more than ``long`` entries (which its rows' lanes skip by the
     same test; CSR_LONG and CSR_PART for the narrow kernel's thread blocks, CSR_WIDE_LONG and
     CSR_WIDE_PART for the wide kernel's groups), from A's offsets: int64 [4 P], part q's row, its first
     entry, its end (CSR positions) and (its index j in the row) | (the row's parts << 32) at 4 q .. 4 q + 3;
     a row's ceil(length / part) parts cut it into equal ranges (j * length // parts ..), consecutive, rows
-    ascending (cuda/tf32_spmm.h, acc_tf32_csr).  One C pass (csrc/acc_csr_long_parts.c)."""
-    return _core.csr_long_parts(np.ascontiguousarray(indptr, np.int64), int(long), int(part))
+    ascending (cuda/tf32_spmm.h, acc_tf32_csr).  Two C passes (csrc/acc_csr_long_parts.c), one where
+    ``parts`` gives their number (a count of the same offsets: ValueError where they make another)."""
+    offsets = np.ascontiguousarray(indptr, np.int64)
+    if parts is None:
+        return _core.csr_long_parts(offsets, int(long), int(part))
+    return _core.csr_long_parts(offsets, int(long), int(part), False, int(parts))
 
 
 def narrow_csr(indptr: np.ndarray, num_blocks: int, num_windows: int, force: bool = False,
@@ -1038,8 +1043,9 @@ class TF32Runner:
         return part, self._wide_parts_of(part)
 
     def _wide_parts_of(self, part: int) -> np.ndarray:
-        if part not in self._csr_wide_parts:
-            self._csr_wide_parts[part] = csr_long_parts(self._csr_indptr, CSR_WIDE_LONG, part)
+        if part not in self._csr_wide_parts:  # the count's parts of CSR_WIDE_PART, where it was of these offsets
+            known = self._csr_count[1] if self._csr_given and self._csr_count and part == CSR_WIDE_PART else None
+            self._csr_wide_parts[part] = csr_long_parts(self._csr_indptr, CSR_WIDE_LONG, part, known)
         return self._csr_wide_parts[part]
 
     def _build_wait(self):

@@ -2,8 +2,9 @@
  *
  * A row of more than `long_len` entries is cut into P = ceil(length / part) consecutive ranges of equal size
  * (j * length / P ..), a thread block or a group of lanes each (cuda/tf32_spmm.h, acc_tf32_csr.long_parts).
- * One pass over the offsets to count them, one to write them: a small plan's first CSR call paid ~100 us of
- * NumPy passes for this on the GPU machine's host.  O(m + P). */
+ * One pass over the offsets to count them, one to write them (a caller that has counted them passes the
+ * count, which the writer checks): a small plan's first CSR call paid ~100 us of NumPy passes for this on the
+ * GPU machine's host.  O(m + P). */
 #include "acc_internal.h"
 
 acc_status acc_csr_long_count(const int64_t *offsets, int64_t m, int64_t long_len, int64_t part,
@@ -24,14 +25,16 @@ acc_status acc_csr_long_count(const int64_t *offsets, int64_t m, int64_t long_le
     return ACC_SUCCESS;
 }
 
-acc_status acc_csr_long_parts(const int64_t *offsets, int64_t m, int64_t long_len, int64_t part,
-                              int64_t *out) {
-    if (!offsets || m < 0 || long_len < 0 || part <= 0 || !out) return ACC_ERR_INVALID_ARGUMENT;
+acc_status acc_csr_long_parts(const int64_t *offsets, int64_t m, int64_t long_len, int64_t part, int64_t *out,
+                              int64_t capacity) {
+    if (!offsets || m < 0 || long_len < 0 || part <= 0 || capacity < 0 || (capacity > 0 && !out))
+        return ACC_ERR_INVALID_ARGUMENT;
     int64_t q = 0;
     for (int64_t i = 0; i < m; i++) {
         const int64_t start = offsets[i], len = offsets[i + 1] - start;
         if (len <= long_len) continue;
         const int64_t P = (len + part - 1) / part, step = len / P, rest = len % P;
+        if (P > capacity - q) return ACC_ERR_INVALID_ARGUMENT; /* more parts than the caller counted */
         /* part j starts at start + j * len / P = start + j * step + (j * rest) / P: the quotient's fraction
          * carried from part to part (rest < P: at most one a part), no division per part */
         int64_t lo = start, frac = 0;
@@ -49,5 +52,6 @@ acc_status acc_csr_long_parts(const int64_t *offsets, int64_t m, int64_t long_le
             lo = hi;
         }
     }
-    return ACC_SUCCESS;
+    return q == capacity ? ACC_SUCCESS
+                         : ACC_ERR_INVALID_ARGUMENT; /* fewer: the count was not of these offsets */
 }

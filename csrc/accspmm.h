@@ -210,13 +210,14 @@ acc_status acc_lpt_rows(const int32_t *rows, int64_t n, int64_t width, const dou
 
 /* The CSR kernels' parts of the rows of more than long_len entries (acc_csr_long_parts.c): acc_csr_long_count
  * gives how many such rows and parts of at most `part` entries there are, and the longest row's length
- * (`longest` may be NULL); acc_csr_long_parts writes 4 int64 a
- * part to out[4 parts]: its row, first entry, end, and (its index j in the row) | (the row's parts << 32); a
- * row's parts cut it into equal consecutive ranges (j * length / parts ..), rows ascending. */
+ * (`longest` may be NULL); acc_csr_long_parts writes 4 int64 a part to out[4 capacity]: its row, first entry,
+ * end, and (its index j in the row) | (the row's parts << 32); a row's parts cut it into equal consecutive
+ * ranges (j * length / parts ..), rows ascending.  capacity is the count of parts (acc_csr_long_count's):
+ * ACC_ERR_INVALID_ARGUMENT, with no write past it, where the offsets make more or fewer. */
 acc_status acc_csr_long_count(const int64_t *offsets, int64_t m, int64_t long_len, int64_t part,
                               int64_t *rows, int64_t *parts, int64_t *longest);
-acc_status acc_csr_long_parts(const int64_t *offsets, int64_t m, int64_t long_len, int64_t part,
-                              int64_t *out);
+acc_status acc_csr_long_parts(const int64_t *offsets, int64_t m, int64_t long_len, int64_t part, int64_t *out,
+                              int64_t capacity);
 
 /* Computes the statistics of a BitTCF (block arrays may be NULL except
  * window_offsets and block_value_offsets). */

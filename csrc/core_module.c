@@ -917,17 +917,19 @@ fail:
     return NULL;
 }
 
-/* csr_long_parts(offsets: int64 [m + 1], long, part) -> int64 [4 P] (acc_csr_long_parts); with count=True
- * (rows, parts, longest row) instead (acc_csr_long_count), no records. */
+/* csr_long_parts(offsets: int64 [m + 1], long, part[, count[, parts]]) -> int64 [4 P] (acc_csr_long_parts);
+ * with count=True (rows, parts, longest row) instead (acc_csr_long_count), no records; parts >= 0: the
+ * records of that many parts, as a count of the same offsets gave (not counted again; ValueError where the
+ * offsets make another number). */
 static PyObject *py_csr_long_parts(PyObject *self, PyObject *args) {
     PyObject *oobj;
-    long long long_len, part;
+    long long long_len, part, known = -1;
     int count = 0;
     PyArrayObject *off = NULL, *out = NULL;
     int64_t rows = 0, parts = 0, longest = 0;
-    acc_status st;
+    acc_status st = ACC_SUCCESS;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OLL|p", &oobj, &long_len, &part, &count)) return NULL;
+    if (!PyArg_ParseTuple(args, "OLL|pL", &oobj, &long_len, &part, &count, &known)) return NULL;
     off = acc_py_array(oobj, NPY_INT64, 1, -1, -1, 0, "offsets");
     if (!off) return NULL;
     const int64_t m = PyArray_DIM(off, 0) - 1;
@@ -935,9 +937,15 @@ static PyObject *py_csr_long_parts(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "csr_long_parts: offsets must hold m + 1 >= 1 entries");
         goto fail;
     }
-    Py_BEGIN_ALLOW_THREADS
-    st = acc_csr_long_count(PyArray_DATA(off), m, long_len, part, &rows, &parts, &longest);
-    Py_END_ALLOW_THREADS
+    if (count || known < 0) {
+        Py_BEGIN_ALLOW_THREADS
+        st = acc_csr_long_count(PyArray_DATA(off), m, long_len, part, &rows, &parts, &longest);
+        Py_END_ALLOW_THREADS
+    } else if (long_len < 0 || part <= 0) {
+        st = ACC_ERR_INVALID_ARGUMENT;
+    } else {
+        parts = known;
+    }
     if (st != ACC_SUCCESS) {
         acc_py_raise(st, "csr_long_parts (long >= 0, part > 0)");
         goto fail;
@@ -950,10 +958,10 @@ static PyObject *py_csr_long_parts(PyObject *self, PyObject *args) {
     out = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
     if (!out) goto fail;
     Py_BEGIN_ALLOW_THREADS
-    st = acc_csr_long_parts(PyArray_DATA(off), m, long_len, part, PyArray_DATA(out));
+    st = acc_csr_long_parts(PyArray_DATA(off), m, long_len, part, PyArray_DATA(out), parts);
     Py_END_ALLOW_THREADS
     if (st != ACC_SUCCESS) {
-        acc_py_raise(st, "csr_long_parts");
+        acc_py_raise(st, "csr_long_parts (the offsets make another number of parts)");
         goto fail;
     }
     Py_DECREF(off);

@@ -707,8 +707,9 @@ def _long_parts_numpy(indptr, long, part):
 
 def test_csr_long_parts_c_pass_matches_numpy():
     """The C pass of csr_long_parts (csrc/acc_csr_long_parts.c) gives NumPy's records for the narrow and the wide
-    kernels' lengths, on random lengths, empty A and no long rows; its count mode gives the rows and parts; bad
-    lengths raise."""
+    kernels' lengths, on random lengths, empty A and no long rows; its count mode gives the rows, parts and longest
+    row; given the parts' number it makes the same records in one pass and refuses a wrong number; bad lengths
+    raise."""
     from accspmm import _core
     from accspmm._tf32 import CSR_LONG, CSR_PART, CSR_WIDE_LONG, CSR_WIDE_PART, csr_long_parts
 
@@ -722,6 +723,11 @@ def test_csr_long_parts_c_pass_matches_numpy():
             rows, parts, longest = _core.csr_long_parts(indptr, long, part, True)
             assert (rows, 4 * parts) == (int((lengths > long).sum()), got.size)
             assert longest == (int(lengths.max()) if lengths.size else 0)
+            assert np.array_equal(csr_long_parts(indptr, long, part, parts), got)  # the count given: one pass
+            for wrong in (parts - 1, parts + 1):  # a count of other offsets: refused, never written past
+                if wrong >= 0:
+                    with pytest.raises(ValueError):
+                        csr_long_parts(indptr, long, part, wrong)
     assert csr_long_parts(np.zeros(1, np.int64)).size == 0
     for bad in ((np.zeros(3, np.int64), 32, 0), (np.zeros(3, np.int64), -1, 32), (np.zeros(0, np.int64), 32, 32)):
         with pytest.raises(ValueError):

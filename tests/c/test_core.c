@@ -636,7 +636,20 @@ static void test_csr_long_parts(void) {
         int64_t *out = malloc((size_t)(4 * parts + 1) * sizeof(int64_t));
         EXPECT(out != NULL);
         if (!out) return;
-        EXPECT(acc_csr_long_parts(offsets, m, lng, part, out) == ACC_SUCCESS);
+        EXPECT(acc_csr_long_parts(offsets, m, lng, part, out, parts) == ACC_SUCCESS);
+        /* a wrong count: one part too few is refused without a write past it (ASan), one too many too */
+        if (parts > 0) {
+            int64_t *few = malloc((size_t)(4 * (parts - 1) + 1) * sizeof(int64_t));
+            EXPECT(few != NULL);
+            if (few)
+                EXPECT(acc_csr_long_parts(offsets, m, lng, part, few, parts - 1) == ACC_ERR_INVALID_ARGUMENT);
+            free(few);
+        }
+        int64_t *more = malloc((size_t)(4 * (parts + 1)) * sizeof(int64_t));
+        EXPECT(more != NULL);
+        if (more)
+            EXPECT(acc_csr_long_parts(offsets, m, lng, part, more, parts + 1) == ACC_ERR_INVALID_ARGUMENT);
+        free(more);
         int64_t q = 0, seen = 0;
         for (int64_t i = 0; i < m; i++) {
             if (lengths[i] <= lng) continue;
@@ -655,7 +668,8 @@ static void test_csr_long_parts(void) {
     int64_t r, p, top = -1;
     EXPECT(acc_csr_long_count(offsets, m, 32, 0, &r, &p, NULL) == ACC_ERR_INVALID_ARGUMENT);
     EXPECT(acc_csr_long_count(offsets, m, -1, 32, &r, &p, NULL) == ACC_ERR_INVALID_ARGUMENT);
-    EXPECT(acc_csr_long_parts(NULL, m, 32, 32, &r) == ACC_ERR_INVALID_ARGUMENT);
+    EXPECT(acc_csr_long_parts(NULL, m, 32, 32, &r, 1) == ACC_ERR_INVALID_ARGUMENT);
+    EXPECT(acc_csr_long_parts(offsets, m, 32, 32, &r, -1) == ACC_ERR_INVALID_ARGUMENT);
     EXPECT(acc_csr_long_count(offsets, 0, 32, 32, &r, &p, &top) == ACC_SUCCESS && r == 0 && p == 0 &&
            top == 0);
 }
