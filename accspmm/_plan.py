@@ -393,7 +393,7 @@ class Plan:
             self._upload_bittcf(put)
 
     def _upload_bittcf(self, put):
-        from ._tf32 import CSR_KEEP_MAX_ROWS, TF32Runner
+        from ._tf32 import TF32Runner, csr_keep
 
         if self._pending is not None:  # the format is built on the device from the CSR
             from ._device_format import DeviceBitTCF
@@ -403,7 +403,7 @@ class Plan:
             self._pending = None
             # the build's last steps overlap the first call's decision, which waits for them
             built = None
-            keep = csr.shape[0] <= CSR_KEEP_MAX_ROWS  # the build's upload of A's CSR, for the CSR kernels
+            keep = csr_keep(csr.shape[0], csr.nnz)  # the build's upload of A's CSR, for the CSR kernels
             try:
                 built = DeviceBitTCF(csr, perm, self._dev, self._device_id, defer=True, validate=csr.canonical is None,
                                      keep_csr=keep)

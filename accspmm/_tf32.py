@@ -326,13 +326,34 @@ CSR_WIDE_ELEMENT = 1.3
 CSR_WIDE_SMALL_MAX_N = 256
 CSR_WIDE_SMALL_FILL = 12
 CSR_WIDE_SMALL_LONGEST = 4096
+#: Beyond one wave, the same regime where rows hold at least CSR_WIDE_ROWS_MEAN entries on average, A at most
+#: CSR_WIDE_ROWS_MAX_NNZ and B (k x n) fits the reference L2: a row group's start is then paid over many entries, and
+#: B's rows, read once by each row that uses them, stay in L2.  H100, both kernels forced (the sweep above):
+#: blogcatalog, musae_facebook and a 20,000-row graph of 50 a row 1.26x (TF32) and 1.29x (FP16) over the Tensor
+#: Cores at n = 48-256, worst 1.07x and 1.03x, where Andrews (12.7 a row) lost 0.89x and 5M nonzeros of 100 a row
+#: 0.86-0.93x.  Held out (8 new seeded matrices, benchmarks/NOTES.md, session of 2026-11-28 01:25): 32 cases at
+#: 1.29x (TF32) and 1.38x (FP16); the one loss, 0.90x, had B of 100,000 rows beyond L2 (the condition since).
+CSR_WIDE_ROWS_MEAN = 14
+CSR_WIDE_ROWS_MAX_NNZ = 1_000_000
 #: the saving per call assumed where a known call count must repay the CSR upload: this fraction of the
 #: Tensor Cores' modelled time (the rule's measured gain, 1.09x, rounded down)
 CSR_WIDE_SMALL_SAVING = 0.08
-#: GPU TF32 plans of at most this many rows (those the one-wave regime can take from n = 33: 16 lanes a row) keep the
-#: BitTCF build's upload of A's CSR for the CSR kernels, which would upload it again at their first call (the host's
-#: staging copy of 8 bytes a nonzero: 0.2-0.6 ms of a first call on graphs of 0.1-0.2M nonzeros on the H100 machine)
+#: GPU TF32 plans of at most this many rows (those the one-wave regime can take from n = 33: 16 lanes a row), and
+#: those of long rows the regime takes beyond one wave (``csr_keep``), keep the BitTCF build's upload of A's CSR for
+#: the CSR kernels, which would upload it again at their first call (the host's staging copy of 8 bytes a nonzero:
+#: 0.2-0.6 ms of a first call on graphs of 0.1-0.2M nonzeros on the H100 machine)
 CSR_KEEP_MAX_ROWS = REF_SMS * 2048 // 16
+
+
+def csr_keep(m: int, nnz: int) -> bool:
+    """Whether a GPU plan of A (m rows, nnz entries) keeps the build's upload of A's CSR (``CSR_KEEP_MAX_ROWS``):
+    the rows the wide CSR regime can take (``_wide_csr_small``)."""
+    return m <= CSR_KEEP_MAX_ROWS or _long_rows(m, nnz)
+
+
+def _long_rows(m: int, nnz: int) -> bool:
+    """Rows long enough on average, in a small enough A, for the wide CSR regime beyond one wave."""
+    return nnz <= CSR_WIDE_ROWS_MAX_NNZ and nnz >= CSR_WIDE_ROWS_MEAN * m
 L2_REF = 50 * 2**20  # the H100's L2 (bytes): the model's, not the device's
 
 
@@ -398,14 +419,19 @@ def _wide_csr_model(n: int, m: int, k: int, nnz: int, longest: int, blocks: int,
 
 def _wide_csr_small(n: int, m: int, k: int, nnz: int, longest: int, blocks: int, windows: int, elem: int) -> tuple:
     """``wide_csr`` above CSR_WIDE_MAX_N: the CSR kernel in its one-wave regime of sparse blocks (CSR_WIDE_SMALL_*),
-    (on, reason, the saving a call assumed: CSR_WIDE_SMALL_SAVING of the Tensor Cores' modelled time)."""
+    or beyond one wave where rows are long (CSR_WIDE_ROWS_*), (on, reason, the saving a call assumed:
+    CSR_WIDE_SMALL_SAVING of the Tensor Cores' modelled time)."""
     g = csr_wide_lanes(n)
     last = n % (4 * g)
     if n > CSR_WIDE_SMALL_MAX_N or n % 4 or (last and last <= 2 * g):
         return False, "", 0.0
-    why = (f"{m} rows x {g} lanes, {nnz / max(blocks, 1):.1f} entries a block, longest row {longest} "
-           f"(at most {REF_SMS * 2048}, {CSR_WIDE_SMALL_FILL}, {CSR_WIDE_SMALL_LONGEST})")
-    on = m * g <= REF_SMS * 2048 and nnz <= CSR_WIDE_SMALL_FILL * blocks and longest <= CSR_WIDE_SMALL_LONGEST
+    why = (f"{m} rows x {g} lanes, {nnz / max(m, 1):.1f} entries a row, {nnz / max(blocks, 1):.1f} a block, "
+           f"longest row {longest} (one wave: at most {REF_SMS * 2048} lanes, or {CSR_WIDE_ROWS_MEAN} a row, "
+           f"{CSR_WIDE_ROWS_MAX_NNZ} in all and B in L2; at most {CSR_WIDE_SMALL_FILL} a block and "
+           f"{CSR_WIDE_SMALL_LONGEST} a row)")
+    in_l2 = k * n * (2 if elem else 4) <= L2_REF  # B, whose rows each row group reads once
+    on = ((m * g <= REF_SMS * 2048 or (_long_rows(m, nnz) and in_l2)) and nnz <= CSR_WIDE_SMALL_FILL * blocks
+          and longest <= CSR_WIDE_SMALL_LONGEST)
     return on, why, CSR_WIDE_SMALL_SAVING * _bittcf_wide_time(n, blocks, windows, elem, -(-n // UNIT[elem]))
 
 

@@ -891,10 +891,11 @@ def test_wide_csr_nonfinite_bound_deterministic_streams():
     _bound_and_same_bits(A, 12, {"wide": "csr"}, rng)
 
 
-def _uniform_rows_40(m, seed):
-    """m x m, 40 uniform random columns a row (duplicates summed), integer values in [-4, 4] (zeros dropped)."""
+def _uniform_rows_40(m, seed, per_row=40):
+    """m x m, 40 (``per_row``) uniform random columns a row (duplicates summed), integer values in [-4, 4] (zeros
+    dropped)."""
     rng = np.random.default_rng(seed)
-    rows = np.repeat(np.arange(m), 40)
+    rows = np.repeat(np.arange(m), per_row)
     U = sp.csr_matrix((rng.integers(-4, 5, rows.size).astype(np.float32), (rows, rng.integers(0, m, rows.size))),
                       shape=(m, m))
     U.sum_duplicates()
@@ -963,13 +964,16 @@ def test_wide_csr_small_regime():
     group resident at once on a reference H100, BitTCF's blocks about 8 entries each) run n = 36, 64, 128 and 256
     on the wide CSR kernel; n = 192 (its last 128-column slice half used), 202 (not a multiple of 4) and 260 (above
     CSR_WIDE_SMALL_MAX_N) on the Tensor Cores; 9,000 such rows exceed one wave at n = 128 (32 lanes a row) but not
-    at n = 64 (16); every result exact in TF32, FP16 and BF16 (integer data, float32 C for the half formats)."""
+    at n = 64 (16), and stay on the CSR kernel there (CSR_WIDE_ROWS_MEAN: 40 entries a row), where 20,000 rows of 10
+    go to the Tensor Cores; every result exact in TF32, FP16 and BF16 (integer data, float32 C for the half
+    formats)."""
     import torch
 
     cases = ((_uniform_rows_40(8000, 4), ((36, "cuda_cores_csr_wide16"), (64, "cuda_cores_csr_wide16"),
                                  (128, "cuda_cores_csr_wide32"), (256, "cuda_cores_csr_wide32"), (192, "tensor_cores"),
                                  (202, "tensor_cores"), (260, "tensor_cores"))),
-             (_uniform_rows_40(9000, 5), ((64, "cuda_cores_csr_wide16"), (128, "tensor_cores"))))
+             (_uniform_rows_40(9000, 5), ((64, "cuda_cores_csr_wide16"), (128, "cuda_cores_csr_wide32"))),
+             (_uniform_rows_40(20_000, 6, 10), ((64, "tensor_cores"), (128, "tensor_cores"))))
     for U, widths in cases:
         m = U.shape[0]
         with accspmm.plan(U, device="gpu") as p:
@@ -977,7 +981,7 @@ def test_wide_csr_small_regime():
                 B = int_dense(m, n, seed=n)
                 assert np.array_equal(p(B), scipy_ref(U, B)), n
                 assert p.stats["schedule_by_n"][n]["kernel"] == kernel, n
-            assert "entries a block" in p.stats["schedule_by_n"][widths[0][0]]["reason"]
+            assert "entries a row" in p.stats["schedule_by_n"][widths[0][0]]["reason"]
         for prec in ("fp16", "bf16"):
             dt = torch.float16 if prec == "fp16" else torch.bfloat16
             with accspmm.plan(U, device="gpu", precision=prec, format="bittcf") as p:

@@ -550,16 +550,19 @@ def test_wide_csr_small_regime_rule():
     """Above CSR_WIDE_MAX_N, up to CSR_WIDE_SMALL_MAX_N and n a multiple of 4: the wide CSR kernel where its row
     groups fit one wave of a reference H100 (m x lanes <= REF_SMS x 2,048), BitTCF's blocks hold at most
     CSR_WIDE_SMALL_FILL entries on average, no row is longer than CSR_WIDE_SMALL_LONGEST and its last column slice
-    (4 x lanes columns) is more than half used; the same rule for every operand format; a known call count must
-    repay the CSR upload."""
-    from accspmm._tf32 import (CSR_WIDE_MAX_N, CSR_WIDE_SMALL_FILL, CSR_WIDE_SMALL_LONGEST, CSR_WIDE_SMALL_MAX_N,
-                               REF_SMS, csr_wide_lanes, wide_csr)
+    (4 x lanes columns) is more than half used; beyond one wave where rows hold at least CSR_WIDE_ROWS_MEAN entries on
+    average, A at most CSR_WIDE_ROWS_MAX_NNZ and B in the reference L2 (and such plans keep the build's CSR upload);
+    the same rule for every
+    operand format; a known call count must repay the CSR upload."""
+    from accspmm._tf32 import (CSR_KEEP_MAX_ROWS, CSR_WIDE_MAX_N, CSR_WIDE_ROWS_MAX_NNZ, CSR_WIDE_ROWS_MEAN,
+                               CSR_WIDE_SMALL_FILL, CSR_WIDE_SMALL_LONGEST, CSR_WIDE_SMALL_MAX_N, L2_REF, REF_SMS,
+                               csr_keep, csr_wide_lanes, wide_csr)
 
     small = (2642, 2642, 6606, 5, 896, 331)  # minnesota: m, k, nnz, longest row, blocks, windows
     for elem in (0, 1, 2):
         for n in (36, 48, 64, 96, 100, 128, 224, 256):
             on, why = wide_csr(n, *small, elem=elem)
-            assert on and why.startswith("wide CSR kernel:") and "entries a block" in why, (n, elem)
+            assert on and why.startswith("wide CSR kernel:") and "a block" in why, (n, elem)
         # not a multiple of 4, the last slice at most half used (160: 32 of 128 columns, 192: 64), too wide
         for n in (CSR_WIDE_MAX_N + 1, 34, 130, 160, 192, CSR_WIDE_SMALL_MAX_N + 4, 512):
             assert wide_csr(n, *small, elem=elem) == (False, ""), (n, elem)
@@ -574,6 +577,20 @@ def test_wide_csr_small_regime_rule():
         assert wide_csr(n, m, m, 8 * m, CSR_WIDE_SMALL_LONGEST, m, -(-m // 8))[0]
         on, why = wide_csr(n, m, m, 8 * m, CSR_WIDE_SMALL_LONGEST + 1, m, -(-m // 8))  # a long row's chain of parts
         assert not on and why.startswith("Tensor Cores:")
+        # beyond one wave: rows of CSR_WIDE_ROWS_MEAN entries or more on average, A of at most CSR_WIDE_ROWS_MAX_NNZ
+        m = 3 * wave // g  # past CSR_KEEP_MAX_ROWS too
+        nnz = CSR_WIDE_ROWS_MEAN * m
+        if nnz <= CSR_WIDE_ROWS_MAX_NNZ:
+            assert wide_csr(n, m, m, nnz, 40, nnz // 10, -(-m // 8))[0] and csr_keep(m, nnz), n
+            assert not wide_csr(n, m, m, nnz - 1, 40, nnz // 10, -(-m // 8))[0] and not csr_keep(m, nnz - 1), n
+            assert not wide_csr(n, m, m, nnz, 40, nnz // 13, -(-m // 8))[0]  # blocks too full
+    m = 50_000  # 20 a row: one nonzero too many
+    assert wide_csr(128, m, m, CSR_WIDE_ROWS_MAX_NNZ, 40, CSR_WIDE_ROWS_MAX_NNZ // 8, m // 8)[0]
+    assert not wide_csr(128, m, m, CSR_WIDE_ROWS_MAX_NNZ + 1, 40, CSR_WIDE_ROWS_MAX_NNZ // 8, m // 8)[0]
+    for elem, k in ((0, L2_REF // (4 * 256)), (1, L2_REF // (2 * 256))):  # B of k x 256 fills the reference L2
+        assert wide_csr(256, m, k, CSR_WIDE_ROWS_MAX_NNZ, 40, CSR_WIDE_ROWS_MAX_NNZ // 8, m // 8, elem=elem)[0]
+        assert not wide_csr(256, m, k + 1, CSR_WIDE_ROWS_MAX_NNZ, 40, CSR_WIDE_ROWS_MAX_NNZ // 8, m // 8, elem=elem)[0]
+    assert csr_keep(CSR_KEEP_MAX_ROWS, 0) and not csr_keep(CSR_KEEP_MAX_ROWS + 1, CSR_KEEP_MAX_ROWS + 1)
     assert not wide_csr(128, *small, calls=1)[0] and "save less than the CSR upload" in wide_csr(128, *small, calls=1)[1]
     assert wide_csr(128, *small, calls=1, uploaded=True)[0] and wide_csr(128, *small, calls=1000)[0]
 
