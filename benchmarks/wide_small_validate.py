@@ -5,6 +5,11 @@ kernels forced (``tuning={"wide": ...}``), kernel only (``_cuda.time_tf32``, the
 launches), and the three results compared bit for bit (integer data), the small ones against scipy too:
 
     python benchmarks/wide_small_validate.py DIR        # NS="40 64 128" to choose the widths; OUT=dir for the JSON
+
+``SET=rows1`` or ``SET=rows2`` replaces the 15 fresh matrices with the two held-out sets of the regime beyond one
+wave (``CSR_WIDE_ROWS_*``: 8 seeded matrices each of 14-60 entries a row on 10,000-60,000 rows, two of them
+controls outside it; ``results/h100_wide_csr_rows_validation_set{1,2}.txt`` ran them with NS="48 64 128 256" and
+DIR holding six real matrices, or an empty DIR).
 """
 
 import json
@@ -74,6 +79,26 @@ FRESH = [("v_er5k_d8", lambda: _uniform_seeded(5000, 5000, 8, 7001)),
          ("v_tall20k_3", lambda: _uniform_seeded(20000, 3, 2, 7012)),
          ("v_hub6k", lambda: _hub(6000, 6, 5000, 7013))]
 
+ROWS1 = [("w_er10k_d20", lambda: _uniform_seeded(10000, 10000, 20, 8101)),
+         ("w_er30k_d16", lambda: _uniform_seeded(30000, 30000, 16, 8102)),
+         ("w_er45k_d20", lambda: _uniform_seeded(45000, 45000, 20, 8103)),
+         ("w_cl20k_30", lambda: _chung_lu_capped(20000, 30, 3000, 8104)),
+         ("w_cl40k_16", lambda: _chung_lu_capped(40000, 16, 2000, 8105)),
+         ("w_knn30k_20", lambda: _knn_exact(30000, 20, 8106)),
+         ("w_ui15k_100k", lambda: _uniform_seeded(15000, 100000, 40, 8107)),
+         ("w_cl25k_40", lambda: _chung_lu_capped(25000, 40, 4000, 8108)),
+         ("c_er60k_d12", lambda: _uniform_seeded(60000, 60000, 12, 8109)),  # controls: 12 a row, 1.5M nonzeros
+         ("c_er25k_d60", lambda: _uniform_seeded(25000, 25000, 60, 8110))]
+
+ROWS2 = [("x_er12k_d24", lambda: _uniform_seeded(12000, 12000, 24, 8201)),
+         ("x_er35k_d14", lambda: _uniform_seeded(35000, 35000, 14, 8202)),
+         ("x_cl30k_20", lambda: _chung_lu_capped(30000, 20, 3000, 8203)),
+         ("x_knn20k_16", lambda: _knn_exact(20000, 16, 8204)),
+         ("x_ui20k_60k", lambda: _uniform_seeded(20000, 60000, 30, 8205)),
+         ("x_ui10k_200k", lambda: _uniform_seeded(10000, 200000, 50, 8206)),
+         ("x_er50k_d18", lambda: _uniform_seeded(50000, 50000, 18, 8207)),
+         ("x_cl15k_50", lambda: _chung_lu_capped(15000, 50, 4000, 8208))]
+
 
 def geomean(xs):
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
@@ -119,7 +144,8 @@ def main():
             for f in datasets.matrix_files(sys.argv[1])]
     rows, bad = [], []
     print("GPU:", torch.cuda.get_device_name(), flush=True)
-    for kind, cases in (("fresh", FRESH), ("real", real)):
+    fresh = {"small": FRESH, "rows1": ROWS1, "rows2": ROWS2}[os.environ.get("SET", "small")]
+    for kind, cases in (("fresh", fresh), ("real", real)):
         for name, make in cases:
             A = make().tocsr()
             A.sum_duplicates()
