@@ -331,8 +331,9 @@ CSR_WIDE_SMALL_LONGEST = 4096
 #: B's rows, read once by each row that uses them, stay in L2.  H100, both kernels forced (the sweep above):
 #: blogcatalog, musae_facebook and a 20,000-row graph of 50 a row 1.26x (TF32) and 1.29x (FP16) over the Tensor
 #: Cores at n = 48-256, worst 1.07x and 1.03x, where Andrews (12.7 a row) lost 0.89x and 5M nonzeros of 100 a row
-#: 0.86-0.93x.  Held out (8 new seeded matrices, benchmarks/NOTES.md, session of 2026-11-28 01:25): 32 cases at
-#: 1.29x (TF32) and 1.38x (FP16); the one loss, 0.90x, had B of 100,000 rows beyond L2 (the condition since).
+#: 0.86-0.93x.  Held out on two sets of 8 new seeded matrices (benchmarks/wide_small_validate.py SET=rows1, rows2;
+#: benchmarks/NOTES.md, session of 2026-11-28 01:25): 32 and 25 TF32 cases at 1.29x and 1.27x, 32 and 27 FP16 cases
+#: at 1.38x and 1.34x; the losses had B at or beyond the L2's size (0.90x before the L2 condition, then 0.87x).
 CSR_WIDE_ROWS_MEAN = 14
 CSR_WIDE_ROWS_MAX_NNZ = 1_000_000
 #: the saving per call assumed where a known call count must repay the CSR upload: this fraction of the
