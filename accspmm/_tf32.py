@@ -1024,8 +1024,9 @@ class TF32Runner:
                     d[f"csr_wide_parts{part}"].ptr if nparts else 0, nparts, int(nparts > 0))
         try:
             ptr = self._narrow_parts()
-        except MemoryError as exc:
-            self._csr_failed(exc)
+        except MemoryError as exc:  # the narrow widths go to BitTCF; the CSR stays for the wide widths using it
+            self._csr_choice = (0, f"BitTCF narrow kernel: the CSR kernel's long-row parts found no GPU memory ({exc})")
+            self._reports_off(lambda w: w <= self._narrow)
             return (0,) * 7
         return (d["csr_offsets"].ptr, d["csr_cols"].ptr, d["csr_values"].ptr, self._narrow_choice()[0],
                 ptr, self._csr_parts.size // 4, self._csr_first)
@@ -1035,10 +1036,11 @@ class TF32Runner:
         CSR_PART, of the uploaded CSR), made and uploaded at the first narrow CSR call (0: no row is long);
         their counts go to the stats."""
         if self._csr_parts is None:
-            parts = self._csr_parts = csr_long_parts(self._csr_indptr)
-            if parts.size:
+            parts = csr_long_parts(self._csr_indptr)
+            if parts.size:  # MemoryError: nothing of them kept
                 self.dev["csr_long_parts"] = DeviceArray.upload(parts, self._device, self._side_stream())
                 self._stats["narrow_csr_bytes"] += parts.nbytes
+            self._csr_parts = parts
             self._stats["narrow_csr_long_rows"] = int(((parts[3::4] & 0xFFFFFFFF) == 0).sum())
             self._stats["narrow_csr_long_parts"] = parts.size // 4
             self._csr_first = int(bool(parts.size) and int((parts[3::4] >> 32).max()) > 1)
@@ -1046,14 +1048,17 @@ class TF32Runner:
 
     def _wide_parts_up(self, n: int) -> bool:
         """Uploads the wide kernel's long-row parts at width n (once per part length; nothing where no row is
-        long); False where they found no GPU memory (``_csr_failed``: the width goes to the Tensor Cores)."""
+        long); False where they found no GPU memory: width n goes to the Tensor Cores (``decide`` calls this before
+        deciding), while A's CSR stays for the widths already running on it."""
         part, parts = self._wide_parts(n)
         key = f"csr_wide_parts{part}"
         if parts.size and key not in self.dev:
             try:
                 self.dev[key] = DeviceArray.upload(parts, self._device, self._side_stream())
             except MemoryError as exc:
-                self._csr_failed(exc)
+                self._csr_wide[n] = (False, f"Tensor Cores: the wide CSR kernel's long-row parts found no GPU "
+                                            f"memory ({exc})")
+                self._reports_off(lambda w: w == n)
                 return False
         return True
 
@@ -1126,20 +1131,24 @@ class TF32Runner:
         return True
 
     def _csr_failed(self, exc: MemoryError):
-        """An upload for the CSR kernels found no GPU memory: frees what they hold, and every width runs on
-        BitTCF from now on (the narrow widths on its narrow kernel, the others on the Tensor Cores), which the
-        widths' reports say."""
+        """The upload of A's CSR for the CSR kernels (their first call: no CSR launch has run) found no GPU memory:
+        frees what it holds, and every width runs on BitTCF from now on (the narrow widths on its narrow kernel,
+        the others on the Tensor Cores), which the widths' reports say."""
         for name in [key for key in self.dev if isinstance(key, str) and key.startswith("csr_")]:
             self.dev.pop(name).free()
         self._csr_choice = (0, f"BitTCF narrow kernel: the CSR upload found no GPU memory ({exc})")
         for w in self._csr_wide:
             self._csr_wide[w] = (False, f"Tensor Cores: the CSR upload found no GPU memory ({exc})")
+        self._reports_off(lambda w: True)
+        self._csr = None  # never again
+
+    def _reports_off(self, widths):
+        """The reports of the widths (``widths(w)`` true) decided for a CSR kernel that now run on BitTCF."""
         for w, report in self._stats["schedule_by_n"].items():
-            if report["kernel"].startswith("cuda_cores_csr"):
+            if widths(w) and report["kernel"].startswith("cuda_cores_csr"):
                 narrow = w <= self._narrow
                 report["kernel"] = "cuda_cores" if narrow else "tensor_cores"
                 report["reason"] += f"; {(self._csr_choice if narrow else self._csr_wide[w])[1]}"
-        self._csr = None  # never again
 
     def _side_stream(self) -> int:
         """The library's side stream, where a call's uploads go (``_settle`` waits for them)."""

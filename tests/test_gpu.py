@@ -742,8 +742,9 @@ def test_narrow_csr_half_plans(prec):
     (8, {"wide": "csr", "build": "cpu"}, "tensor_cores", "wide_parts")])
 def test_narrow_csr_upload_out_of_memory_keeps_bittcf(monkeypatch, n, tuning, fallback, name):
     """Where A's CSR or its long rows' parts find no GPU memory at the first CSR call (MemoryError from the
-    upload), the plan frees what it uploaded, runs that width's BitTCF kernel instead (the narrow one, or the
-    Tensor Cores), says so, and stays exact."""
+    upload), the plan runs that width's BitTCF kernel instead (the narrow one, or the Tensor Cores), says so, and
+    stays exact; a refused CSR is freed with all it held, refused parts leave A's CSR (kept by the build) for the
+    widths that use it."""
     from accspmm import _tf32
 
     A = (_narrow_csr_matrices() if "narrow" in tuning else _wide_csr_matrices())[name]
@@ -765,8 +766,40 @@ def test_narrow_csr_upload_out_of_memory_keeps_bittcf(monkeypatch, n, tuning, fa
         assert failed and (failed[0] == (A.shape[0] + 1,)) == ("build" in tuning), failed
         report = p.stats["schedule_by_n"][n]
         assert report["kernel"] == fallback and "no GPU memory" in report["reason"]
-        assert not any(isinstance(key, str) and key.startswith("csr_") for key in p._tf32.dev)
+        held = [key for key in p._tf32.dev if isinstance(key, str) and key.startswith("csr_")]
+        assert (held == []) if "build" in tuning else not any("parts" in key for key in held), held
         assert np.array_equal(p(B), scipy_ref(A, B)) and p.stats["schedule_by_n"][n]["kernel"] == fallback
+
+
+def test_csr_parts_out_of_memory_leaves_the_running_widths(monkeypatch):
+    """A wide width runs on the CSR kernel (A's CSR kept from the build); then the narrow kernel's parts find no
+    GPU memory at n = 2's first call: n = 2 runs on BitTCF's narrow kernel, and n = 8's registered call still reads
+    A's CSR, exact (the CSR is not freed under it)."""
+    from accspmm import _tf32
+
+    A = _narrow_csr_matrices()["parts"]
+    with accspmm.plan(A, device="gpu", tuning={"narrow": "csr", "wide": "csr"}) as p:
+        B8, B2 = int_dense(A.shape[1], 8, seed=1), int_dense(A.shape[1], 2, seed=2)
+        assert np.array_equal(p(B8), scipy_ref(A, B8))
+        assert p.stats["schedule_by_n"][8]["kernel"].startswith("cuda_cores_csr_wide") and "csr_offsets" in p._dev
+
+        real, refused = _tf32.DeviceArray.upload, []
+
+        def refuse(arr, device, stream):  # the first upload of n = 2's first call: the narrow parts
+            if not refused:
+                refused.append(arr.shape)
+                raise MemoryError("out of GPU memory allocating (test)")
+            return real(arr, device, stream)
+
+        monkeypatch.setattr(_tf32.DeviceArray, "upload", staticmethod(refuse))
+        assert np.array_equal(p(B2), scipy_ref(A, B2))
+        monkeypatch.undo()
+        assert refused == [(_tf32.csr_long_parts(A.indptr.astype(np.int64)).size,)]
+        assert p.stats["schedule_by_n"][2]["kernel"] == "cuda_cores" and "csr_long_parts" not in p._dev
+        assert "csr_offsets" in p._dev and "csr_block" in p._dev  # what n = 8's launch reads
+        for _ in range(2):
+            assert np.array_equal(p(B8), scipy_ref(A, B8)) and np.array_equal(p(B2), scipy_ref(A, B2))
+        assert p.stats["schedule_by_n"][8]["kernel"].startswith("cuda_cores_csr_wide")
 
 
 def _graph_replays_exact(A, n, tuning):
