@@ -355,6 +355,8 @@ def csr_keep(m: int, nnz: int) -> bool:
 def _long_rows(m: int, nnz: int) -> bool:
     """Rows long enough on average, in a small enough A, for the wide CSR regime beyond one wave."""
     return nnz <= CSR_WIDE_ROWS_MAX_NNZ and nnz >= CSR_WIDE_ROWS_MEAN * m
+
+
 L2_REF = 50 * 2**20  # the H100's L2 (bytes): the model's, not the device's
 
 
