@@ -735,6 +735,21 @@ def test_narrow_csr_half_plans(prec):
         assert q.stats["schedule_by_n"][3]["kernel"] == "cuda_cores"
 
 
+def _refuse_first_upload(monkeypatch) -> list:
+    """Makes the next DeviceArray.upload of accspmm._tf32 raise MemoryError (the later ones run); returns the list
+    that gets the refused array's shape."""
+    real, refused = _tf32.DeviceArray.upload, []
+
+    def upload(arr, device, stream):
+        if not refused:
+            refused.append(arr.shape)
+            raise MemoryError("out of GPU memory allocating (test)")
+        return real(arr, device, stream)
+
+    monkeypatch.setattr(_tf32.DeviceArray, "upload", staticmethod(upload))
+    return refused
+
+
 @pytest.mark.parametrize("n, tuning, fallback, name", [
     (2, {"narrow": "csr"}, "cuda_cores", "parts"),  # the build's CSR kept: the narrow parts' upload fails
     (2, {"narrow": "csr", "build": "cpu"}, "cuda_cores", "empty_tail"),  # no GPU build: A's CSR's upload fails
@@ -745,20 +760,9 @@ def test_narrow_csr_upload_out_of_memory_keeps_bittcf(monkeypatch, n, tuning, fa
     upload), the plan runs that width's BitTCF kernel instead (the narrow one, or the Tensor Cores), says so, and
     stays exact; a refused CSR is freed with all it held, refused parts leave A's CSR (kept by the build) for the
     widths that use it."""
-    from accspmm import _tf32
-
     A = (_narrow_csr_matrices() if "narrow" in tuning else _wide_csr_matrices())[name]
-    real = _tf32.DeviceArray.upload
-    failed = []
-
-    def upload(arr, device, stream):  # the first upload of the CSR kernels' arrays
-        if not failed:
-            failed.append(arr.shape)
-            raise MemoryError("out of GPU memory allocating (test)")
-        return real(arr, device, stream)
-
     with accspmm.plan(A, device="gpu", tuning=tuning) as p:
-        monkeypatch.setattr(_tf32.DeviceArray, "upload", staticmethod(upload))
+        failed = _refuse_first_upload(monkeypatch)  # the first upload of the CSR kernels' arrays
         B = int_dense(A.shape[1], n, seed=4)
         assert np.array_equal(p(B), scipy_ref(A, B))
         monkeypatch.undo()
@@ -775,23 +779,13 @@ def test_csr_parts_out_of_memory_leaves_the_running_widths(monkeypatch):
     """A wide width runs on the CSR kernel (A's CSR kept from the build); then the narrow kernel's parts find no
     GPU memory at n = 2's first call: n = 2 runs on BitTCF's narrow kernel, and n = 8's registered call still reads
     A's CSR, exact (the CSR is not freed under it)."""
-    from accspmm import _tf32
-
     A = _narrow_csr_matrices()["parts"]
     with accspmm.plan(A, device="gpu", tuning={"narrow": "csr", "wide": "csr"}) as p:
         B8, B2 = int_dense(A.shape[1], 8, seed=1), int_dense(A.shape[1], 2, seed=2)
         assert np.array_equal(p(B8), scipy_ref(A, B8))
         assert p.stats["schedule_by_n"][8]["kernel"].startswith("cuda_cores_csr_wide") and "csr_offsets" in p._dev
 
-        real, refused = _tf32.DeviceArray.upload, []
-
-        def refuse(arr, device, stream):  # the first upload of n = 2's first call: the narrow parts
-            if not refused:
-                refused.append(arr.shape)
-                raise MemoryError("out of GPU memory allocating (test)")
-            return real(arr, device, stream)
-
-        monkeypatch.setattr(_tf32.DeviceArray, "upload", staticmethod(refuse))
+        refused = _refuse_first_upload(monkeypatch)  # the first upload of n = 2's first call: the narrow parts
         assert np.array_equal(p(B2), scipy_ref(A, B2))
         monkeypatch.undo()
         assert refused == [(_tf32.csr_long_parts(A.indptr.astype(np.int64)).size,)]
@@ -924,8 +918,8 @@ def test_wide_csr_nonfinite_bound_deterministic_streams():
     _bound_and_same_bits(A, 12, {"wide": "csr"}, rng)
 
 
-def _uniform_rows_40(m, seed, per_row=40):
-    """m x m, 40 (``per_row``) uniform random columns a row (duplicates summed), integer values in [-4, 4] (zeros
+def _uniform_rows(m, seed, per_row=40):
+    """m x m, ``per_row`` uniform random columns a row (duplicates summed), integer values in [-4, 4] (zeros
     dropped)."""
     rng = np.random.default_rng(seed)
     rows = np.repeat(np.arange(m), per_row)
@@ -963,7 +957,7 @@ def test_wide_csr_default_rule_and_bittcf():
         assert p.stats["schedule_by_n"][16]["kernel"] == "tensor_cores"
     with pytest.raises(ValueError, match="wide"):
         accspmm.plan(A, device="gpu", tuning={"wide": "rows"})(int_dense(1, 8, seed=1))
-    U = _uniform_rows_40(8000, 3)  # the CSR kernel up to n = 32, not above
+    U = _uniform_rows(8000, 3)  # the CSR kernel up to n = 32, not above
     with accspmm.plan(U, device="gpu") as p, accspmm.plan(U, device="gpu", tuning={"wide": "bittcf"}) as q:
         # n = 30 would read B element by element: the Tensor Cores (CSR_WIDE_ELEMENT_MAX_N)
         for n, kernel in ((24, "cuda_cores_csr_wide8"), (32, "cuda_cores_csr_wide8"), (30, "tensor_cores"),
@@ -1002,11 +996,11 @@ def test_wide_csr_small_regime():
     formats)."""
     import torch
 
-    cases = ((_uniform_rows_40(8000, 4), ((36, "cuda_cores_csr_wide16"), (64, "cuda_cores_csr_wide16"),
+    cases = ((_uniform_rows(8000, 4), ((36, "cuda_cores_csr_wide16"), (64, "cuda_cores_csr_wide16"),
                                  (128, "cuda_cores_csr_wide32"), (256, "cuda_cores_csr_wide32"), (192, "tensor_cores"),
                                  (202, "tensor_cores"), (260, "tensor_cores"))),
-             (_uniform_rows_40(9000, 5), ((64, "cuda_cores_csr_wide16"), (128, "cuda_cores_csr_wide32"))),
-             (_uniform_rows_40(20_000, 6, 10), ((64, "tensor_cores"), (128, "tensor_cores"))))
+             (_uniform_rows(9000, 5), ((64, "cuda_cores_csr_wide16"), (128, "cuda_cores_csr_wide32"))),
+             (_uniform_rows(20_000, 6, 10), ((64, "tensor_cores"), (128, "tensor_cores"))))
     for U, widths in cases:
         m = U.shape[0]
         with accspmm.plan(U, device="gpu") as p:
