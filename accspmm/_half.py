@@ -476,16 +476,19 @@ class HalfPlan:
             raise TypeError(f"dtype must be float32 or float64, got {np.dtype(dtype)}")
         kernel = "auto"
         autotune = None  # BitTCF's first-call variant timing: tuning["autotune"], else by calls (below)
-        narrow = {}  # BitTCF's CUDA-core widths: tuning["narrow"], ["csr_lanes"], ["wide"], ["csr_part"], as TF32 plans
+        # BitTCF's CUDA-core widths: tuning["narrow"], ["csr_lanes"], ["wide"], ["csr_part"], ["csr_lane_cols"], as TF32
+        narrow = {}
         if tuning is not None:
             if not isinstance(tuning, dict) or \
-                    set(tuning) - {"kernel", "autotune", "narrow", "csr_lanes", "wide", "csr_part"}:
+                    set(tuning) - {"kernel", "autotune", "narrow", "csr_lanes", "wide", "csr_part", "csr_lane_cols"}:
                 raise ValueError("tuning of an FP16/BF16 plan takes only "
                                  "{'kernel': 'auto' | 'pairs' | 'rows' | 'quads'} (BSR16's kernel on the GPU), "
                                  "{'autotune': bool} (BitTCF's first-call variant timing), 'narrow' / "
-                                 "'csr_lanes' (BitTCF's kernel for n <= 4), 'wide' (BitTCF's kernel of wider n) and "
-                                 f"'csr_part' (its parts of long rows), as TF32 plans take them, got {tuning!r}")
-            narrow = {key: tuning[key] for key in ("narrow", "csr_lanes", "wide", "csr_part") if key in tuning}
+                                 "'csr_lanes' (BitTCF's kernel for n <= 4), 'wide' (BitTCF's kernel of wider n), "
+                                 "'csr_part' (its parts of long rows) and 'csr_lane_cols' (its columns a lane), as "
+                                 f"TF32 plans take them, got {tuning!r}")
+            narrow = {key: tuning[key] for key in ("narrow", "csr_lanes", "wide", "csr_part", "csr_lane_cols")
+                      if key in tuning}
             if not isinstance(tuning.get("autotune", False), bool):
                 raise ValueError(f"tuning['autotune'] must be True or False, got {tuning['autotune']!r}")
             autotune = tuning.get("autotune")

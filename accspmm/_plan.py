@@ -164,11 +164,13 @@ class Plan:
         (multiples of 4) where A's rows fit one wave of the GPU and BitTCF's blocks are sparse, else the Tensor
         Cores; "csr" at every n > 4; the bits may differ between the two, never between calls);
         ``{"csr_part": int}`` cuts that kernel's long rows in parts of at most so many entries (default:
-        ``accspmm._tf32.csr_wide_part``, 32 or 64; the bits of a row in several parts depend on it).
-        FP16/BF16 plans take only ``{"autotune": bool}``, the narrow keys, ``"wide"`` and ``"csr_part"``
-        (BitTCF: the same rules and timing) and ``{"kernel": "rows" | "pairs" | "quads" | "auto"}`` (BSR16: a
-        warp per block row, or per pair of block rows (accspmm._half.PAIR_MIN_N, PAIR_SHARE_MAX), or a warpgroup
-        per quad).
+        ``accspmm._tf32.csr_wide_part``, 32 or 64; the bits of a row in several parts depend on it);
+        ``{"csr_lane_cols": 4 | 8}`` gives that kernel's lanes 4 or 8 columns each (default:
+        ``accspmm._tf32.csr_wide_lane_cols``, 8 for half operands on long rows; the same bits either way).
+        FP16/BF16 plans take only ``{"autotune": bool}``, the narrow keys, ``"wide"``, ``"csr_part"``,
+        ``"csr_lane_cols"`` (BitTCF: the same rules and timing) and ``{"kernel": "rows" | "pairs" | "quads" |
+        "auto"}`` (BSR16: a warp per block row, or per pair of block rows (accspmm._half.PAIR_MIN_N,
+        PAIR_SHARE_MAX), or a warpgroup per quad).
     cusparse_alg : cuSPARSE CSR algorithm for "fp32"/"fp64" on the GPU: "default", "alg1", "alg2", "alg3".
 
     Statistics: ``plan.stats`` holds the format's metrics, ``seconds`` (every preprocessing step;

@@ -357,6 +357,26 @@ def _long_rows(m: int, nnz: int) -> bool:
     return nnz <= CSR_WIDE_ROWS_MAX_NNZ and nnz >= CSR_WIDE_ROWS_MEAN * m
 
 
+#: Half operands at n >= CSR_WIDE8_MIN_N (a multiple of 8) run the wide CSR kernel with half its lanes, 8 columns each
+#: (cuda/tf32_spmm.cu, csr_wide_g: half the shuffles, address and loop steps per entry, twice the products a lane) where
+#: A has at least CSR_WIDE8_MIN_ROWS rows of at least CSR_WIDE8_MEAN entries on average.  H100, both forced on 15
+#: seeded and 8 real matrices at n = 16-256 (benchmarks/NOTES.md, "Session of 2026-11-28, 02:48"): FP16 1.06x at
+#: n = 64 and 256, 1.03x at 128, 0.93-0.94x at n = 16-32; by rows: 1.06-1.5x on rows of 30-200 entries
+#: (blogcatalog n = 64-256 1.18-1.29x), 0.87-1.13x on rows of 3-20, 0.97-0.98x on email-Eu-core's 1,005 rows; TF32 (two
+#: 16-byte loads an entry) 0.94x, so TF32 plans keep 4 columns.  Held out (the 18 matrices of wide_small_validate's
+#: SET=rows1 and rows2, n = 64-256): the rule takes 21 cases at 1.094x, worst 0.91x (200,000 columns, n = 256).
+CSR_WIDE8_MIN_N = 64
+CSR_WIDE8_MEAN = 24
+CSR_WIDE8_MIN_ROWS = 2048
+
+
+def csr_wide_lane_cols(n: int, m: int, nnz: int, elem: int) -> int:
+    """Columns a lane of the wide CSR kernel at width n (4, or 8 on half the lanes: CSR_WIDE8_*) for A of ``m`` rows and
+    ``nnz`` entries, operands ``elem`` (0: TF32)."""
+    eight = elem and n >= CSR_WIDE8_MIN_N and n % 8 == 0 and m >= CSR_WIDE8_MIN_ROWS and nnz >= CSR_WIDE8_MEAN * m
+    return 8 if eight else 4
+
+
 L2_REF = 50 * 2**20  # the H100's L2 (bytes): the model's, not the device's
 
 
@@ -724,12 +744,14 @@ class TF32Runner:
         self.balance = balance
         self.tuning = dict(tuning or {})
         unknown = set(self.tuning) - {"cap", "autotune", "build", "check", "schedule", "narrow", "csr_lanes",
-                                      "wide", "csr_part", *VARIANT_KEYS}
+                                      "wide", "csr_part", "csr_lane_cols", *VARIANT_KEYS}
         if unknown:
             raise ValueError(f"unknown tuning key(s) {sorted(unknown)}")
         if "csr_part" in self.tuning and (not isinstance(self.tuning["csr_part"], (int, np.integer))
                                           or not 1 <= self.tuning["csr_part"] <= 2**20):
             raise ValueError(f"tuning['csr_part'] must be an int of 1 to 2**20, not {self.tuning['csr_part']!r}")
+        if self.tuning.get("csr_lane_cols", 4) not in (4, 8):
+            raise ValueError(f"tuning['csr_lane_cols'] must be 4 or 8, not {self.tuning['csr_lane_cols']!r}")
         if self.tuning.get("schedule", "device") not in ("device", "host"):
             raise ValueError(f"tuning['schedule'] must be 'device' or 'host', not {self.tuning['schedule']!r}")
         self.num_windows = fmt.num_windows
@@ -879,7 +901,7 @@ class TF32Runner:
             self._stats["schedule_by_n"][n] = {
                 "cap": 0, "tasks": 0, "schedule_on": "none", "kernel": f"cuda_cores_csr_wide{csr_wide_lanes(n)}",
                 "split_windows": 0, "predicted": {}, "reason": self._wide_choice(n)[1], "variant": variant,
-                "ibd": self._ibd, "csr_part": self._wide_parts(n)[0]}
+                "ibd": self._ibd, "csr_part": self._wide_parts(n)[0], "csr_lane_cols": self._lane_cols(n)}
             self._decisions[n] = (0, variant)
             return self._decisions[n]
         slices = -(-n // slice_cols(self.elem, variant["slice_s"]))
@@ -1022,7 +1044,8 @@ class TF32Runner:
                 return (0,) * 7
             part, parts = self._wide_parts(n)
             nparts = parts.size // 4
-            return (d["csr_offsets"].ptr, d["csr_cols"].ptr, d["csr_values"].ptr, csr_wide_lanes(n),
+            lanes = csr_wide_lanes(n) // (2 if self._lane_cols(n) == 8 else 1)
+            return (d["csr_offsets"].ptr, d["csr_cols"].ptr, d["csr_values"].ptr, lanes,
                     d[f"csr_wide_parts{part}"].ptr if nparts else 0, nparts, int(nparts > 0))
         try:
             ptr = self._narrow_parts()
@@ -1063,6 +1086,19 @@ class TF32Runner:
                 self._reports_off(lambda w: w == n)
                 return False
         return True
+
+    def _lane_cols(self, n: int) -> int:
+        """Columns a lane of the wide CSR kernel at width n: ``tuning["csr_lane_cols"]`` where given, else
+        ``csr_wide_lane_cols``'s; 4 where n is not a multiple of 8 or the kernel has fewer than 4 lanes of 4 (n <= 8).
+        A launch whose B or C is not 16-byte aligned runs the lanes of 4 (the same bits)."""
+        if csr_wide_lanes(n) < 4 or n % 8:
+            return 4
+        forced = self.tuning.get("csr_lane_cols")
+        if forced is not None:
+            return int(forced)
+        src = self._csr
+        m = src.shape[0]
+        return csr_wide_lane_cols(n, m, int(src.indptr[m] - src.indptr[0]), self.elem)
 
     def _wide_parts(self, n: int) -> tuple:
         """(part length, csr_long_parts) of the wide CSR kernel at width n, from the uploaded CSR: parts of

@@ -1577,47 +1577,71 @@ int dispatch_csr_narrow(const acc_tf32_args &p, cudaStream_t s) {
  * part's sums go to workspace[(q * slices + s) * 4G ..] and the part that arrives last at counters[(q - j)
  * * slices + s] adds the row's parts in part order.  VEC: n a multiple of 4 and B's and C's rows aligned to
  * 4 elements (one 16-byte load of B per entry and lane, 8-byte for half B; one store of C), else element
- * loads and stores. */
+ * loads and stores.  Where the plan asks for it (p.csr.lanes = G / 2; accspmm._tf32.csr_wide_lane_cols), G / 2
+ * lanes of 8 columns take the same slices: half the shuffles, address steps and loop steps per entry, twice the
+ * products a lane; H100, FP16 at n = 64-256 on rows of 25 and more entries a row, 1.06-1.5x (benchmarks/NOTES.md,
+ * "Session of 2026-11-28, 02:48"). */
 constexpr int kCsrWideThreads = 256;
 
-/* The lane's 4 columns of B's rows: LEAN, base = B + c0 (in B's element type; c0 a column in range, the caller
- * clamps a lane past n to column 0 and stores nothing), one 16-byte load a row (8-byte for half B) at
- * base + col * n by one 32 x 32 -> 64-bit multiply, no select; else csr_b's loads of the columns below n,
- * zeros past it (inactive: all four zero).  LEAN = VEC at G <= 8 (n <= 32, the widths the rule gives this
- * kernel): 1.03-1.04x there in geometric mean over 34 shapes, the same bits; at G = 32 (n = 128, forced) it
- * ran 0.96x (H100, benchmarks/NOTES.md, "Session of 2026-11-27, 21:47"). */
-template <int E, bool VEC, bool LEAN> struct wide_lane {
+/* The lane's W columns of B's rows (W = 4, or 8 where the whole slice is in range and aligned: see csr_wide_g):
+ * LEAN, base = B + c0 (in B's element type; c0 a column in range, the caller clamps a lane past n to column 0
+ * and stores nothing), one 16-byte load a row per 4 floats or 8 halves (8-byte for 4 halves) at base + col * n
+ * by one 32 x 32 -> 64-bit multiply, no select; else csr_b's loads of the columns below n, zeros past it
+ * (inactive: all zero).  LEAN = VEC at G <= 8 (n <= 32, the widths the rule gives this kernel) for 4 columns:
+ * 1.03-1.04x there in geometric mean over 34 shapes, the same bits; at G = 32 (n = 128, forced) it ran 0.96x
+ * (H100, benchmarks/NOTES.md, "Session of 2026-11-27, 21:47"); always for 8 columns. */
+template <int W> struct wide_vec {
+    float v[W];
+};
+
+template <int E, int W, bool VEC, bool LEAN> struct wide_lane {
+    static_assert(W == 4 || (W == 8 && VEC && LEAN), "8 columns a lane only by vector loads");
     const void *base;
     uint32_t n;
     int64_t c0;
     bool active;
-    /* B[col, c0 .. c0 + 3] as exact float operands (TF32-rounded, or the half format E's values) */
-    __device__ __forceinline__ float4 b(const acc_tf32_args &p, int32_t col) const {
+    /* B[col, c0 .. c0 + W - 1] as exact float operands (TF32-rounded, or the half format E's values) */
+    __device__ __forceinline__ wide_vec<W> b(const acc_tf32_args &p, int32_t col) const {
+        wide_vec<W> x;
         if constexpr (LEAN) {
             const size_t at = (size_t)(uint32_t)col * n; /* columns are checked: 0 <= col < k */
             if constexpr (E == ACC_TF32_ELEM_TF32) {
-                const float4 v = __ldg(reinterpret_cast<const float4 *>(static_cast<const float *>(base) + at));
-                return make_float4(__uint_as_float(to_tf32(v.x)), __uint_as_float(to_tf32(v.y)),
-                                   __uint_as_float(to_tf32(v.z)), __uint_as_float(to_tf32(v.w)));
+                const float4 *q = reinterpret_cast<const float4 *>(static_cast<const float *>(base) + at);
+#pragma unroll
+                for (int h = 0; h < W / 4; h++) {
+                    const float4 v = __ldg(q + h);
+                    x.v[4 * h] = __uint_as_float(to_tf32(v.x)), x.v[4 * h + 1] = __uint_as_float(to_tf32(v.y));
+                    x.v[4 * h + 2] = __uint_as_float(to_tf32(v.z)), x.v[4 * h + 3] = __uint_as_float(to_tf32(v.w));
+                }
             } else {
-                const uint2 v =
-                    __ldg(reinterpret_cast<const uint2 *>(static_cast<const unsigned short *>(base) + at));
-                return make_float4(half_to_f32<E>(v.x & 0xffff), half_to_f32<E>(v.x >> 16),
-                                   half_to_f32<E>(v.y & 0xffff), half_to_f32<E>(v.y >> 16));
+                const unsigned short *q = static_cast<const unsigned short *>(base) + at;
+                unsigned w[W / 2];
+                if constexpr (W == 8) {
+                    const uint4 v = __ldg(reinterpret_cast<const uint4 *>(q));
+                    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+                } else {
+                    const uint2 v = __ldg(reinterpret_cast<const uint2 *>(q));
+                    w[0] = v.x, w[1] = v.y;
+                }
+#pragma unroll
+                for (int h = 0; h < W / 2; h++)
+                    x.v[2 * h] = half_to_f32<E>(w[h] & 0xffff), x.v[2 * h + 1] = half_to_f32<E>(w[h] >> 16);
             }
+        } else if (!active) {
+#pragma unroll
+            for (int c = 0; c < W; c++)
+                x.v[c] = 0.f;
         } else {
-            if (!active) return make_float4(0.f, 0.f, 0.f, 0.f);
-            float x[4];
-            csr_b<E, 4, VEC>(p, col, x, c0);
-            return make_float4(x[0], x[1], x[2], x[3]);
+            csr_b<E, W, VEC>(p, col, x.v, c0);
         }
+        return x;
     }
 };
 
-template <int E, int G, bool VEC> using wide_lane_g = wide_lane<E, VEC, VEC && G <= 8>;
+template <int E, int G, int W, bool VEC> using wide_lane_g = wide_lane<E, W, VEC, VEC && (W == 8 || G <= 8)>;
 
-template <int E, int G, bool VEC>
-__device__ __forceinline__ wide_lane_g<E, G, VEC> make_wide_lane(const acc_tf32_args &p, int64_t c0) {
+template <int E, int G, int W, bool VEC>
+__device__ __forceinline__ wide_lane_g<E, G, W, VEC> make_wide_lane(const acc_tf32_args &p, int64_t c0) {
     const bool active = c0 < p.n;
     const int64_t at = VEC && !active ? 0 : c0;
     const void *base = E == ACC_TF32_ELEM_TF32
@@ -1642,11 +1666,11 @@ template <int G, int R> struct wide_chunk {
 
 /* acc += the chunk's entries f .. f + S - 1 (entry f + u in lane (f + u) % G, slot (f + u) / G): S shuffles
  * and loads, then the products in entry order */
-template <int E, int G, int R, bool VEC, int S>
+template <int E, int G, int R, int W, bool VEC, int S>
 __device__ __forceinline__ void wide_step(const acc_tf32_args &p, unsigned gmask, const wide_chunk<G, R> &ch,
-                                          int f, const wide_lane_g<E, G, VEC> &lane, float4 &acc) {
+                                          int f, const wide_lane_g<E, G, W, VEC> &lane, wide_vec<W> &acc) {
     float a[S];
-    float4 x[S];
+    wide_vec<W> x[S];
 #pragma unroll
     for (int u = 0; u < S; u++) {
         const int32_t c = __shfl_sync(gmask, ch.c[(f + u) / G], (f + u) % G, G);
@@ -1654,22 +1678,23 @@ __device__ __forceinline__ void wide_step(const acc_tf32_args &p, unsigned gmask
         x[u] = lane.b(p, c);
     }
 #pragma unroll
-    for (int u = 0; u < S; u++) {
-        acc.x = __fmaf_rn(a[u], x[u].x, acc.x);
-        acc.y = __fmaf_rn(a[u], x[u].y, acc.y);
-        acc.z = __fmaf_rn(a[u], x[u].z, acc.z);
-        acc.w = __fmaf_rn(a[u], x[u].w, acc.w);
-    }
+    for (int u = 0; u < S; u++)
+#pragma unroll
+        for (int c = 0; c < W; c++)
+            acc.v[c] = __fmaf_rn(a[u], x[u].v[c], acc.v[c]);
 }
 
-/* acc = the sum over entries e0 .. e1 - 1 of A's CSR of a x B[column, c0 .. c0 + 3], in entry order; every
+/* acc = the sum over entries e0 .. e1 - 1 of A's CSR of a x B[column, c0 .. c0 + W - 1], in entry order; every
  * lane of the group (gmask) calls it with the same range, lane j < G.  Chunks of G R entries, the next
  * chunk's loads issued before this one's products; steps of 4 entries, then single ones. */
-template <int E, int G, bool VEC>
-__device__ __forceinline__ float4 wide_walk(const acc_tf32_args &p, unsigned gmask, int j, int64_t e0,
-                                            int64_t e1, const wide_lane_g<E, G, VEC> &lane) {
+template <int E, int G, int W, bool VEC>
+__device__ __forceinline__ wide_vec<W> wide_walk(const acc_tf32_args &p, unsigned gmask, int j, int64_t e0,
+                                                 int64_t e1, const wide_lane_g<E, G, W, VEC> &lane) {
     constexpr int R = 32 / G < 8 ? 32 / G : 8, CH = G * R, S = 4;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    wide_vec<W> acc;
+#pragma unroll
+    for (int c = 0; c < W; c++)
+        acc.v[c] = 0.f;
     wide_chunk<G, R> cur, next;
     cur.load(p, e0, e1, j);
     for (int64_t base = e0; base < e1; base += CH) {
@@ -1679,11 +1704,11 @@ __device__ __forceinline__ float4 wide_walk(const acc_tf32_args &p, unsigned gma
         for (int f = 0; f < CH; f += S) {
             if (f >= cnt) break;
             if (f + S <= cnt) {
-                wide_step<E, G, R, VEC, S>(p, gmask, cur, f, lane, acc);
+                wide_step<E, G, R, W, VEC, S>(p, gmask, cur, f, lane, acc);
             } else {
 #pragma unroll
                 for (int u = 0; u < S - 1; u++)
-                    if (f + u < cnt) wide_step<E, G, R, VEC, 1>(p, gmask, cur, f + u, lane, acc);
+                    if (f + u < cnt) wide_step<E, G, R, W, VEC, 1>(p, gmask, cur, f + u, lane, acc);
             }
         }
         cur = next;
@@ -1691,33 +1716,41 @@ __device__ __forceinline__ float4 wide_walk(const acc_tf32_args &p, unsigned gma
     return acc;
 }
 
-/* C[row, c0 .. c0 + 3] = v (the columns below n) in the output format: one 8- or 16-byte store (VEC), else
+/* C[row, c0 .. c0 + W - 1] = v (the columns below n) in the output format: 8- or 16-byte stores (VEC), else
  * store_c's element by element */
-template <int E, bool VEC>
-__device__ __forceinline__ void wide_store(const acc_tf32_args &p, int64_t row, int64_t c0, float4 v) {
+template <int E, int W, bool VEC>
+__device__ __forceinline__ void wide_store(const acc_tf32_args &p, int64_t row, int64_t c0, const wide_vec<W> &v) {
     const int64_t at = row * p.n + c0;
     if constexpr (!VEC) {
-        const float x[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-        for (int c = 0; c < 4; c++)
-            if (c0 + c < p.n) store_c<E>(p.C, p.out_f32, at + c, x[c]);
+        for (int c = 0; c < W; c++)
+            if (c0 + c < p.n) store_c<E>(p.C, p.out_f32, at + c, v.v[c]);
     } else if (E != ACC_TF32_ELEM_TF32 && !p.out_f32) {
-        const unsigned x = to_half<E>(v.x), y = to_half<E>(v.y), z = to_half<E>(v.z), w = to_half<E>(v.w);
-        __stcs(reinterpret_cast<uint2 *>(reinterpret_cast<unsigned short *>(p.C) + at),
-               make_uint2(x | y << 16, z | w << 16));
+        unsigned h[W / 2];
+#pragma unroll
+        for (int c = 0; c < W / 2; c++)
+            h[c] = to_half<E>(v.v[2 * c]) | to_half<E>(v.v[2 * c + 1]) << 16;
+        unsigned short *q = reinterpret_cast<unsigned short *>(p.C) + at;
+        if constexpr (W == 8)
+            __stcs(reinterpret_cast<uint4 *>(q), make_uint4(h[0], h[1], h[2], h[3]));
+        else
+            __stcs(reinterpret_cast<uint2 *>(q), make_uint2(h[0], h[1]));
     } else {
-        __stcs(reinterpret_cast<float4 *>(p.C + at), v);
+#pragma unroll
+        for (int c = 0; c < W; c += 4)
+            __stcs(reinterpret_cast<float4 *>(p.C + at + c), make_float4(v.v[c], v.v[c + 1], v.v[c + 2], v.v[c + 3]));
     }
 }
 
-template <int E, int G, bool VEC, bool PARTS>
+/* G lanes a row, W columns a lane: column slice s covers columns s W G .. (s + 1) W G - 1 */
+template <int E, int G, int W, bool VEC, bool PARTS>
 __global__ void __launch_bounds__(kCsrWideThreads)
     csr_wide_kernel(const acc_tf32_args p, int64_t part_blocks) {
     constexpr int kGroups = kCsrWideThreads / G;
     const int j = threadIdx.x % G;
     const unsigned gmask = G == 32 ? 0xffffffffu : ((1u << G) - 1) << (threadIdx.x & 31 & ~(G - 1));
-    const int64_t slices = gridDim.y, s = blockIdx.y, c0 = s * 4 * G + 4 * j;
-    const wide_lane_g<E, G, VEC> lane = make_wide_lane<E, G, VEC>(p, c0);
+    const int64_t slices = gridDim.y, s = blockIdx.y, c0 = s * W * G + W * j;
+    const wide_lane_g<E, G, W, VEC> lane = make_wide_lane<E, G, W, VEC>(p, c0);
     const bool active = lane.active;
     int64_t g = (int64_t)blockIdx.x * kGroups + threadIdx.x / G;
     if (PARTS && (int64_t)blockIdx.x < part_blocks) { /* a long row's part */
@@ -1726,14 +1759,16 @@ __global__ void __launch_bounds__(kCsrWideThreads)
         const int64_t row = ldg64(rec), e0 = ldg64(rec + 1), e1 = ldg64(rec + 2), info = ldg64(rec + 3);
         const int64_t jp = info & 0xffffffffLL, parts = info >> 32;
         pdl_wait(); /* B, C and the workspace only after the kernels before this one */
-        float4 acc = wide_walk<E, G, VEC>(p, gmask, j, e0, e1, lane);
+        wide_vec<W> acc = wide_walk<E, G, W, VEC>(p, gmask, j, e0, e1, lane);
         if (parts == 1) {
-            if (active) wide_store<E, VEC>(p, row, c0, acc);
+            if (active) wide_store<E, W, VEC>(p, row, c0, acc);
             return;
         }
-        const int64_t first = g - jp, width = slices * 4 * G;
+        const int64_t first = g - jp, width = slices * W * G;
         float4 *ws = reinterpret_cast<float4 *>(p.workspace + g * width + c0);
-        __stcg(ws, acc);
+#pragma unroll
+        for (int c = 0; c < W; c += 4)
+            __stcg(ws + c / 4, make_float4(acc.v[c], acc.v[c + 1], acc.v[c + 2], acc.v[c + 3]));
         __threadfence(); /* this part's sums visible before its arrival is counted */
         __syncwarp(gmask);
         int last = 0;
@@ -1741,12 +1776,19 @@ __global__ void __launch_bounds__(kCsrWideThreads)
         last = __shfl_sync(gmask, last, 0, G);
         if (!last) return;
         __threadfence(); /* every part's sums, as they were before their arrivals */
-        acc = __ldcg(reinterpret_cast<const float4 *>(p.workspace + first * width + c0));
-        for (int64_t i = 1; i < parts; i++) { /* in part order */
-            const float4 v = __ldcg(reinterpret_cast<const float4 *>(p.workspace + (first + i) * width + c0));
-            acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+        for (int64_t i = 0; i < parts; i++) { /* in part order */
+            const float4 *q = reinterpret_cast<const float4 *>(p.workspace + (first + i) * width + c0);
+#pragma unroll
+            for (int c = 0; c < W; c += 4) {
+                const float4 v = __ldcg(q + c / 4);
+                if (i == 0) {
+                    acc.v[c] = v.x, acc.v[c + 1] = v.y, acc.v[c + 2] = v.z, acc.v[c + 3] = v.w;
+                } else {
+                    acc.v[c] += v.x, acc.v[c + 1] += v.y, acc.v[c + 2] += v.z, acc.v[c + 3] += v.w;
+                }
+            }
         }
-        if (active) wide_store<E, VEC>(p, row, c0, acc);
+        if (active) wide_store<E, W, VEC>(p, row, c0, acc);
         if (j == 0) p.counters[first * slices + s] = 0; /* for the next launch */
         return;
     }
@@ -1755,32 +1797,40 @@ __global__ void __launch_bounds__(kCsrWideThreads)
     const int64_t e0 = ldg64(p.csr.offsets + row), e1 = ldg64(p.csr.offsets + row + 1);
     if (PARTS && e1 - e0 > ACC_TF32_CSR_WIDE_LONG) return; /* its parts write it */
     pdl_wait(); /* B and C only after the kernels before this one */
-    const float4 acc = wide_walk<E, G, VEC>(p, gmask, j, e0, e1, lane);
-    if (active) wide_store<E, VEC>(p, row, c0, acc);
+    const wide_vec<W> acc = wide_walk<E, G, W, VEC>(p, gmask, j, e0, e1, lane);
+    if (active) wide_store<E, W, VEC>(p, row, c0, acc);
 }
 
-template <int E, int G, bool VEC, bool PARTS>
+template <int E, int G, int W, bool VEC, bool PARTS>
 int launch_csr_wide(const acc_tf32_args &p, cudaStream_t stream) {
     static unsigned char pdl[kMaxDevices];
-    void (*fn)(const acc_tf32_args, int64_t) = csr_wide_kernel<E, G, VEC, PARTS>;
+    void (*fn)(const acc_tf32_args, int64_t) = csr_wide_kernel<E, G, W, VEC, PARTS>;
     constexpr int64_t kGroups = kCsrWideThreads / G;
     const int64_t part_blocks = PARTS ? (p.csr.num_parts + kGroups - 1) / kGroups : 0;
-    const int64_t blocks = part_blocks + (p.m + kGroups - 1) / kGroups, slices = (p.n + 4 * G - 1) / (4 * G);
+    const int64_t blocks = part_blocks + (p.m + kGroups - 1) / kGroups, slices = (p.n + W * G - 1) / (W * G);
     if (blocks > 0x7fffffffLL || slices > 65535) return ACC_ERR_TOO_LARGE;
     ACC_CUDA_TRY(launch_ex(fn, dim3((unsigned)blocks, (unsigned)slices), dim3(kCsrWideThreads), 0, stream,
                            pdl_usable(reinterpret_cast<const void *>(fn), pdl), p, part_blocks));
     return ACC_SUCCESS;
 }
 
-/* VEC: n a multiple of 4 and B's and C's rows aligned to 4 of their elements */
+template <int E, int G, int W, bool VEC> int csr_wide_parts(const acc_tf32_args &p, cudaStream_t s) {
+    return p.csr.num_parts > 0 ? launch_csr_wide<E, G, W, VEC, true>(p, s) : launch_csr_wide<E, G, W, VEC, false>(p, s);
+}
+
+/* G = acc_tf32_csr_wide_lanes(n) lanes a row of 4 columns each; where the plan asks for G / 2 lanes (p.csr.lanes, at
+ * G >= 4), n is a multiple of 8 and B's and C's rows are 16-byte aligned, G / 2 lanes of 8 columns instead (the same
+ * column slices and workspace; otherwise the G lanes of 4).  VEC: n a multiple of 4 and B's and C's rows aligned to 4
+ * of their elements */
 template <int E, int G> int csr_wide_g(const acc_tf32_args &p, cudaStream_t s) {
     const uintptr_t b_align = E == ACC_TF32_ELEM_TF32 ? 16 : 8,
                     c_align = E == ACC_TF32_ELEM_TF32 || p.out_f32 ? 16 : 8;
-    const bool vec = p.n % 4 == 0 && reinterpret_cast<uintptr_t>(p.B) % b_align == 0 &&
-                     reinterpret_cast<uintptr_t>(p.C) % c_align == 0;
-    if (p.csr.num_parts > 0)
-        return vec ? launch_csr_wide<E, G, true, true>(p, s) : launch_csr_wide<E, G, false, true>(p, s);
-    return vec ? launch_csr_wide<E, G, true, false>(p, s) : launch_csr_wide<E, G, false, false>(p, s);
+    const uintptr_t b = reinterpret_cast<uintptr_t>(p.B), c = reinterpret_cast<uintptr_t>(p.C);
+    if constexpr (G >= 4)
+        if (2 * p.csr.lanes == G && p.n % 8 == 0 && b % 16 == 0 && c % 16 == 0)
+            return csr_wide_parts<E, G / 2, 8, true>(p, s);
+    const bool vec = p.n % 4 == 0 && b % b_align == 0 && c % c_align == 0;
+    return vec ? csr_wide_parts<E, G, 4, true>(p, s) : csr_wide_parts<E, G, 4, false>(p, s);
 }
 
 template <int E> int csr_wide_e(const acc_tf32_args &p, cudaStream_t s) {
@@ -1806,8 +1856,10 @@ extern "C" int acc_tf32_csr_wide_lanes(int64_t n) {
 }
 
 int dispatch_csr_wide(const acc_tf32_args &p, cudaStream_t s) {
-    /* the caller sized the parts' workspace for these lanes (accspmm._tf32.csr_wide_lanes) */
-    if (p.csr.lanes != acc_tf32_csr_wide_lanes(p.n) || !p.csr.offsets || !p.csr.cols || !p.csr.values ||
+    /* the caller sized the parts' workspace for acc_tf32_csr_wide_lanes(n) lanes of 4 columns (accspmm._tf32.csr_wide_lanes),
+     * the same columns as half as many lanes of 8 */
+    const int lanes = acc_tf32_csr_wide_lanes(p.n);
+    if ((p.csr.lanes != lanes && (lanes < 4 || 2 * p.csr.lanes != lanes)) || !p.csr.offsets || !p.csr.cols || !p.csr.values ||
         p.csr.num_parts < 0 || (p.csr.num_parts > 0 && (!p.csr.long_parts || !p.counters)))
         return ACC_ERR_INVALID_ARGUMENT;
     return p.elem == ACC_TF32_ELEM_TF32   ? csr_wide_e<ACC_TF32_ELEM_TF32>(p, s)

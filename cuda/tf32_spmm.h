@@ -54,10 +54,12 @@ typedef struct acc_tf32_variant {
  * num_parts floats and the counters num_parts int32 (zero before the first launch).  parts_first: the parts'
  * thread blocks come before the rows' (else after them).  The tasks are not read then.
  * Wider widths (every elem) take the same struct on the wide CSR kernel (tf32_spmm.cu, csr_wide_kernel):
- * lanes must be acc_tf32_csr_wide_lanes(n) (lanes a row; 4 columns a lane); the long rows are
- * those of more than ACC_TF32_CSR_WIDE_LONG entries, a group of lanes per part, their parts always first;
- * with P > 1 part q's sums go to workspace[q * W ..] (W = slices * 4 * lanes columns, slices =
- * ceil(n / (4 * lanes))) and the counters hold num_parts * slices int32 (row-major by part). */
+ * lanes must be acc_tf32_csr_wide_lanes(n) (lanes a row; 4 columns a lane), or half of it where that is at
+ * least 4 (8 columns a lane, where n is a multiple of 8 and B and C are 16-byte aligned, else the full lanes
+ * of 4 columns: the same slices, the same bits); the long rows are those of more than ACC_TF32_CSR_WIDE_LONG
+ * entries, a group of lanes per part, their parts always first; with P > 1 part q's sums go to workspace[q *
+ * W ..] (W = slices * 4 * lanes columns, slices = ceil(n / (4 * lanes))) and the counters hold num_parts *
+ * slices int32 (row-major by part). */
 typedef struct acc_tf32_csr {
     const int64_t *offsets;
     const int32_t *cols;

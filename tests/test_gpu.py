@@ -918,6 +918,51 @@ def test_wide_csr_nonfinite_bound_deterministic_streams():
     _bound_and_same_bits(A, 12, {"wide": "csr"}, rng)
 
 
+@pytest.mark.parametrize("prec", ["tf32", "fp16", "bf16"])
+def test_wide_csr_eight_columns_a_lane(prec):
+    """tuning={"csr_lane_cols": 8}: the wide CSR kernel's half lanes of 8 columns (n a multiple of 8 from 16: 2 lanes
+    of 8 at n = 16, 16 at 128, several slices at 264) give the bits of the lanes of 4 on every shape (long rows in
+    one and several parts, empty rows and tail, a hub), exact on integer data against scipy in poisoned half and
+    float32 outputs, twice; n not a multiple of 8 (and n = 8: too few lanes) keeps the lanes of 4 (stats), as a B
+    or C off its 16-byte alignment does (the same bits); inf and NaN in B as scipy in a row of parts."""
+    import torch
+
+    dt = {"tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[prec]
+    kw = {} if prec == "tf32" else {"precision": prec, "format": "bittcf"}
+    outs = (torch.float32,) if prec == "tf32" else (dt, torch.float32)
+    for name, A in _wide_csr_matrices().items():
+        m, k = A.shape
+        with accspmm.plan(A, device="gpu", tuning={"wide": "csr", "csr_lane_cols": 8}, **kw) as p8, \
+                accspmm.plan(A, device="gpu", tuning={"wide": "csr", "csr_lane_cols": 4}, **kw) as p4:
+            for n in (8, 16, 24, 36, 64, 72, 100, 128, 264):
+                B = int_dense(k, n, seed=n)
+                Bt = torch.from_numpy(B).to(dt).cuda()
+                for odt in outs:
+                    kind = "half" if odt == dt else "float32"
+                    want = scipy_ref(A, B) if prec == "tf32" else half_ref(A, B, prec, kind)
+                    got = []
+                    for p in (p8, p8, p4):
+                        out = torch.full((m, n), float("nan"), dtype=odt, device="cuda")
+                        p(Bt, out=out)
+                        assert np.array_equal(out.float().cpu().numpy(), want), (name, n, odt)
+                        got.append(out)
+                    assert torch.equal(got[0], got[2]), (name, n, odt)
+                    Bm = torch.empty(k * n + 8, dtype=dt, device="cuda")[8 // dt.itemsize:][:k * n].view(k, n)
+                    Bm.copy_(Bt)  # 8 bytes off: the lanes of 4 (half B) or element loads (float32 B)
+                    Cm = torch.full((m * n + 4,), float("nan"), dtype=odt, device="cuda")[2:][:m * n].view(m, n)
+                    p8(Bm, out=Cm)
+                    assert torch.equal(Cm, got[0]), (name, n, odt, "misaligned")
+                assert p8.stats["schedule_by_n"][n]["csr_lane_cols"] == (8 if n > 8 and n % 8 == 0 else 4), (name, n)
+                assert p4.stats["schedule_by_n"][n]["csr_lane_cols"] == 4, (name, n)
+            if name == "wide_parts":
+                B = int_dense(k, 64, seed=5)
+                row100 = A.indices[A.indptr[100]:A.indptr[101]]
+                B[row100[3], 0] = np.inf  # part 0
+                B[row100[-3], 0] = -np.inf  # the last part: NaN, as scipy's sum
+                got = p8(torch.from_numpy(B).to(dt).cuda(), out=torch.empty(m, 64, device="cuda"))
+                assert np.array_equal(got.cpu().numpy(), (A @ B).astype(np.float32), equal_nan=True)
+
+
 def _uniform_rows(m, seed, per_row=40):
     """m x m, ``per_row`` uniform random columns a row (duplicates summed), integer values in [-4, 4] (zeros
     dropped)."""
@@ -1008,6 +1053,8 @@ def test_wide_csr_small_regime():
                 B = int_dense(m, n, seed=n)
                 assert np.array_equal(p(B), scipy_ref(U, B)), n
                 assert p.stats["schedule_by_n"][n]["kernel"] == kernel, n
+                if kernel != "tensor_cores":
+                    assert p.stats["schedule_by_n"][n]["csr_lane_cols"] == 4, n  # TF32 keeps lanes of 4
             assert "entries a row" in p.stats["schedule_by_n"][widths[0][0]]["reason"]
         for prec in ("fp16", "bf16"):
             dt = torch.float16 if prec == "fp16" else torch.bfloat16
@@ -1019,6 +1066,8 @@ def test_wide_csr_small_regime():
                     C = p(torch.from_numpy(B).to(dt).cuda(), out=torch.empty(m, n, device="cuda"))
                     assert np.array_equal(C.cpu().numpy(), half_ref(U, B, prec, "float32")), (prec, n)
                     assert p.stats["schedule_by_n"][n]["kernel"] == kernel, (prec, n)
+                    if kernel != "tensor_cores":  # 40 entries a row: 8 columns a lane where n is a multiple of 8
+                        assert p.stats["schedule_by_n"][n]["csr_lane_cols"] == (8 if n % 8 == 0 else 4), (prec, n)
 
 
 def test_csr_kernels_take_the_builds_upload():

@@ -595,6 +595,23 @@ def test_wide_csr_small_regime_rule():
     assert wide_csr(128, *small, calls=1, uploaded=True)[0] and wide_csr(128, *small, calls=1000)[0]
 
 
+def test_wide_csr_lane_cols_rule():
+    """Half operands take 8 columns a lane at n >= CSR_WIDE8_MIN_N, a multiple of 8, on at least CSR_WIDE8_MIN_ROWS
+    rows of at least CSR_WIDE8_MEAN entries on average; every other case, and TF32 always, 4."""
+    from accspmm._tf32 import CSR_WIDE8_MEAN, CSR_WIDE8_MIN_N, CSR_WIDE8_MIN_ROWS, csr_wide_lane_cols
+
+    m = CSR_WIDE8_MIN_ROWS
+    nnz = CSR_WIDE8_MEAN * m
+    for elem in (1, 2):
+        for n in (CSR_WIDE8_MIN_N, 128, 136, 256):
+            assert csr_wide_lane_cols(n, m, nnz, elem) == 8, (elem, n)
+            assert csr_wide_lane_cols(n, m, nnz - 1, elem) == 4, (elem, n)  # rows a little shorter
+            assert csr_wide_lane_cols(n, m - 1, nnz, elem) == 4, (elem, n)  # too few rows
+            assert csr_wide_lane_cols(n, m, nnz, 0) == 4, n  # TF32
+        for n in (CSR_WIDE8_MIN_N - 8, CSR_WIDE8_MIN_N + 4, 100, 1):
+            assert csr_wide_lane_cols(n, m, nnz, elem) == 4, (elem, n)
+
+
 def test_wide_csr_part_length():
     """The wide CSR kernel's parts: CSR_WIDE_PART_LONG where its groups at CSR_WIDE_PART (rows, a long row once
     per part) exceed the reference GPU's groups at once (REF_SMS x 2,048 / lanes a row), else CSR_WIDE_PART."""
