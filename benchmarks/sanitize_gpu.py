@@ -42,7 +42,8 @@ configs = [{"cap": 0}, {"cap": 2}, {"cap": 32, "depth": 4}, {"cap": 2, "slice_s"
            {"cap": 0, "slice_s": 0, "staged": 0, "depth": 2}, {"cap": 2, "slice_s": 0, "staged": 0, "depth": 3},
            {"cap": 32, "slice_s": 0, "staged": 0, "depth": 2, "cache_l1": 0},
            # the CUDA-core CSR kernels at every width (row 40 in parts of the wide kernel)
-           {"wide": "csr"}, {"narrow": "csr", "csr_lanes": 8, "wide": "csr"}]
+           {"wide": "csr"}, {"narrow": "csr", "csr_lanes": 8, "wide": "csr"},
+           {"wide": "csr", "csr_lane_cols": 8}]  # lanes of 8 columns at n = 32 and 64
 for n in (1, 5, 32, 36, 37, 64, 130):
     B = rng.integers(-8, 9, size=(300, n)).astype(np.float32)
     ref = A @ B
@@ -87,15 +88,19 @@ for n in (1, 5, 37, 64, 96, 130, 200, 300, 320):  # from 200: slice-major blocks
                     p(Bg, out=Cg)
                     check(np.array_equal(cp.asnumpy(Cg).astype(np.float64), ref.astype(np.float16).astype(np.float64)),
                           f"n={n} {fmt} C call fp16")
-# half BitTCF plans on the wide CSR kernel (the hub row in parts), lean and element loads, B misaligned too
-for n in (5, 24, 32, 37, 130):
+# half BitTCF plans on the wide CSR kernel (the hub row in parts), lean and element loads, lanes of 8 columns at
+# n = 24, 32, 64 and 136, B misaligned too
+for n in (5, 24, 32, 37, 64, 130, 136):
     B = rng.integers(-8, 9, size=(20000, n)).astype(np.float32)
     Bx = B.copy()
     Bx[[3, 17, 500], :] = [[np.inf], [np.nan], [-np.inf]]
     ref, refx = A2 @ B, A2 @ Bx
     for prec in ("bf16", "fp16"):  # p stays the fp16 plan
-        p = accspmm.plan(A2, device="gpu", precision=prec, format="bittcf", tuning={"wide": "csr"})
-        check(np.array_equal(p(B), ref) and np.array_equal(p(Bx), refx, equal_nan=True), f"n={n} {prec} wide CSR")
+        for cols in (4, 8):
+            p = accspmm.plan(A2, device="gpu", precision=prec, format="bittcf",
+                             tuning={"wide": "csr", "csr_lane_cols": cols})
+            check(np.array_equal(p(B), ref) and np.array_equal(p(Bx), refx, equal_nan=True),
+                  f"n={n} {prec} wide CSR, lanes of {cols}")
     Bg = cp.zeros(20000 * n + 1, cp.float16)[1:].reshape(20000, n)  # 2-byte aligned only: element loads
     Bg[...] = cp.asarray(B.astype(np.float16))
     check(np.array_equal(cp.asnumpy(p(Bg)).astype(np.float64), ref.astype(np.float16).astype(np.float64)),
