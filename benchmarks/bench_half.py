@@ -270,6 +270,10 @@ def run_matrix(name, A, ns, precs, reps, bs_ell, hbm_gbs, dense_ok):
                 except Exception as exc:  # noqa: BLE001
                     print(f"  {name}: Blocked-ELL failed: {exc}", file=sys.stderr)
             r.update(interleaved_ms(paths, reps))
+            for key, q in (("kernel", p), ("tf32_kernel", tf)):  # which kernel each default plan ran at n
+                sched = q.stats.get("schedule_by_n", {}).get(n)
+                if sched and "kernel" in sched:
+                    r[key] = sched["kernel"]
             if "ell_ms" in paths:
                 Cp.fill_(float("nan"))  # the answer checked is the one of a launch after the timed ones
                 paths["ell_ms"]()
