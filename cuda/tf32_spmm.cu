@@ -1577,22 +1577,20 @@ int dispatch_csr_narrow(const acc_tf32_args &p, cudaStream_t s) {
  * part's sums go to workspace[(q * slices + s) * 4G ..] and the part that arrives last at counters[(q - j)
  * * slices + s] adds the row's parts in part order.  VEC: n a multiple of 4 and B's and C's rows aligned to
  * 4 elements (one 16-byte load of B per entry and lane, 8-byte for half B; one store of C), else element
- * loads and stores.  Where the plan asks for it (p.csr.lanes = G / 2; accspmm._tf32.csr_wide_lane_cols), G / 2
- * lanes of 8 columns take the same slices: half the shuffles, address steps and loop steps per entry, twice the
- * products a lane; H100, FP16 at n = 64-256 on rows of 25 and more entries a row, 1.06-1.5x (benchmarks/NOTES.md,
- * "Session of 2026-11-28, 02:48"). */
+ * loads and stores.  Where the plan asks for half the lanes (p.csr.lanes = G / 2;
+ * accspmm._tf32.csr_wide_lane_cols), lanes of 8 columns take the same slices: half the shuffles, address
+ * steps and loop steps per entry, twice the products a lane; H100, FP16 at n = 64-256 on rows of 25 and more
+ * entries a row, 1.06-1.5x (benchmarks/NOTES.md, "Session of 2026-11-28, 02:48"). */
 constexpr int kCsrWideThreads = 256;
 
-/* The lane's W columns of B's rows (W = 4, or 8 where the whole slice is in range and aligned: see csr_wide_g):
- * LEAN, base = B + c0 (in B's element type; c0 a column in range, the caller clamps a lane past n to column 0
- * and stores nothing), one 16-byte load a row per 4 floats or 8 halves (8-byte for 4 halves) at base + col * n
- * by one 32 x 32 -> 64-bit multiply, no select; else csr_b's loads of the columns below n, zeros past it
- * (inactive: all zero).  LEAN = VEC at G <= 8 (n <= 32, the widths the rule gives this kernel) for 4 columns:
- * 1.03-1.04x there in geometric mean over 34 shapes, the same bits; at G = 32 (n = 128, forced) it ran 0.96x
- * (H100, benchmarks/NOTES.md, "Session of 2026-11-27, 21:47"); always for 8 columns. */
-template <int W> struct wide_vec {
-    float v[W];
-};
+/* The lane's W columns of B's rows (W = 4, or 8 where the whole slice is in range and aligned: see
+ * csr_wide_g): LEAN, base = B + c0 (in B's element type; c0 a column in range, the caller clamps a lane past
+ * n to column 0 and stores nothing), one 16-byte load a row per 4 floats or 8 halves (8-byte for 4 halves) at
+ * base + col * n by one 32 x 32 -> 64-bit multiply, no select; else csr_b's loads of the columns below n,
+ * zeros past it (inactive: all zero).  LEAN = VEC at G <= 8 (n <= 32, the widths the rule gives this kernel)
+ * for 4 columns: 1.03-1.04x there in geometric mean over 34 shapes, the same bits; at G = 32 (n = 128,
+ * forced) it ran 0.96x (H100, benchmarks/NOTES.md, "Session of 2026-11-27, 21:47"); always for 8 columns. */
+template <int W> struct wide_vec { float v[W]; };
 
 template <int E, int W, bool VEC, bool LEAN> struct wide_lane {
     static_assert(W == 4 || (W == 8 && VEC && LEAN), "8 columns a lane only by vector loads");
@@ -1610,8 +1608,10 @@ template <int E, int W, bool VEC, bool LEAN> struct wide_lane {
 #pragma unroll
                 for (int h = 0; h < W / 4; h++) {
                     const float4 v = __ldg(q + h);
-                    x.v[4 * h] = __uint_as_float(to_tf32(v.x)), x.v[4 * h + 1] = __uint_as_float(to_tf32(v.y));
-                    x.v[4 * h + 2] = __uint_as_float(to_tf32(v.z)), x.v[4 * h + 3] = __uint_as_float(to_tf32(v.w));
+                    x.v[4 * h] = __uint_as_float(to_tf32(v.x));
+                    x.v[4 * h + 1] = __uint_as_float(to_tf32(v.y));
+                    x.v[4 * h + 2] = __uint_as_float(to_tf32(v.z));
+                    x.v[4 * h + 3] = __uint_as_float(to_tf32(v.w));
                 }
             } else {
                 const unsigned short *q = static_cast<const unsigned short *>(base) + at;
@@ -1684,8 +1684,8 @@ __device__ __forceinline__ void wide_step(const acc_tf32_args &p, unsigned gmask
             acc.v[c] = __fmaf_rn(a[u], x[u].v[c], acc.v[c]);
 }
 
-/* acc = the sum over entries e0 .. e1 - 1 of A's CSR of a x B[column, c0 .. c0 + W - 1], in entry order; every
- * lane of the group (gmask) calls it with the same range, lane j < G.  Chunks of G R entries, the next
+/* acc = the sum over entries e0 .. e1 - 1 of A's CSR of a x B[column, c0 .. c0 + W - 1], in entry order;
+ * every lane of the group (gmask) calls it with the same range, lane j < G.  Chunks of G R entries, the next
  * chunk's loads issued before this one's products; steps of 4 entries, then single ones. */
 template <int E, int G, int W, bool VEC>
 __device__ __forceinline__ wide_vec<W> wide_walk(const acc_tf32_args &p, unsigned gmask, int j, int64_t e0,
@@ -1719,7 +1719,8 @@ __device__ __forceinline__ wide_vec<W> wide_walk(const acc_tf32_args &p, unsigne
 /* C[row, c0 .. c0 + W - 1] = v (the columns below n) in the output format: 8- or 16-byte stores (VEC), else
  * store_c's element by element */
 template <int E, int W, bool VEC>
-__device__ __forceinline__ void wide_store(const acc_tf32_args &p, int64_t row, int64_t c0, const wide_vec<W> &v) {
+__device__ __forceinline__ void wide_store(const acc_tf32_args &p, int64_t row, int64_t c0,
+                                           const wide_vec<W> &v) {
     const int64_t at = row * p.n + c0;
     if constexpr (!VEC) {
 #pragma unroll
@@ -1738,7 +1739,8 @@ __device__ __forceinline__ void wide_store(const acc_tf32_args &p, int64_t row, 
     } else {
 #pragma unroll
         for (int c = 0; c < W; c += 4)
-            __stcs(reinterpret_cast<float4 *>(p.C + at + c), make_float4(v.v[c], v.v[c + 1], v.v[c + 2], v.v[c + 3]));
+            __stcs(reinterpret_cast<float4 *>(p.C + at + c),
+                   make_float4(v.v[c], v.v[c + 1], v.v[c + 2], v.v[c + 3]));
     }
 }
 
@@ -1775,7 +1777,7 @@ __global__ void __launch_bounds__(kCsrWideThreads)
         if (j == 0) last = atomicAdd(p.counters + first * slices + s, 1) == (int)parts - 1;
         last = __shfl_sync(gmask, last, 0, G);
         if (!last) return;
-        __threadfence(); /* every part's sums, as they were before their arrivals */
+        __threadfence();                      /* every part's sums, as they were before their arrivals */
         for (int64_t i = 0; i < parts; i++) { /* in part order */
             const float4 *q = reinterpret_cast<const float4 *>(p.workspace + (first + i) * width + c0);
 #pragma unroll
@@ -1815,13 +1817,14 @@ int launch_csr_wide(const acc_tf32_args &p, cudaStream_t stream) {
 }
 
 template <int E, int G, int W, bool VEC> int csr_wide_parts(const acc_tf32_args &p, cudaStream_t s) {
-    return p.csr.num_parts > 0 ? launch_csr_wide<E, G, W, VEC, true>(p, s) : launch_csr_wide<E, G, W, VEC, false>(p, s);
+    return p.csr.num_parts > 0 ? launch_csr_wide<E, G, W, VEC, true>(p, s)
+                               : launch_csr_wide<E, G, W, VEC, false>(p, s);
 }
 
-/* G = acc_tf32_csr_wide_lanes(n) lanes a row of 4 columns each; where the plan asks for G / 2 lanes (p.csr.lanes, at
- * G >= 4), n is a multiple of 8 and B's and C's rows are 16-byte aligned, G / 2 lanes of 8 columns instead (the same
- * column slices and workspace; otherwise the G lanes of 4).  VEC: n a multiple of 4 and B's and C's rows aligned to 4
- * of their elements */
+/* G = acc_tf32_csr_wide_lanes(n) lanes a row of 4 columns each; where the plan asks for G / 2 lanes
+ * (p.csr.lanes, at G >= 4), n is a multiple of 8 and B's and C's rows are 16-byte aligned, G / 2 lanes of 8
+ * columns instead (the same column slices and workspace; otherwise the G lanes of 4).  VEC: n a multiple of 4
+ * and B's and C's rows aligned to 4 of their elements */
 template <int E, int G> int csr_wide_g(const acc_tf32_args &p, cudaStream_t s) {
     const uintptr_t b_align = E == ACC_TF32_ELEM_TF32 ? 16 : 8,
                     c_align = E == ACC_TF32_ELEM_TF32 || p.out_f32 ? 16 : 8;
@@ -1856,11 +1859,11 @@ extern "C" int acc_tf32_csr_wide_lanes(int64_t n) {
 }
 
 int dispatch_csr_wide(const acc_tf32_args &p, cudaStream_t s) {
-    /* the caller sized the parts' workspace for acc_tf32_csr_wide_lanes(n) lanes of 4 columns (accspmm._tf32.csr_wide_lanes),
-     * the same columns as half as many lanes of 8 */
+    /* the caller sized the parts' workspace for acc_tf32_csr_wide_lanes(n) lanes of 4 columns
+     * (accspmm._tf32.csr_wide_lanes), the same columns as half as many lanes of 8 */
     const int lanes = acc_tf32_csr_wide_lanes(p.n);
-    if ((p.csr.lanes != lanes && (lanes < 4 || 2 * p.csr.lanes != lanes)) || !p.csr.offsets || !p.csr.cols || !p.csr.values ||
-        p.csr.num_parts < 0 || (p.csr.num_parts > 0 && (!p.csr.long_parts || !p.counters)))
+    if ((p.csr.lanes != lanes && (lanes < 4 || 2 * p.csr.lanes != lanes)) || !p.csr.offsets || !p.csr.cols ||
+        !p.csr.values || p.csr.num_parts < 0 || (p.csr.num_parts > 0 && (!p.csr.long_parts || !p.counters)))
         return ACC_ERR_INVALID_ARGUMENT;
     return p.elem == ACC_TF32_ELEM_TF32   ? csr_wide_e<ACC_TF32_ELEM_TF32>(p, s)
            : p.elem == ACC_TF32_ELEM_FP16 ? csr_wide_e<ACC_TF32_ELEM_FP16>(p, s)
