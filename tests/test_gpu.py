@@ -963,6 +963,38 @@ def test_wide_csr_eight_columns_a_lane(prec):
                 assert np.array_equal(got.cpu().numpy(), (A @ B).astype(np.float32), equal_nan=True)
 
 
+def test_wide_csr_eight_columns_default_adversarial():
+    """Default FP16/BF16 plans on 6,000 rows of 40 random columns with a dense row (4,000 columns, under
+    CSR_WIDE_SMALL_LONGEST: its parts reduced in order), a hub column and an empty tail of 500 rows: the rule gives the wide CSR kernel lanes of 8 at
+    n = 64, 128 and 200, and of 4 at n = 100 (not a multiple of 8); exact against scipy in half and float32 C, and
+    the same bits as the lanes of 4 forced."""
+    import torch
+
+    U = _uniform_rows(6000, 21).tolil()
+    U[77, :4000] = 1  # a dense row
+    U[:, 5] = 2  # a hub column
+    U[5500:, :] = 0  # an empty tail
+    U = sp.csr_matrix(U)
+    U.eliminate_zeros()
+    for prec in ("fp16", "bf16"):
+        dt = torch.float16 if prec == "fp16" else torch.bfloat16
+        with accspmm.plan(U, device="gpu", precision=prec, format="bittcf") as p, \
+                accspmm.plan(U, device="gpu", precision=prec, format="bittcf", tuning={"csr_lane_cols": 4}) as q:
+            for n in (64, 100, 128, 200):
+                B = int_dense(U.shape[1], n, seed=n)
+                Bt = torch.from_numpy(B).to(dt).cuda()
+                sched = None
+                for odt, kind in ((dt, "half"), (torch.float32, "float32")):
+                    C = p(Bt, out=torch.full((U.shape[0], n), float("nan"), dtype=odt, device="cuda"))
+                    assert np.array_equal(C.float().cpu().numpy(), half_ref(U, B, prec, kind)), (prec, n, kind)
+                    assert torch.equal(C, q(Bt, out=torch.empty_like(C))), (prec, n, kind)
+                    sched = p.stats["schedule_by_n"][n]
+                if sched["kernel"].startswith("cuda_cores_csr_wide"):
+                    assert sched["csr_lane_cols"] == (4 if n % 8 else 8), (prec, n)
+                else:  # the one-wave and rows regimes decide the kernel; 6,000 rows of 41 stay in the rows one
+                    raise AssertionError(f"{prec} n={n}: {sched['kernel']} ({sched['reason']})")
+
+
 def _uniform_rows(m, seed, per_row=40):
     """m x m, ``per_row`` uniform random columns a row (duplicates summed), integer values in [-4, 4] (zeros
     dropped)."""
