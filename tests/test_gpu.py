@@ -963,6 +963,15 @@ def test_wide_csr_eight_columns_a_lane(prec):
                 assert np.array_equal(got.cpu().numpy(), (A @ B).astype(np.float32), equal_nan=True)
 
 
+def test_wide_csr_lane_cols_bad_value():
+    """tuning["csr_lane_cols"] other than 4 or 8 is a ValueError naming the key, for TF32 and half plans."""
+    A = _uniform_rows(64, 3, 4)
+    for kw in ({}, {"precision": "fp16", "format": "bittcf"}):
+        for bad in (0, 6, 16, "8"):
+            with pytest.raises(ValueError, match="csr_lane_cols"):
+                accspmm.plan(A, device="gpu", tuning={"csr_lane_cols": bad}, **kw)
+
+
 def test_wide_csr_eight_columns_default_adversarial():
     """Default FP16/BF16 plans on 6,000 rows of 40 random columns with a dense row (4,000 columns, under
     CSR_WIDE_SMALL_LONGEST: its parts reduced in order), a hub column and an empty tail of 500 rows: the rule gives the wide CSR kernel lanes of 8 at
