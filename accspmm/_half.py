@@ -53,6 +53,8 @@ from ._tf32 import AUTOTUNE_MIN_CALLS
 from ._validate import CSR, as_csr, is_gpu_array
 
 PRECISIONS = ("fp16", "bf16")
+#: the tuning keys of BitTCF plans' CUDA-core kernels, handed to the TF32 runner as TF32 plans take them
+_CSR_TUNING = ("narrow", "csr_lanes", "wide", "csr_part", "csr_lane_cols")
 _FMT = {"fp16": 0, "bf16": 1}
 #: (smallest subnormal, largest finite) magnitude of each format
 RANGE = {"fp16": (2.0**-24, 65504.0), "bf16": (2.0**-133, (2 - 2.0**-7) * 2.0**127)}
@@ -476,19 +478,16 @@ class HalfPlan:
             raise TypeError(f"dtype must be float32 or float64, got {np.dtype(dtype)}")
         kernel = "auto"
         autotune = None  # BitTCF's first-call variant timing: tuning["autotune"], else by calls (below)
-        # BitTCF's CUDA-core widths: tuning["narrow"], ["csr_lanes"], ["wide"], ["csr_part"], ["csr_lane_cols"], as TF32
-        narrow = {}
+        narrow = {}  # BitTCF's CUDA-core widths: the tuning keys of _CSR_TUNING, as TF32 plans take them
         if tuning is not None:
-            if not isinstance(tuning, dict) or \
-                    set(tuning) - {"kernel", "autotune", "narrow", "csr_lanes", "wide", "csr_part", "csr_lane_cols"}:
+            if not isinstance(tuning, dict) or set(tuning) - {"kernel", "autotune", *_CSR_TUNING}:
                 raise ValueError("tuning of an FP16/BF16 plan takes only "
                                  "{'kernel': 'auto' | 'pairs' | 'rows' | 'quads'} (BSR16's kernel on the GPU), "
                                  "{'autotune': bool} (BitTCF's first-call variant timing), 'narrow' / "
                                  "'csr_lanes' (BitTCF's kernel for n <= 4), 'wide' (BitTCF's kernel of wider n), "
                                  "'csr_part' (its parts of long rows) and 'csr_lane_cols' (its columns a lane), as "
                                  f"TF32 plans take them, got {tuning!r}")
-            narrow = {key: tuning[key] for key in ("narrow", "csr_lanes", "wide", "csr_part", "csr_lane_cols")
-                      if key in tuning}
+            narrow = {key: tuning[key] for key in _CSR_TUNING if key in tuning}
             if not isinstance(tuning.get("autotune", False), bool):
                 raise ValueError(f"tuning['autotune'] must be True or False, got {tuning['autotune']!r}")
             autotune = tuning.get("autotune")
