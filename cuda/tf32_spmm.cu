@@ -1744,6 +1744,17 @@ __device__ __forceinline__ void wide_store(const acc_tf32_args &p, int64_t row, 
     }
 }
 
+/* W floats of a part's sums in the workspace at q (16-byte aligned), written by another thread block */
+template <int W> __device__ __forceinline__ wide_vec<W> wide_ws_load(const float *q) {
+    wide_vec<W> x;
+#pragma unroll
+    for (int c = 0; c < W; c += 4) {
+        const float4 v = __ldcg(reinterpret_cast<const float4 *>(q + c));
+        x.v[c] = v.x, x.v[c + 1] = v.y, x.v[c + 2] = v.z, x.v[c + 3] = v.w;
+    }
+    return x;
+}
+
 /* G lanes a row, W columns a lane: column slice s covers columns s W G .. (s + 1) W G - 1 */
 template <int E, int G, int W, bool VEC, bool PARTS>
 __global__ void __launch_bounds__(kCsrWideThreads)
@@ -1777,18 +1788,14 @@ __global__ void __launch_bounds__(kCsrWideThreads)
         if (j == 0) last = atomicAdd(p.counters + first * slices + s, 1) == (int)parts - 1;
         last = __shfl_sync(gmask, last, 0, G);
         if (!last) return;
-        __threadfence();                      /* every part's sums, as they were before their arrivals */
-        for (int64_t i = 0; i < parts; i++) { /* in part order */
-            const float4 *q = reinterpret_cast<const float4 *>(p.workspace + (first + i) * width + c0);
+        __threadfence(); /* every part's sums, as they were before their arrivals */
+        const float *ws0 = p.workspace + first * width + c0;
+        acc = wide_ws_load<W>(ws0);
+        for (int64_t i = 1; i < parts; i++) { /* in part order */
+            const wide_vec<W> v = wide_ws_load<W>(ws0 + i * width);
 #pragma unroll
-            for (int c = 0; c < W; c += 4) {
-                const float4 v = __ldcg(q + c / 4);
-                if (i == 0) {
-                    acc.v[c] = v.x, acc.v[c + 1] = v.y, acc.v[c + 2] = v.z, acc.v[c + 3] = v.w;
-                } else {
-                    acc.v[c] += v.x, acc.v[c + 1] += v.y, acc.v[c + 2] += v.z, acc.v[c + 3] += v.w;
-                }
-            }
+            for (int c = 0; c < W; c++)
+                acc.v[c] += v.v[c];
         }
         if (active) wide_store<E, W, VEC>(p, row, c0, acc);
         if (j == 0) p.counters[first * slices + s] = 0; /* for the next launch */
