@@ -875,6 +875,19 @@ def test_wide_csr_exact_every_lane_count(n):
             assert p._tf32.launcher.fast_calls == before + 1 and torch.equal(again, out)
 
 
+def _assert_nonfinite_in_parts(p, A, n, dt):
+    """p(B) in float32 C for B of dtype ``dt`` with inf in part 0 and -inf in the last part of row 100 of
+    ``_wide_csr_matrices()["wide_parts"]`` (7 parts and a bit): NaN there, and every entry as scipy's."""
+    import torch
+
+    B = int_dense(A.shape[1], n, seed=5)
+    row100 = A.indices[A.indptr[100]:A.indptr[101]]
+    B[row100[3], 0] = np.inf  # part 0
+    B[row100[-3], 0] = -np.inf  # the last part: NaN, as scipy's sum
+    got = p(torch.from_numpy(B).to(dt).cuda(), out=torch.empty(A.shape[0], n, device="cuda"))
+    assert np.array_equal(got.cpu().numpy(), (A @ B).astype(np.float32), equal_nan=True)
+
+
 @pytest.mark.parametrize("prec", ["fp16", "bf16"])
 def test_wide_csr_half_plans(prec):
     """BitTCF FP16/BF16 plans run the wide CSR kernel too (forced here): n = 5-130 on every shape (20 and 32: the
@@ -892,12 +905,7 @@ def test_wide_csr_half_plans(prec):
                 _half_outputs_exact(p, A, int_dense(A.shape[1], n, seed=n), prec, (name, n))
                 assert p.stats["schedule_by_n"][n]["kernel"] == f"cuda_cores_csr_wide{csr_wide_lanes(n)}"
             if name == "wide_parts":
-                B = int_dense(A.shape[1], 8, seed=5)
-                row100 = A.indices[A.indptr[100]:A.indptr[101]]
-                B[row100[3], 0] = np.inf  # part 0
-                B[row100[-3], 0] = -np.inf  # the last part: NaN, as scipy's sum
-                got = p(torch.from_numpy(B).to(dt).cuda(), out=torch.empty(A.shape[0], 8, device="cuda"))
-                assert np.array_equal(got.cpu().numpy(), (A @ B).astype(np.float32), equal_nan=True)
+                _assert_nonfinite_in_parts(p, A, 8, dt)
 
 
 def test_wide_csr_nonfinite_bound_deterministic_streams():
@@ -955,12 +963,7 @@ def test_wide_csr_eight_columns_a_lane(prec):
                 assert p8.stats["schedule_by_n"][n]["csr_lane_cols"] == (8 if n > 8 and n % 8 == 0 else 4), (name, n)
                 assert p4.stats["schedule_by_n"][n]["csr_lane_cols"] == 4, (name, n)
             if name == "wide_parts":
-                B = int_dense(k, 64, seed=5)
-                row100 = A.indices[A.indptr[100]:A.indptr[101]]
-                B[row100[3], 0] = np.inf  # part 0
-                B[row100[-3], 0] = -np.inf  # the last part: NaN, as scipy's sum
-                got = p8(torch.from_numpy(B).to(dt).cuda(), out=torch.empty(m, 64, device="cuda"))
-                assert np.array_equal(got.cpu().numpy(), (A @ B).astype(np.float32), equal_nan=True)
+                _assert_nonfinite_in_parts(p8, A, 64, dt)
 
 
 def test_wide_csr_lane_cols_bad_value():
